@@ -1,0 +1,318 @@
+"""Pydantic types shared by every part of Jury: the agent spec, the target, and the events.
+
+Events are the truth (DESIGN.md). Each event has an ``eid`` (a duplicated append folds once), a ``ts``
+(ISO 8601, UTC) and a ``t`` naming its kind; the vocabulary follows codejury's (REFERENCE §2) with a few
+additions (``jury.config``, ``action.*``, ``finding.refused``, ``agent.wrote``, ``run.resumed``). Fields
+are snake_case in Python and camelCase on the wire, like codejury's files.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic.alias_generators import to_camel
+
+RunStateName = Literal["queued", "review", "converged", "human", "failed", "cancelled"]
+TERMINAL_STATES: frozenset[str] = frozenset({"converged", "human", "failed", "cancelled"})
+ReportFormat = Literal["whole", "tail", "result-json", "opencode-json", "stream-json"]
+Role = Literal["reviewer", "judge", "reply"]
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow")
+
+    def wire(self) -> dict[str, Any]:
+        """The JSON-ready dict written to logs and files (camelCase, no unset optionals)."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+class AgentSpec(BaseModel):
+    """One agent of the catalog, resolved: what a worker needs to run it (travels in ``jury.config``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    argv: list[str]
+    judge_argv: list[str] | None = None
+    resume_argv: list[str] | None = None
+    session_from: str | None = None
+    new_session: bool = False
+    report: ReportFormat = "whole"
+    expect_seconds: float = 600
+    model: str | None = None
+    model_args: list[str] = Field(default_factory=lambda: ["--model", "{model}"])
+    env: dict[str, str] = Field(default_factory=dict)
+    env_pass: list[str] = Field(default_factory=list)
+    install: str | None = None
+
+    @property
+    def family(self) -> str | None:
+        """The vendor prefix of the model id (``openai/gpt-5`` -> ``openai``)."""
+        if not self.model:
+            return None
+        return re.split(r"[/:]", self.model, maxsplit=1)[0].lower()
+
+    @property
+    def can_judge(self) -> bool:
+        return self.judge_argv is not None
+
+    def default_timeout(self) -> float:
+        return max(600.0, 3 * self.expect_seconds)
+
+
+class Target(Model):
+    """What is reviewed. Merged key by key from every ``target`` event."""
+
+    repo: str | None = None
+    id: str | None = None
+    url: str | None = None
+    title: str | None = None
+    branch: str | None = None
+    trunk: str | None = None
+    state: RunStateName | None = None
+    state_note: str | None = None
+    attempt: str | None = None
+    judge: str | None = None
+    reviewed_commit: str | None = None
+    path: str | None = None  # the git repository Jury works in (the user's repo or a mirror)
+    head: str | None = None  # PR head sha
+    base: str | None = None  # merge-base of the head with the trunk
+
+
+class JuryConfig(Model):
+    reviewers: list[str]
+    judge: str
+    rounds: int = 10
+    agents: dict[str, AgentSpec]
+    timeout: float | None = None  # overrides every agent's default timeout
+    push: bool = False
+    alive_every: float = 30.0
+    max_triage: int = 2  # triage attempts per finding before it is left to a human
+    max_contests: int = 3
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class EventBase(Model):
+    eid: str  # the event's own id: deterministic per action, so a duplicated append folds once
+    ts: str = Field(default_factory=now_iso)
+
+
+class TargetEvent(EventBase):
+    t: Literal["target"] = "target"
+    target: Target
+
+
+class JuryConfigEvent(EventBase):
+    t: Literal["jury.config"] = "jury.config"
+    config: JuryConfig
+
+
+class RunResumed(EventBase):
+    t: Literal["run.resumed"] = "run.resumed"
+    epoch: int
+    note: str | None = None
+
+
+class RoundStart(EventBase):
+    t: Literal["round.start"] = "round.start"
+    n: int
+    sha: str
+    prompt: str
+    prompt_file: str | None = None
+
+
+class RoundEnd(EventBase):
+    t: Literal["round.end"] = "round.end"
+    n: int
+
+
+class ActionDispatched(EventBase):
+    t: Literal["action.dispatched"] = "action.dispatched"
+    key: str
+    kind: str
+    round: int
+
+
+class ActionDone(EventBase):
+    t: Literal["action.done"] = "action.done"
+    key: str
+
+
+class AgentLaunch(EventBase):
+    t: Literal["agent.launch"] = "agent.launch"
+    agent: str
+    round: int
+    role: Role = "reviewer"
+    key: str | None = None
+    finding: str | None = None
+
+
+class AgentAlive(EventBase):
+    t: Literal["agent.alive"] = "agent.alive"
+    agent: str
+    round: int
+    seconds: float
+    quiet_seconds: float
+    key: str | None = None
+
+
+class AgentReport(EventBase):
+    t: Literal["agent.report"] = "agent.report"
+    agent: str
+    round: int
+    verdict: Literal["clean", "found", "error"]
+    seconds: float
+    summary: str = ""
+    report: str = ""
+    session_id: str | None = None
+    raw_file: str | None = None
+    raw_bytes: int | None = None
+    role: Role = "reviewer"
+    key: str | None = None
+    error: str | None = None
+    exit_code: int | None = None
+
+
+class AgentWrote(EventBase):
+    t: Literal["agent.wrote"] = "agent.wrote"
+    agent: str
+    round: int
+    paths: list[str]
+
+
+class FindingRaised(EventBase):
+    t: Literal["finding.raised"] = "finding.raised"
+    id: str  # the finding's id, as in codejury
+    round: int
+    agent: str
+    claim: str
+    loc: str
+    body: str = ""
+
+
+class FindingReproduced(EventBase):
+    t: Literal["finding.reproduced"] = "finding.reproduced"
+    id: str  # the finding's id, as in codejury
+    evidence: str = ""
+    test: str | None = None
+    who: str
+
+
+class FindingResolved(EventBase):
+    t: Literal["finding.resolved"] = "finding.resolved"
+    id: str  # the finding's id, as in codejury
+    verdict: Literal["accepted", "rejected", "deferred", "superseded"]
+    reason: str = ""
+    test: str | None = None
+    test_command: str | None = None
+    who: str
+    patch: str | None = None  # artifact name of the accepted fix
+    sha: str | None = None  # the commit holding it
+
+
+class FindingRefused(EventBase):
+    """A triage answer Jury would not take: unparseable, or an acceptance without proof."""
+
+    t: Literal["finding.refused"] = "finding.refused"
+    id: str  # the finding's id, as in codejury
+    reason: str
+    who: str
+    round: int
+
+
+class FindingTurn(EventBase):
+    t: Literal["finding.turn"] = "finding.turn"
+    id: str  # the finding's id, as in codejury
+    agent: str
+    who: str
+    text: str
+
+
+class JudgeSession(EventBase):
+    t: Literal["judge.session"] = "judge.session"
+    agent: str
+    session_id: str
+    round: int
+
+
+class CommitPushed(EventBase):
+    t: Literal["commit.pushed"] = "commit.pushed"
+    sha: str
+    pushed: bool = False
+    subject: str
+    branch: str | None = None
+    finding: str | None = None
+
+
+class ReplySent(EventBase):
+    t: Literal["reply.sent"] = "reply.sent"
+    agent: str
+    round: int
+    resumed: bool
+    session_id: str | None = None
+    text: str
+    findings: list[str] = Field(default_factory=list)
+
+
+class Contest(Model):
+    id: str
+    text: str
+
+
+class ReplyAnswered(EventBase):
+    t: Literal["reply.answered"] = "reply.answered"
+    agent: str
+    round: int
+    verdict: Literal["clean", "contested", "error"]
+    seconds: float
+    report: str = ""
+    contests: list[Contest] = Field(default_factory=list)
+    error: str | None = None
+
+
+Event = Annotated[
+    TargetEvent
+    | JuryConfigEvent
+    | RunResumed
+    | RoundStart
+    | RoundEnd
+    | ActionDispatched
+    | ActionDone
+    | AgentLaunch
+    | AgentAlive
+    | AgentReport
+    | AgentWrote
+    | FindingRaised
+    | FindingReproduced
+    | FindingResolved
+    | FindingRefused
+    | FindingTurn
+    | JudgeSession
+    | CommitPushed
+    | ReplySent
+    | ReplyAnswered,
+    Field(discriminator="t"),
+]
+
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+
+
+def parse_event(data: dict[str, Any] | str | bytes) -> Event | None:
+    """An event from its wire form, or None when it is not one (a torn or foreign line)."""
+    try:
+        if isinstance(data, str | bytes):
+            return EVENT_ADAPTER.validate_json(data)
+        return EVENT_ADAPTER.validate_python(data)
+    except ValidationError:
+        return None
+
+
+def dump_event(event: Event) -> str:
+    """One line of ``events.ndjson``."""
+    return event.model_dump_json(by_alias=True, exclude_none=True)

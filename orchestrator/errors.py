@@ -1,0 +1,49 @@
+"""Jury's exceptions.
+
+    JuryError                 a user-facing failure; its message names what to fix
+    ├── ConfigError           a bad setting, jury.toml or agent entry (exit 2)
+    ├── UsageError            bad command-line input (exit 2)
+    ├── TargetError           the repository, branch or PR cannot be resolved (exit 2)
+    ├── StoreError            the event store cannot be read or written
+    └── GitError              a git command failed (carries its stderr)
+"""
+
+from __future__ import annotations
+
+
+class JuryError(Exception):
+    """Jury could not do what was asked."""
+
+    exit_code = 1
+
+
+class ConfigError(JuryError):
+    """The configuration is invalid."""
+
+    exit_code = 2
+
+
+class UsageError(JuryError):
+    """The command line is invalid."""
+
+    exit_code = 2
+
+
+class TargetError(JuryError):
+    """The review target cannot be resolved."""
+
+    exit_code = 2
+
+
+class StoreError(JuryError):
+    """The event store failed."""
+
+
+class GitError(JuryError):
+    """A git command failed."""
+
+    def __init__(self, args: list[str], code: int, stderr: str) -> None:
+        self.git_args = args
+        self.code = code
+        self.stderr = stderr
+        super().__init__(f"git {' '.join(args)} exited {code}: {stderr.strip()[-500:]}")
