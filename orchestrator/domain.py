@@ -133,15 +133,23 @@ class RoundEnd(EventBase):
 
 
 class ActionDispatched(EventBase):
+    """An action handed to a worker. The task reads its parameters back from here by key."""
+
     t: Literal["action.dispatched"] = "action.dispatched"
     key: str
-    kind: str
+    kind: Literal["review", "triage", "reply", "push"]
     round: int
+    epoch: int = 0
+    agent: str | None = None
+    finding: str | None = None
+    findings: list[str] = Field(default_factory=list)
+    sha: str | None = None
 
 
 class ActionDone(EventBase):
     t: Literal["action.done"] = "action.done"
     key: str
+    ok: bool = True
 
 
 class AgentLaunch(EventBase):

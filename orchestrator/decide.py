@@ -1,0 +1,174 @@
+"""Run state -> the next actions. Pure.
+
+``decide`` returns either events to append now (``Emit``: a state transition that needs no worker) or
+actions for workers (``Dispatch``). The coordinator appends the emits, folds again and asks again until
+only dispatches (or nothing) remain, so each call handles one step of the loop:
+
+1. every reviewer of the round reports (the barrier: all of them, then look);
+2. an agent that could not run, or a report with nothing parseable, ends the run ``human``;
+3. duplicate findings are superseded; findings contested too often are deferred;
+4. open findings are triaged one at a time by the judge, against the current tip;
+5. reviewers are told what became of their findings, and may contest (which reopens them);
+6. the round ends: all reviewers clean -> converged; round cap -> human; else the next round.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel
+
+from orchestrator.domain import (
+    Event,
+    FindingResolved,
+    RoundEnd,
+    RoundStart,
+    Target,
+    TargetEvent,
+)
+from orchestrator.fold import FindingState, RunState
+from orchestrator.parse import same_finding
+from orchestrator.prompts import SettledItem, review_prompt
+
+
+class Emit(BaseModel):
+    event: Event
+
+
+class Dispatch(BaseModel):
+    kind: Literal["review", "triage", "reply", "push"]
+    key: str
+    round: int
+    agent: str | None = None
+    finding: str | None = None
+    findings: list[str] = []
+    sha: str | None = None
+
+
+Action = Emit | Dispatch
+
+
+def end(s: RunState, state: Literal["converged", "human", "failed", "cancelled"], reason: str) -> Emit:
+    n = s.current.n if s.current else 0
+    return Emit(
+        event=TargetEvent(eid=f"end:{state}:e{s.epoch}:r{n}", target=Target(state=state, state_note=reason))
+    )
+
+
+def settled_items(s: RunState) -> list[SettledItem]:
+    return [
+        SettledItem(id=f.id, verdict=f.status, claim=f.claim, loc=f.loc, reason=f.reason)
+        for f in s.findings.values()
+        if f.status in ("accepted", "rejected", "deferred")
+    ]
+
+
+def start_round(s: RunState, n: int) -> Emit:
+    t = s.target
+    sha = s.tip or ""
+    prompt = review_prompt(
+        round_n=n, repo=t.repo or "", branch=t.branch, trunk=t.trunk, base=t.base or "", head=sha,
+        settled=settled_items(s), task=t.title,
+    )
+    return Emit(event=RoundStart(eid=f"round.start:{n}", n=n, sha=sha, prompt=prompt,
+                                 prompt_file=f"round-{n}.prompt.md"))
+
+
+def _suffix(s: RunState) -> str:
+    return f":e{s.epoch}" if s.epoch else ""
+
+
+def duplicates(s: RunState, n: int) -> list[Emit]:
+    """Supersede each open finding of round ``n`` that repeats an earlier one."""
+    emits: list[Emit] = []
+    earlier: list[FindingState] = []
+    for f in s.findings.values():
+        if f.status == "superseded":
+            continue
+        if f.round == n and f.status == "open" and not f.turns:
+            twin = next((g for g in earlier if same_finding(f.claim, f.loc, g.claim, g.loc)), None)
+            if twin is not None:
+                emits.append(Emit(event=FindingResolved(
+                    eid=f"dup:{f.id}", id=f.id, verdict="superseded", who="jury",
+                    reason=f"duplicate of {twin.id}" + (f" ({twin.status})" if twin.status != "open" else ""),
+                )))
+                continue
+        earlier.append(f)
+    return emits
+
+
+def decide(s: RunState) -> list[Action]:
+    cfg = s.config
+    if cfg is None or s.state in ("converged", "human", "failed", "cancelled"):
+        return []
+    if s.state == "queued":
+        return [Emit(event=TargetEvent(eid=f"state:review:e{s.epoch}", target=Target(state="review")))]
+    cur = s.current
+    if cur is None:
+        return [start_round(s, 1)]
+    n = cur.n
+
+    # 1. the reviewers of the round (the barrier)
+    missing = [a for a in cfg.reviewers if cur.agents.get(a) is None or cur.agents[a].state in ("queued", "running")]
+    if missing:
+        return [
+            Dispatch(kind="review", key=key, round=n, agent=a, sha=cur.sha)
+            for a in missing
+            if (key := f"review:r{n}:{a}{_suffix(s)}") not in s.actions
+        ]
+    # 2. an agent that could not run
+    for a in cfg.reviewers:
+        slot = cur.agents[a]
+        if slot.state == "error":
+            return [end(s, "human", f"reviewer {a} could not run in round {n}: {slot.error or 'error'}")]
+
+    # 3. duplicates, contests over the limit
+    if emits := duplicates(s, n):
+        return list(emits)
+    for f in s.open_findings():
+        if f.contests >= cfg.max_contests:
+            return [Emit(event=FindingResolved(
+                eid=f"contested:{f.id}:{f.contests}", id=f.id, verdict="deferred", who="jury",
+                reason=f"contested {f.contests} times; left for a human. Last word: {f.turns[-1].text}",
+            ))]
+
+    # 4. triage, one finding at a time against the current tip
+    if any(a.kind == "triage" for a in s.inflight()):
+        return []
+    for f in s.open_findings():
+        if f.refused_since_open >= cfg.max_triage:
+            return [end(s, "human", f"finding {f.id} is still open after {f.refused_since_open} triage "
+                                    f"attempts: {f.refusals[-1]}")]
+        return [Dispatch(kind="triage", key=f"triage:{f.id}:{f.triages + 1}", round=n, agent=cfg.judge,
+                         finding=f.id, sha=s.tip)]
+
+    # 5. replies: tell each reviewer what became of its findings
+    if any(a.kind == "reply" for a in s.inflight()):
+        return []
+    untold: dict[str, list[str]] = {}
+    for f in s.findings.values():
+        if f.status in ("accepted", "rejected", "deferred") and f.version > f.told:
+            untold.setdefault(f.agent, []).append(f.id)
+    if untold:
+        sent = {a: sum(1 for r in s.replies if r.agent == a) for a in untold}
+        return [
+            Dispatch(kind="reply", key=f"reply:{a}:{sent[a] + 1}{_suffix(s)}", round=n, agent=a, findings=fids)
+            for a, fids in untold.items()
+        ]
+
+    # 6. the round ends
+    if not cur.ended:
+        return [Emit(event=RoundEnd(eid=f"round.end:{n}", n=n))]
+    if all(cur.agents[a].state == "clean" for a in cfg.reviewers):
+        if cfg.push and s.commits and not any(c.pushed for c in s.commits):
+            if any(a.kind == "push" for a in s.inflight()):
+                return []
+            if (key := f"push:{s.tip}") not in s.actions:
+                return [Dispatch(kind="push", key=key, round=n, sha=s.tip)]
+            if not s.actions[key].ok:
+                return [end(s, "human", "the fixes could not be pushed to the PR branch")]
+        fixes = sum(1 for f in s.findings.values() if f.status == "accepted")
+        return [end(s, "converged", f"all reviewers clean in round {n}; {fixes} fix(es) accepted")]
+    if n >= cfg.rounds:
+        return [end(s, "human", f"round cap reached: {cfg.rounds} round(s) without convergence")]
+    return [start_round(s, n + 1)]

@@ -1,0 +1,361 @@
+"""Events -> run state. Pure: the same events always fold to the same state.
+
+Events are folded in log order; an event whose ``eid`` was already folded is skipped, so a duplicated
+append changes nothing. ``run_json`` exports the state in codejury's ``run.json`` shape, with Jury's
+full state under the ``jury`` key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import Field
+
+from orchestrator.domain import (
+    ActionDispatched,
+    ActionDone,
+    AgentAlive,
+    AgentLaunch,
+    AgentReport,
+    AgentWrote,
+    CommitPushed,
+    Contest,
+    Event,
+    FindingRaised,
+    FindingRefused,
+    FindingReproduced,
+    FindingResolved,
+    FindingTurn,
+    JudgeSession,
+    JuryConfig,
+    JuryConfigEvent,
+    Model,
+    ReplyAnswered,
+    ReplySent,
+    RoundEnd,
+    RoundStart,
+    RunResumed,
+    Target,
+    TargetEvent,
+)
+
+FindingStatus = Literal["open", "accepted", "rejected", "deferred", "superseded"]
+
+
+class Turn(Model):
+    who: str
+    agent: str
+    text: str
+
+
+class FindingState(Model):
+    id: str
+    round: int
+    agent: str
+    claim: str
+    loc: str
+    body: str = ""
+    status: FindingStatus = "open"
+    reason: str = ""
+    who: str | None = None
+    test: str | None = None
+    test_command: str | None = None
+    reproduced: bool = False
+    evidence: str | None = None
+    patch: str | None = None
+    sha: str | None = None
+    refusals: list[str] = Field(default_factory=list)
+    refused_since_open: int = 0  # refusals since the finding was last (re)opened
+    triages: int = 0  # triage actions dispatched for it
+    contests: int = 0
+    turns: list[Turn] = Field(default_factory=list)
+    version: int = 0  # bumped at every resolution
+    told: int = 0  # the version its reviewer was last told about
+    judging: bool = False  # a judge is working on it now
+
+
+class AgentSlot(Model):
+    """One agent's run in a round."""
+
+    agent: str
+    state: Literal["queued", "running", "clean", "found", "error"] = "queued"
+    seconds: float = 0.0
+    quiet_seconds: float = 0.0
+    summary: str = ""
+    report: str = ""
+    session_id: str | None = None
+    raw_file: str | None = None
+    error: str | None = None
+    launched_at: str | None = None
+    reported_at: str | None = None
+    wrote: list[str] = Field(default_factory=list)
+
+
+class RoundState(Model):
+    n: int
+    sha: str
+    prompt: str
+    prompt_file: str | None = None
+    started_at: str
+    ended: bool = False
+    agents: dict[str, AgentSlot] = Field(default_factory=dict)
+
+
+class ReplyState(Model):
+    round: int
+    agent: str
+    findings: list[str] = Field(default_factory=list)
+    resumed: bool = False
+    verdict: Literal["pending", "clean", "contested", "error"] = "pending"
+    contests: list[Contest] = Field(default_factory=list)
+    seconds: float = 0.0
+    error: str | None = None
+
+
+class Dispatched(Model):
+    key: str
+    kind: str
+    round: int
+    epoch: int = 0
+    agent: str | None = None
+    finding: str | None = None
+    findings: list[str] = Field(default_factory=list)
+    sha: str | None = None
+    done: bool = False
+    ok: bool = True
+
+
+class CommitInfo(Model):
+    sha: str
+    subject: str
+    pushed: bool = False
+    branch: str | None = None
+    finding: str | None = None
+
+
+class RunState(Model):
+    slug: str
+    target: Target = Field(default_factory=Target)
+    config: JuryConfig | None = None
+    epoch: int = 0
+    rounds: list[RoundState] = Field(default_factory=list)
+    findings: dict[str, FindingState] = Field(default_factory=dict)
+    replies: list[ReplyState] = Field(default_factory=list)
+    actions: dict[str, Dispatched] = Field(default_factory=dict)
+    sessions: dict[str, str] = Field(default_factory=dict)  # reviewer -> its CLI session id
+    judge_session: str | None = None
+    commits: list[CommitInfo] = Field(default_factory=list)
+    events: int = 0
+    first_ts: str | None = None
+    last_ts: str | None = None
+    seen: set[str] = Field(default_factory=set, exclude=True)
+
+    @property
+    def state(self) -> str:
+        return self.target.state or "queued"
+
+    @property
+    def tip(self) -> str | None:
+        """The tree reviewers see now: the PR head plus every accepted fix."""
+        return self.commits[-1].sha if self.commits else self.target.head
+
+    @property
+    def current(self) -> RoundState | None:
+        return self.rounds[-1] if self.rounds else None
+
+    def round(self, n: int) -> RoundState | None:
+        for r in self.rounds:
+            if r.n == n:
+                return r
+        return None
+
+    def inflight(self) -> list[Dispatched]:
+        return [a for a in self.actions.values() if not a.done]
+
+    def open_findings(self) -> list[FindingState]:
+        return [f for f in self.findings.values() if f.status == "open"]
+
+
+def fold(events: Iterable[Event], slug: str = "") -> RunState:
+    state = RunState(slug=slug)
+    for event in events:
+        apply(state, event)
+    return state
+
+
+def apply(s: RunState, e: Event) -> None:
+    """Fold one event into ``s`` in place (skipping one already folded)."""
+    if e.eid in s.seen:
+        return
+    s.seen.add(e.eid)
+    s.events += 1
+    s.first_ts = s.first_ts or e.ts
+    s.last_ts = e.ts
+    match e:
+        case TargetEvent():
+            s.target = s.target.model_copy(update=e.target.model_dump(exclude_unset=True))
+        case JuryConfigEvent():
+            s.config = e.config
+        case RunResumed():
+            _resume(s, e)
+        case RoundStart():
+            if s.round(e.n) is None:
+                s.rounds.append(
+                    RoundState(n=e.n, sha=e.sha, prompt=e.prompt, prompt_file=e.prompt_file, started_at=e.ts)
+                )
+        case RoundEnd():
+            if (r := s.round(e.n)) is not None:
+                r.ended = True
+        case ActionDispatched():
+            s.actions[e.key] = Dispatched.model_validate(e.model_dump(exclude={"eid", "ts", "t"}))
+            if e.kind == "triage" and e.finding in s.findings:
+                s.findings[e.finding].triages += 1
+                s.findings[e.finding].judging = True
+        case ActionDone():
+            if (a := s.actions.get(e.key)) is not None:
+                a.done, a.ok = True, e.ok
+                if a.kind == "triage" and a.finding in s.findings:
+                    s.findings[a.finding].judging = False
+        case AgentLaunch():
+            if e.role == "reviewer" and (r := s.round(e.round)) is not None:
+                slot = r.agents.setdefault(e.agent, AgentSlot(agent=e.agent))
+                slot.state, slot.launched_at = "running", e.ts
+        case AgentAlive():
+            if (r := s.round(e.round)) is not None and (slot := r.agents.get(e.agent)) is not None:
+                if slot.state == "running":
+                    slot.seconds, slot.quiet_seconds = e.seconds, e.quiet_seconds
+        case AgentReport():
+            _report(s, e)
+        case AgentWrote():
+            if (r := s.round(e.round)) is not None and (slot := r.agents.get(e.agent)) is not None:
+                slot.wrote = sorted(set(slot.wrote) | set(e.paths))
+        case FindingRaised():
+            if e.id not in s.findings:
+                s.findings[e.id] = FindingState(
+                    id=e.id, round=e.round, agent=e.agent, claim=e.claim, loc=e.loc, body=e.body
+                )
+        case FindingReproduced():
+            if (f := s.findings.get(e.id)) is not None:
+                f.reproduced, f.evidence = True, e.evidence or f.evidence
+        case FindingResolved():
+            if (f := s.findings.get(e.id)) is not None:
+                f.status, f.reason, f.who = e.verdict, e.reason, e.who
+                f.test, f.test_command = e.test or f.test, e.test_command or f.test_command
+                f.patch, f.sha = e.patch or f.patch, e.sha or f.sha
+                f.version += 1
+        case FindingRefused():
+            if (f := s.findings.get(e.id)) is not None:
+                f.refusals.append(e.reason)
+                f.refused_since_open += 1
+        case FindingTurn():
+            _turn(s, e)
+        case JudgeSession():
+            s.judge_session = e.session_id
+        case CommitPushed():
+            if not any(c.sha == e.sha and c.pushed == e.pushed for c in s.commits):
+                s.commits.append(
+                    CommitInfo(sha=e.sha, subject=e.subject, pushed=e.pushed, branch=e.branch, finding=e.finding)
+                )
+        case ReplySent():
+            s.replies.append(ReplyState(round=e.round, agent=e.agent, findings=e.findings, resumed=e.resumed))
+            for fid in e.findings:
+                if (f := s.findings.get(fid)) is not None:
+                    f.told = f.version
+        case ReplyAnswered():
+            for reply in reversed(s.replies):
+                if reply.agent == e.agent and reply.round == e.round and reply.verdict == "pending":
+                    reply.verdict, reply.contests = e.verdict, e.contests
+                    reply.seconds, reply.error = e.seconds, e.error
+                    break
+
+
+def _report(s: RunState, e: AgentReport) -> None:
+    if e.role != "reviewer":
+        return
+    r = s.round(e.round)
+    if r is None:
+        return
+    slot = r.agents.setdefault(e.agent, AgentSlot(agent=e.agent))
+    slot.state = e.verdict
+    slot.seconds, slot.summary, slot.report = e.seconds, e.summary, e.report
+    slot.raw_file, slot.error, slot.reported_at = e.raw_file, e.error, e.ts
+    if e.session_id:
+        slot.session_id = e.session_id
+        s.sessions[e.agent] = e.session_id
+
+
+def _turn(s: RunState, e: FindingTurn) -> None:
+    f = s.findings.get(e.id)
+    if f is None:
+        return
+    f.turns.append(Turn(who=e.who, agent=e.agent, text=e.text))
+    limit = s.config.max_contests if s.config else 3
+    # A contest by the finding's own reviewer reopens a settled finding, until the limit: then decide
+    # defers it for good and later contests are only recorded.
+    if e.who == f.agent and f.status in ("rejected", "deferred") and f.contests < limit:
+        f.contests += 1
+        f.status = "open"
+        f.refused_since_open = 0
+
+
+def _resume(s: RunState, e: RunResumed) -> None:
+    s.epoch = max(s.epoch, e.epoch)
+    # Work that was in flight when the run stopped is lost: forget it so decide dispatches it again.
+    for key in [k for k, a in s.actions.items() if not a.done]:
+        del s.actions[key]
+    for f in s.findings.values():
+        f.judging = False
+        if f.status == "open":
+            f.refused_since_open = 0
+    if (r := s.current) is not None and not r.ended:
+        for name in [a for a, slot in r.agents.items() if slot.state in ("error", "running", "queued")]:
+            del r.agents[name]
+
+
+def _minutes(ts: str | None, start: datetime | None) -> float | None:
+    if ts is None or start is None:
+        return None
+    return round((_parse_ts(ts) - start).total_seconds() / 60.0, 2)
+
+
+def _parse_ts(ts: str) -> datetime:
+    return datetime.fromisoformat(ts.replace("Z", "+00:00"))
+
+
+def run_json(s: RunState) -> dict[str, Any]:
+    """The fold in codejury's ``run.json`` shape, with Jury's whole state under ``jury``."""
+    start = _parse_ts(s.first_ts) if s.first_ts else None
+    rounds = []
+    lanes: dict[str, list[dict[str, Any]]] = {}
+    for r in s.rounds:
+        verdicts = []
+        for slot in r.agents.values():
+            verdicts.append(
+                {"a": slot.agent, "s": slot.state, "t": slot.summary, "seconds": slot.seconds,
+                 "report": slot.report, "rawFile": slot.raw_file}
+            )
+            seg: dict[str, Any] = {"r": r.n, "s": _minutes(slot.launched_at, start),
+                                   "e": _minutes(slot.reported_at, start), "t": slot.state}
+            if slot.reported_at is None:
+                seg["open" if r is s.current else "abandoned"] = True
+            lanes.setdefault(slot.agent, []).append(seg)
+        rounds.append({"n": r.n, "sha": r.sha, "verdicts": verdicts,
+                       "startMin": _minutes(r.started_at, start), "prompt": r.prompt_file})
+    exchanges = [
+        {"id": f.id, "round": f.round, "with": f.agent, "claim": f.claim, "loc": f.loc,
+         "res": f.status, "turns": [t.wire() for t in f.turns], "reproduced": f.reproduced,
+         "outcome": f.reason}
+        for f in s.findings.values()
+    ]
+    return {
+        "target": s.target.wire(),
+        "rounds": rounds,
+        "exchanges": exchanges,
+        "replies": [r.wire() for r in s.replies],
+        "lanes": [{"who": who, "segs": segs} for who, segs in lanes.items()],
+        "marks": [{"at": _minutes(r.started_at, start), "l": f"round {r.n}"} for r in s.rounds],
+        "totalMin": _minutes(s.last_ts, start) or 0.0,
+        "jury": s.wire(),
+    }

@@ -1,0 +1,132 @@
+"""Prompt templates: a review round, a triage, a reply to a reviewer.
+
+The templates are Markdown files next to this module, rendered with ``string.Template``. Every format
+example an agent might echo back (``FINDING:``/``WHERE:``, the stop token, ``CONTEST``, the JSON verdict)
+sits inside a code fence, so an agent that repeats its prompt does not raise findings or stop by echo.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from importlib import resources
+from string import Template
+
+from pydantic import BaseModel, ConfigDict
+
+__all__ = ["SettledItem", "reply_prompt", "review_prompt", "triage_prompt"]
+
+_LINE_LIMIT = 500
+
+
+class SettledItem(BaseModel):
+    """A finding whose outcome is known, as shown to reviewers."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    verdict: str
+    claim: str
+    loc: str
+    reason: str = ""
+
+
+@cache
+def _template(name: str) -> Template:
+    return Template(resources.files(__name__).joinpath(name).read_text(encoding="utf-8"))
+
+
+def _one_line(text: str | None, limit: int = _LINE_LIMIT) -> str:
+    """Collapse whitespace so an item stays on its own line (and cannot start a fake keyword line)."""
+    flat = " ".join((text or "").split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _fence(text: str) -> str:
+    """``text`` inside a code fence longer than any backtick run it holds."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    mark = "`" * max(3, longest + 1)
+    return f"{mark}\n{text.rstrip()}\n{mark}"
+
+
+def _item(item: SettledItem) -> str:
+    line = (
+        f"- {_one_line(item.id)} [{_one_line(item.verdict)}] {_one_line(item.claim)} ({_one_line(item.loc)})"
+    )
+    reason = _one_line(item.reason)
+    return f"{line}: {reason}" if reason else line
+
+
+def _items(items: list[SettledItem], empty: str) -> str:
+    return "\n".join(_item(i) for i in items) if items else empty
+
+
+def review_prompt(
+    *,
+    round_n: int,
+    repo: str,
+    branch: str | None,
+    trunk: str | None,
+    base: str,
+    head: str,
+    settled: list[SettledItem],
+    task: str | None = None,
+) -> str:
+    """The prompt every reviewer gets in round ``round_n``."""
+    task_text = (
+        f"\nWhat the change is meant to do:\n\n{_fence(task.strip())}\n" if task and task.strip() else ""
+    )
+    return _template("review.md").substitute(
+        round_n=round_n,
+        repo=repo,
+        branch=branch or "(detached)",
+        trunk=trunk or "(unknown)",
+        base=base,
+        head=head,
+        task=task_text,
+        settled=_items(settled, "none yet"),
+    )
+
+
+def triage_prompt(
+    *,
+    finding_id: str,
+    agent: str,
+    claim: str,
+    loc: str,
+    body: str,
+    base: str,
+    turns: list[tuple[str, str]],
+    refusals: list[str],
+) -> str:
+    """The judge's prompt for one finding, with the reviewer's contests and earlier refusals."""
+    turns_text = ""
+    if turns:
+        parts = [f"### {_one_line(who)}\n\n{_fence(text)}" for who, text in turns]
+        turns_text = "\n## Earlier turns on this finding\n\n" + "\n\n".join(parts) + "\n"
+    refusals_text = ""
+    if refusals:
+        lines = "\n".join(f"- {_one_line(r)}" for r in refusals)
+        refusals_text = (
+            "\n## Earlier answers Jury refused for this finding\n\n"
+            f"{lines}\n\nDo not repeat them: reproduce, test and name the test_command this time.\n"
+        )
+    return _template("triage.md").substitute(
+        finding_id=finding_id,
+        agent=agent,
+        claim=_one_line(claim),
+        loc=_one_line(loc),
+        base=base,
+        body=_fence(body) if body.strip() else "(none)",
+        turns=turns_text,
+        refusals=refusals_text,
+    )
+
+
+def reply_prompt(*, round_n: int, agent: str, outcomes: list[SettledItem]) -> str:
+    """What a reviewer is told about its findings of round ``round_n``, asking for contests."""
+    return _template("reply.md").substitute(
+        round_n=round_n,
+        agent=agent,
+        outcomes=_items(outcomes, "(no findings settled)"),
+    )
