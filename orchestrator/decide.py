@@ -67,11 +67,20 @@ def start_round(s: RunState, n: int) -> Emit:
     t = s.target
     sha = s.tip or ""
     prompt = review_prompt(
-        round_n=n, repo=t.repo or "", branch=t.branch, trunk=t.trunk, base=t.base or "", head=sha,
-        settled=settled_items(s), task=t.title,
+        round_n=n,
+        repo=t.repo or "",
+        branch=t.branch,
+        trunk=t.trunk,
+        base=t.base or "",
+        head=sha,
+        settled=settled_items(s),
+        task=t.title,
     )
-    return Emit(event=RoundStart(eid=f"round.start:{n}", n=n, sha=sha, prompt=prompt,
-                                 prompt_file=f"round-{n}.prompt.md"))
+    return Emit(
+        event=RoundStart(
+            eid=f"round.start:{n}", n=n, sha=sha, prompt=prompt, prompt_file=f"round-{n}.prompt.md"
+        )
+    )
 
 
 def _suffix(s: RunState) -> str:
@@ -88,10 +97,18 @@ def duplicates(s: RunState, n: int) -> list[Emit]:
         if f.round == n and f.status == "open" and not f.turns:
             twin = next((g for g in earlier if same_finding(f.claim, f.loc, g.claim, g.loc)), None)
             if twin is not None:
-                emits.append(Emit(event=FindingResolved(
-                    eid=f"dup:{f.id}", id=f.id, verdict="superseded", who="jury",
-                    reason=f"duplicate of {twin.id}" + (f" ({twin.status})" if twin.status != "open" else ""),
-                )))
+                emits.append(
+                    Emit(
+                        event=FindingResolved(
+                            eid=f"dup:{f.id}",
+                            id=f.id,
+                            verdict="superseded",
+                            who="jury",
+                            reason=f"duplicate of {twin.id}"
+                            + (f" ({twin.status})" if twin.status != "open" else ""),
+                        )
+                    )
+                )
                 continue
         earlier.append(f)
     return emits
@@ -109,7 +126,9 @@ def decide(s: RunState) -> list[Action]:
     n = cur.n
 
     # 1. the reviewers of the round (the barrier)
-    missing = [a for a in cfg.reviewers if cur.agents.get(a) is None or cur.agents[a].state in ("queued", "running")]
+    missing = [
+        a for a in cfg.reviewers if cur.agents.get(a) is None or cur.agents[a].state in ("queued", "running")
+    ]
     if missing:
         return [
             Dispatch(kind="review", key=key, round=n, agent=a, sha=cur.sha)
@@ -127,20 +146,42 @@ def decide(s: RunState) -> list[Action]:
         return list(emits)
     for f in s.open_findings():
         if f.contests >= cfg.max_contests:
-            return [Emit(event=FindingResolved(
-                eid=f"contested:{f.id}:{f.contests}", id=f.id, verdict="deferred", who="jury",
-                reason=f"contested {f.contests} times; left for a human. Last word: {f.turns[-1].text}",
-            ))]
+            return [
+                Emit(
+                    event=FindingResolved(
+                        eid=f"contested:{f.id}:{f.contests}",
+                        id=f.id,
+                        verdict="deferred",
+                        who="jury",
+                        reason=f"contested {f.contests} times; left for a human. "
+                        f"Last word: {f.turns[-1].text}",
+                    )
+                )
+            ]
 
     # 4. triage, one finding at a time against the current tip
     if any(a.kind == "triage" for a in s.inflight()):
         return []
     for f in s.open_findings():
         if f.refused_since_open >= cfg.max_triage:
-            return [end(s, "human", f"finding {f.id} is still open after {f.refused_since_open} triage "
-                                    f"attempts: {f.refusals[-1]}")]
-        return [Dispatch(kind="triage", key=f"triage:{f.id}:{f.triages + 1}", round=n, agent=cfg.judge,
-                         finding=f.id, sha=s.tip)]
+            return [
+                end(
+                    s,
+                    "human",
+                    f"finding {f.id} is still open after {f.refused_since_open} triage "
+                    f"attempts: {f.refusals[-1]}",
+                )
+            ]
+        return [
+            Dispatch(
+                kind="triage",
+                key=f"triage:{f.id}:{f.triages + 1}",
+                round=n,
+                agent=cfg.judge,
+                finding=f.id,
+                sha=s.tip,
+            )
+        ]
 
     # 5. replies: tell each reviewer what became of its findings
     if any(a.kind == "reply" for a in s.inflight()):
@@ -152,7 +193,9 @@ def decide(s: RunState) -> list[Action]:
     if untold:
         sent = {a: sum(1 for r in s.replies if r.agent == a) for a in untold}
         return [
-            Dispatch(kind="reply", key=f"reply:{a}:{sent[a] + 1}{_suffix(s)}", round=n, agent=a, findings=fids)
+            Dispatch(
+                kind="reply", key=f"reply:{a}:{sent[a] + 1}{_suffix(s)}", round=n, agent=a, findings=fids
+            )
             for a, fids in untold.items()
         ]
 

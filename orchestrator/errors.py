@@ -1,11 +1,11 @@
 """Jury's exceptions.
 
-    JuryError                 a user-facing failure; its message names what to fix
-    ├── ConfigError           a bad setting, jury.toml or agent entry (exit 2)
-    ├── UsageError            bad command-line input (exit 2)
-    ├── TargetError           the repository, branch or PR cannot be resolved (exit 2)
-    ├── StoreError            the event store cannot be read or written
-    └── GitError              a git command failed (carries its stderr)
+JuryError                 a user-facing failure; its message names what to fix
+├── ConfigError           a bad setting, jury.toml or agent entry (exit 2)
+├── UsageError            bad command-line input (exit 2)
+├── TargetError           the repository, branch or PR cannot be resolved (exit 2)
+├── StoreError            the event store cannot be read or written
+└── GitError              a git command failed (carries its stderr)
 """
 
 from __future__ import annotations

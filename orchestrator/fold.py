@@ -256,7 +256,9 @@ def apply(s: RunState, e: Event) -> None:
         case CommitPushed():
             if not any(c.sha == e.sha and c.pushed == e.pushed for c in s.commits):
                 s.commits.append(
-                    CommitInfo(sha=e.sha, subject=e.subject, pushed=e.pushed, branch=e.branch, finding=e.finding)
+                    CommitInfo(
+                        sha=e.sha, subject=e.subject, pushed=e.pushed, branch=e.branch, finding=e.finding
+                    )
                 )
         case ReplySent():
             s.replies.append(ReplyState(round=e.round, agent=e.agent, findings=e.findings, resumed=e.resumed))
@@ -333,20 +335,45 @@ def run_json(s: RunState) -> dict[str, Any]:
         verdicts = []
         for slot in r.agents.values():
             verdicts.append(
-                {"a": slot.agent, "s": slot.state, "t": slot.summary, "seconds": slot.seconds,
-                 "report": slot.report, "rawFile": slot.raw_file}
+                {
+                    "a": slot.agent,
+                    "s": slot.state,
+                    "t": slot.summary,
+                    "seconds": slot.seconds,
+                    "report": slot.report,
+                    "rawFile": slot.raw_file,
+                }
             )
-            seg: dict[str, Any] = {"r": r.n, "s": _minutes(slot.launched_at, start),
-                                   "e": _minutes(slot.reported_at, start), "t": slot.state}
+            seg: dict[str, Any] = {
+                "r": r.n,
+                "s": _minutes(slot.launched_at, start),
+                "e": _minutes(slot.reported_at, start),
+                "t": slot.state,
+            }
             if slot.reported_at is None:
                 seg["open" if r is s.current else "abandoned"] = True
             lanes.setdefault(slot.agent, []).append(seg)
-        rounds.append({"n": r.n, "sha": r.sha, "verdicts": verdicts,
-                       "startMin": _minutes(r.started_at, start), "prompt": r.prompt_file})
+        rounds.append(
+            {
+                "n": r.n,
+                "sha": r.sha,
+                "verdicts": verdicts,
+                "startMin": _minutes(r.started_at, start),
+                "prompt": r.prompt_file,
+            }
+        )
     exchanges = [
-        {"id": f.id, "round": f.round, "with": f.agent, "claim": f.claim, "loc": f.loc,
-         "res": f.status, "turns": [t.wire() for t in f.turns], "reproduced": f.reproduced,
-         "outcome": f.reason}
+        {
+            "id": f.id,
+            "round": f.round,
+            "with": f.agent,
+            "claim": f.claim,
+            "loc": f.loc,
+            "res": f.status,
+            "turns": [t.wire() for t in f.turns],
+            "reproduced": f.reproduced,
+            "outcome": f.reason,
+        }
         for f in s.findings.values()
     ]
     return {

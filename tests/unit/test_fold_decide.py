@@ -53,14 +53,18 @@ def report(agent: str, verdict: str = "clean", n: int = 1, error: str | None = N
     ]
 
 
-def raised(fid: str, agent: str = "a", loc: str = "stats.py:9", claim: str = "median is wrong for even") -> Event:
+def raised(
+    fid: str, agent: str = "a", loc: str = "stats.py:9", claim: str = "median is wrong for even"
+) -> Event:
     return FindingRaised(eid=f"raised:{fid}", id=fid, round=int(fid[1]), agent=agent, claim=claim, loc=loc)
 
 
 def triaged(fid: str, n: int, verdict: str = "accepted", sha: str | None = "c1") -> list[Event]:
     key = f"triage:{fid}:{n}"
     out: list[Event] = [
-        ActionDispatched(eid=f"dispatch:{key}", key=key, kind="triage", round=1, agent="j", finding=fid, sha="h0"),
+        ActionDispatched(
+            eid=f"dispatch:{key}", key=key, kind="triage", round=1, agent="j", finding=fid, sha="h0"
+        ),
         FindingResolved(eid=f"{key}:resolved", id=fid, verdict=verdict, reason="why", who="j"),  # type: ignore[arg-type]
     ]
     if verdict == "accepted":
@@ -76,8 +80,15 @@ def replied(agent: str, fids: list[str], k: int = 1, contests: dict[str, str] | 
     ]
     for fid, text in (contests or {}).items():
         out.append(FindingTurn(eid=f"{key}:turn:{fid}", id=fid, agent=agent, who=agent, text=text))
-    out.append(ReplyAnswered(eid=f"{key}:answered", agent=agent, round=1, seconds=1,
-                             verdict="contested" if contests else "clean"))
+    out.append(
+        ReplyAnswered(
+            eid=f"{key}:answered",
+            agent=agent,
+            round=1,
+            seconds=1,
+            verdict="contested" if contests else "clean",
+        )
+    )
     return [*out, ActionDone(eid=f"{key}:done", key=key)]
 
 
@@ -90,66 +101,170 @@ def describe(actions: list) -> list[str]:
         else:
             assert isinstance(a, Emit)
             e = a.event
-            detail = {"target": lambda: e.target.state, "finding.resolved": lambda: f"{e.id} {e.verdict}",
-                      "round.start": lambda: str(e.n), "round.end": lambda: str(e.n)}[e.t]()
+            match e:
+                case TargetEvent():
+                    detail = str(e.target.state)
+                case FindingResolved():
+                    detail = f"{e.id} {e.verdict}"
+                case RoundStart() | RoundEnd():
+                    detail = str(e.n)
             out.append(f"emit {e.t} {detail}")
     return out
 
 
 CASES = [
-    ("queued run starts reviewing",
-     [TargetEvent(eid="t", target=Target(state="queued")), config()], ["emit target review"]),
+    (
+        "queued run starts reviewing",
+        [TargetEvent(eid="t", target=Target(state="queued")), config()],
+        ["emit target review"],
+    ),
     ("first round starts", start()[:2], ["emit round.start 1"]),
     ("both reviewers dispatched", start(), ["dispatch review:r1:a", "dispatch review:r1:b"]),
-    ("barrier: one reviewer still out", [*start(), *report("a", "found"), raised("r1-a-1")][:-1] +
-     [ActionDispatched(eid="d", key="review:r1:b", kind="review", round=1, agent="b")], []),
-    ("an error ends human", [*start(), *report("a"), *report("b", "error", error="timed out after 600s")],
-     ["emit target human"]),
-    ("all clean converges", [*start(), *report("a"), *report("b"), RoundEnd(eid="round.end:1", n=1)],
-     ["emit target converged"]),
+    (
+        "barrier: one reviewer still out",
+        [*start(), *report("a", "found"), raised("r1-a-1")][:-1]
+        + [ActionDispatched(eid="d", key="review:r1:b", kind="review", round=1, agent="b")],
+        [],
+    ),
+    (
+        "an error ends human",
+        [*start(), *report("a"), *report("b", "error", error="timed out after 600s")],
+        ["emit target human"],
+    ),
+    (
+        "all clean converges",
+        [*start(), *report("a"), *report("b"), RoundEnd(eid="round.end:1", n=1)],
+        ["emit target converged"],
+    ),
     ("clean round ends first", [*start(), *report("a"), *report("b")], ["emit round.end 1"]),
-    ("a finding is triaged", [*start(), *report("a", "found"), raised("r1-a-1"), *report("b")],
-     ["dispatch triage:r1-a-1:1"]),
-    ("duplicate across reviewers is superseded",
-     [*start(), *report("a", "found"), raised("r1-a-1"), *report("b", "found"),
-      raised("r1-b-1", agent="b", loc="stats.py:9", claim="wrong median for even lists")],
-     ["emit finding.resolved r1-b-1 superseded"]),
-    ("triage in flight: wait",
-     [*start(), *report("a", "found"), raised("r1-a-1"), *report("b"),
-      ActionDispatched(eid="d", key="triage:r1-a-1:1", kind="triage", round=1, agent="j", finding="r1-a-1")], []),
-    ("after triage the reviewer is told",
-     [*start(), *report("a", "found"), raised("r1-a-1"), *report("b"), *triaged("r1-a-1", 1)],
-     ["dispatch reply:a:1"]),
-    ("told and clean: the round ends",
-     [*start(), *report("a", "found"), raised("r1-a-1"), *report("b"), *triaged("r1-a-1", 1),
-      *replied("a", ["r1-a-1"])], ["emit round.end 1"]),
-    ("a round with findings leads to the next round",
-     [*start(), *report("a", "found"), raised("r1-a-1"), *report("b"), *triaged("r1-a-1", 1),
-      *replied("a", ["r1-a-1"]), RoundEnd(eid="round.end:1", n=1)], ["emit round.start 2"]),
-    ("round cap ends human",
-     [*start(rounds=1), *report("a", "found"), raised("r1-a-1"), *report("b"), *triaged("r1-a-1", 1),
-      *replied("a", ["r1-a-1"]), RoundEnd(eid="round.end:1", n=1)], ["emit target human"]),
-    ("a refused triage is tried again",
-     [*start(), *report("a", "found"), raised("r1-a-1"), *report("b"),
-      ActionDispatched(eid="d1", key="triage:r1-a-1:1", kind="triage", round=1, agent="j", finding="r1-a-1"),
-      FindingRefused(eid="f1", id="r1-a-1", reason="unparseable", who="j", round=1),
-      ActionDone(eid="x1", key="triage:r1-a-1:1")], ["dispatch triage:r1-a-1:2"]),
-    ("refused twice: left open for a human",
-     [*start(), *report("a", "found"), raised("r1-a-1"), *report("b"),
-      FindingRefused(eid="f1", id="r1-a-1", reason="unparseable", who="j", round=1),
-      FindingRefused(eid="f2", id="r1-a-1", reason="accepted without a test", who="j", round=1)],
-     ["emit target human"]),
-    ("a contest reopens a rejection for triage",
-     [*start(), *report("a", "found"), raised("r1-a-1"), *report("b"), *triaged("r1-a-1", 1, "rejected"),
-      *replied("a", ["r1-a-1"], contests={"r1-a-1": "still fails"})], ["dispatch triage:r1-a-1:2"]),
-    ("contested three times: deferred",
-     [*start(), *report("a", "found"), raised("r1-a-1"), *report("b"),
-      *triaged("r1-a-1", 1, "rejected"), *replied("a", ["r1-a-1"], 1, {"r1-a-1": "no"}),
-      *triaged("r1-a-1", 2, "rejected"), *replied("a", ["r1-a-1"], 2, {"r1-a-1": "no"}),
-      *triaged("r1-a-1", 3, "rejected"), *replied("a", ["r1-a-1"], 3, {"r1-a-1": "no"})],
-     ["emit finding.resolved r1-a-1 deferred"]),
-    ("a finished run does nothing",
-     [*start(), TargetEvent(eid="end", target=Target(state="converged"))], []),
+    (
+        "a finding is triaged",
+        [*start(), *report("a", "found"), raised("r1-a-1"), *report("b")],
+        ["dispatch triage:r1-a-1:1"],
+    ),
+    (
+        "duplicate across reviewers is superseded",
+        [
+            *start(),
+            *report("a", "found"),
+            raised("r1-a-1"),
+            *report("b", "found"),
+            raised("r1-b-1", agent="b", loc="stats.py:9", claim="wrong median for even lists"),
+        ],
+        ["emit finding.resolved r1-b-1 superseded"],
+    ),
+    (
+        "triage in flight: wait",
+        [
+            *start(),
+            *report("a", "found"),
+            raised("r1-a-1"),
+            *report("b"),
+            ActionDispatched(
+                eid="d", key="triage:r1-a-1:1", kind="triage", round=1, agent="j", finding="r1-a-1"
+            ),
+        ],
+        [],
+    ),
+    (
+        "after triage the reviewer is told",
+        [*start(), *report("a", "found"), raised("r1-a-1"), *report("b"), *triaged("r1-a-1", 1)],
+        ["dispatch reply:a:1"],
+    ),
+    (
+        "told and clean: the round ends",
+        [
+            *start(),
+            *report("a", "found"),
+            raised("r1-a-1"),
+            *report("b"),
+            *triaged("r1-a-1", 1),
+            *replied("a", ["r1-a-1"]),
+        ],
+        ["emit round.end 1"],
+    ),
+    (
+        "a round with findings leads to the next round",
+        [
+            *start(),
+            *report("a", "found"),
+            raised("r1-a-1"),
+            *report("b"),
+            *triaged("r1-a-1", 1),
+            *replied("a", ["r1-a-1"]),
+            RoundEnd(eid="round.end:1", n=1),
+        ],
+        ["emit round.start 2"],
+    ),
+    (
+        "round cap ends human",
+        [
+            *start(rounds=1),
+            *report("a", "found"),
+            raised("r1-a-1"),
+            *report("b"),
+            *triaged("r1-a-1", 1),
+            *replied("a", ["r1-a-1"]),
+            RoundEnd(eid="round.end:1", n=1),
+        ],
+        ["emit target human"],
+    ),
+    (
+        "a refused triage is tried again",
+        [
+            *start(),
+            *report("a", "found"),
+            raised("r1-a-1"),
+            *report("b"),
+            ActionDispatched(
+                eid="d1", key="triage:r1-a-1:1", kind="triage", round=1, agent="j", finding="r1-a-1"
+            ),
+            FindingRefused(eid="f1", id="r1-a-1", reason="unparseable", who="j", round=1),
+            ActionDone(eid="x1", key="triage:r1-a-1:1"),
+        ],
+        ["dispatch triage:r1-a-1:2"],
+    ),
+    (
+        "refused twice: left open for a human",
+        [
+            *start(),
+            *report("a", "found"),
+            raised("r1-a-1"),
+            *report("b"),
+            FindingRefused(eid="f1", id="r1-a-1", reason="unparseable", who="j", round=1),
+            FindingRefused(eid="f2", id="r1-a-1", reason="accepted without a test", who="j", round=1),
+        ],
+        ["emit target human"],
+    ),
+    (
+        "a contest reopens a rejection for triage",
+        [
+            *start(),
+            *report("a", "found"),
+            raised("r1-a-1"),
+            *report("b"),
+            *triaged("r1-a-1", 1, "rejected"),
+            *replied("a", ["r1-a-1"], contests={"r1-a-1": "still fails"}),
+        ],
+        ["dispatch triage:r1-a-1:2"],
+    ),
+    (
+        "contested three times: deferred",
+        [
+            *start(),
+            *report("a", "found"),
+            raised("r1-a-1"),
+            *report("b"),
+            *triaged("r1-a-1", 1, "rejected"),
+            *replied("a", ["r1-a-1"], 1, {"r1-a-1": "no"}),
+            *triaged("r1-a-1", 2, "rejected"),
+            *replied("a", ["r1-a-1"], 2, {"r1-a-1": "no"}),
+            *triaged("r1-a-1", 3, "rejected"),
+            *replied("a", ["r1-a-1"], 3, {"r1-a-1": "no"}),
+        ],
+        ["emit finding.resolved r1-a-1 deferred"],
+    ),
+    ("a finished run does nothing", [*start(), TargetEvent(eid="end", target=Target(state="converged"))], []),
 ]
 
 
@@ -167,22 +282,40 @@ def test_duplicated_events_fold_once() -> None:
 
 
 def test_accepted_fix_moves_the_tip() -> None:
-    s = fold([*start(), *report("a", "found"), raised("r1-a-1"), *report("b"), *triaged("r1-a-1", 1, sha="c9")])
+    s = fold(
+        [*start(), *report("a", "found"), raised("r1-a-1"), *report("b"), *triaged("r1-a-1", 1, sha="c9")]
+    )
     assert s.tip == "c9"
     assert s.findings["r1-a-1"].status == "accepted"
 
 
 def test_resume_forgets_errors_and_lost_work() -> None:
-    events = [*start(), *report("a"), *report("b", "error", error="timed out"),
-              TargetEvent(eid="end", target=Target(state="human", state_note="timed out"))]
-    resumed = [*events, RunResumed(eid="resume:1", epoch=1),
-               TargetEvent(eid="state:review:e1", target=Target(state="review"))]
+    events = [
+        *start(),
+        *report("a"),
+        *report("b", "error", error="timed out"),
+        TargetEvent(eid="end", target=Target(state="human", state_note="timed out")),
+    ]
+    resumed = [
+        *events,
+        RunResumed(eid="resume:1", epoch=1),
+        TargetEvent(eid="state:review:e1", target=Target(state="review")),
+    ]
     assert describe(decide(fold(resumed))) == ["dispatch review:r1:b:e1"]
 
 
 def test_settled_findings_reach_the_next_round_prompt() -> None:
-    s = fold([*start(), *report("a", "found"), raised("r1-a-1"), *report("b"), *triaged("r1-a-1", 1),
-              *replied("a", ["r1-a-1"]), RoundEnd(eid="round.end:1", n=1)])
+    s = fold(
+        [
+            *start(),
+            *report("a", "found"),
+            raised("r1-a-1"),
+            *report("b"),
+            *triaged("r1-a-1", 1),
+            *replied("a", ["r1-a-1"]),
+            RoundEnd(eid="round.end:1", n=1),
+        ]
+    )
     (action,) = decide(s)
     assert isinstance(action, Emit) and isinstance(action.event, RoundStart)
     assert "r1-a-1" in action.event.prompt and action.event.sha == "c1"

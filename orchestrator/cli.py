@@ -1,0 +1,433 @@
+"""The ``jury`` command.
+
+Exit codes: 0 converged (or the command did what was asked), 1 a run ended ``human``/``failed``, or a
+failure at run time, 2 a usage or configuration error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import structlog
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from orchestrator import logs
+from orchestrator.config import Settings, load_config, load_settings, resolve_jury
+from orchestrator.domain import (
+    TERMINAL_STATES,
+    Event,
+    JuryConfig,
+    JuryConfigEvent,
+    RunResumed,
+    Target,
+    TargetEvent,
+)
+from orchestrator.errors import JuryError, UsageError
+from orchestrator.fold import RunState, apply, fold, run_json
+from orchestrator.progress import Progress, summary
+from orchestrator.store.base import EventStore
+from orchestrator.store.files import FileStore
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Jury: a code jury of AI agents.",
+)
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+log = structlog.get_logger()
+
+DirOpt = Annotated[Path | None, typer.Option("--dir", help="State directory (default $JURY_DIR or ~/.jury).")]
+
+
+def settings_for(dir_: Path | None) -> Settings:
+    settings = load_settings()
+    if dir_ is not None:
+        settings = settings.model_copy(update={"dir": dir_.expanduser().resolve()})
+    logs.configure(settings.log_level if os.environ.get("JURY_LOG_LEVEL") else "WARNING", settings.log_json)
+    return settings
+
+
+# --- where runs live -------------------------------------------------------------------------
+
+
+@dataclass
+class Backend:
+    """The live store of a run and how to reach its workers."""
+
+    store: EventStore
+    files: FileStore
+    settings: Settings
+    celery: Any
+    embedded: bool
+
+    def kick(self, slug: str) -> None:
+        self.celery.send_task("jury.coordinate", args=[slug])
+
+    def sync(self, slug: str) -> RunState:
+        """Mirror the live log into the files under --dir and rewrite run.json."""
+        events = self.store.read(slug)
+        state = fold(events, slug)
+        self.files.append(slug, events)
+        self.files.write_state(slug, run_json(state))
+        return state
+
+
+@contextmanager
+def backend(settings: Settings, concurrency: int = 4) -> Iterator[Backend]:
+    """The shared Redis of JURY_REDIS_URL, or a private Redis with local workers for this command."""
+    from orchestrator.embedded import EmbeddedRedis, LocalWorkers
+    from orchestrator.store.redis import from_url as redis_store
+    from workers.app import make_app
+
+    files = FileStore(settings.dir)
+    if settings.redis_url:
+        store = redis_store(settings.redis_url)
+        yield Backend(store, files, settings, make_app(settings), embedded=False)
+        return
+    with EmbeddedRedis(settings.dir) as url:
+        local = settings.model_copy(update={"redis_url": url})
+        with LocalWorkers(url, settings.dir, concurrency=concurrency):
+            yield Backend(redis_store(url), files, local, make_app(local), embedded=True)
+
+
+def reading_store(settings: Settings) -> EventStore:
+    """Where ``runs`` and ``show`` read: the shared Redis when JURY_REDIS_URL is set, else the files."""
+    if settings.redis_url:
+        from orchestrator.store.redis import from_url as redis_store
+
+        return redis_store(settings.redis_url)
+    return FileStore(settings.dir)
+
+
+# --- review ----------------------------------------------------------------------------------
+
+
+def split_names(value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    return [n.strip() for n in value.split(",") if n.strip()]
+
+
+def new_run(
+    settings: Settings,
+    what: str,
+    *,
+    branch: str | None,
+    trunk: str | None,
+    reviewers: str | None,
+    judge: str | None,
+    rounds: int | None,
+    timeout: float | None,
+    config: Path | None,
+    push: bool,
+    extra_agents: dict[str, Any] | None = None,
+) -> tuple[str, list[Event]]:
+    from orchestrator.target import make_slug, resolve
+
+    target = resolve(what, branch=branch, trunk=trunk, state_dir=settings.dir)
+    cfg = load_config(Path(target.path or what) if not target.url else None, config)
+    if extra_agents:
+        cfg.agents.update(extra_agents)
+    names, judge_name, n_rounds = resolve_jury(cfg, split_names(reviewers), judge, rounds)
+    if timeout is not None and timeout <= 0:
+        raise UsageError("--timeout must be a positive number of seconds")
+    if push and target.url:
+        raise UsageError(
+            "--push needs the PR's branch name, which git alone cannot tell for a PR URL; "
+            "review the branch locally to push"
+        )
+    jury = JuryConfig(
+        reviewers=names,
+        judge=judge_name,
+        rounds=n_rounds,
+        timeout=timeout,
+        push=push,
+        agents={n: cfg.agents[n] for n in dict.fromkeys([*names, judge_name])},
+        alive_every=settings.alive_every,
+    )
+    base = make_slug(target.repo or "repo", target.id or "run", target.attempt or "")
+    slug, i = base, 1
+    while (settings.dir / "runs" / slug).exists():
+        i += 1
+        slug = f"{base}-{i}"
+    target = target.model_copy(update={"judge": judge_name})
+    return slug, [TargetEvent(eid="target:0", target=target), JuryConfigEvent(eid="config:0", config=jury)]
+
+
+def resume_events(b: Backend, slug: str) -> list[Event]:
+    """Bring a stopped run back: its log into the live store, then a resume marker."""
+    events = b.store.read(slug) if b.store.exists(slug) else []
+    if not events:
+        events = b.files.read(slug) if b.files.exists(slug) else []
+        if not events:
+            raise UsageError(f"no run named {slug} (see `jury runs`)")
+        b.store.append(slug, events)
+    state = fold(events, slug)
+    if state.state == "converged":
+        raise UsageError(f"run {slug} already converged; nothing to resume")
+    epoch = state.epoch + 1
+    return [
+        RunResumed(eid=f"resume:{epoch}", epoch=epoch, note=f"resumed from {state.state}"),
+        TargetEvent(eid=f"state:review:e{epoch}", target=Target(state="review", state_note=None)),
+    ]
+
+
+def follow(b: Backend, slug: str, console: Console) -> RunState:
+    """Show the run until it ends; returns the final fold."""
+    state = RunState(slug=slug)
+    seen = 0
+    with Progress(console, slug) as progress:
+        while True:
+            new = b.store.wait(slug, after=seen, timeout=1.0)
+            seen += len(new)
+            for e in new:
+                apply(state, e)
+            progress.update(state, new)
+            if state.state in TERMINAL_STATES:
+                return state
+
+
+def exit_code(state: RunState) -> int:
+    return 0 if state.state == "converged" else 1
+
+
+def run_review(
+    settings: Settings,
+    slug: str,
+    first: list[Event] | None,
+    *,
+    detach: bool,
+    resume: bool,
+    concurrency: int,
+    console: Console,
+) -> int:
+    with backend(settings, concurrency) as b:
+        if detach and b.embedded:
+            raise UsageError("--detach needs JURY_REDIS_URL and workers started with `jury worker`")
+        events = resume_events(b, slug) if resume else (first or [])
+        b.store.create_run(slug)
+        b.store.append(slug, events)
+        b.sync(slug)
+        b.kick(slug)
+        if detach:
+            console.print(slug)
+            return 0
+        console.print(f"run {slug}" + (" (embedded Redis and local workers)" if b.embedded else ""))
+        try:
+            follow(b, slug, console)
+        except KeyboardInterrupt:
+            b.sync(slug)
+            err.print(f"interrupted; the run is kept. Continue it with: jury review --resume {slug}")
+            return 1
+        state = b.sync(slug)
+    summary(console, state, where=str(settings.dir / "runs" / slug))
+    return exit_code(state)
+
+
+@app.command()
+def review(
+    target: Annotated[str | None, typer.Argument(help="A local repository path or a PR/MR URL.")] = None,
+    branch: Annotated[str | None, typer.Option(help="Branch to review (local repositories).")] = None,
+    trunk: Annotated[str | None, typer.Option(help="Trunk to diff against (default: the remote's).")] = None,
+    reviewer: Annotated[str | None, typer.Option(help="Reviewers, comma-separated.")] = None,
+    judge: Annotated[str | None, typer.Option(help="The judge agent.")] = None,
+    rounds: Annotated[int | None, typer.Option(help="Round cap (default 10).")] = None,
+    timeout: Annotated[float | None, typer.Option(help="Wall-clock seconds per agent run.")] = None,
+    config: Annotated[Path | None, typer.Option("--config", help="A jury.toml to apply.")] = None,
+    push: Annotated[bool, typer.Option(help="Push accepted fixes to the reviewed branch.")] = False,
+    detach: Annotated[bool, typer.Option(help="Enqueue and print the slug (needs JURY_REDIS_URL).")] = False,
+    resume: Annotated[str | None, typer.Option("--resume", help="Continue the run with this slug.")] = None,
+    concurrency: Annotated[int, typer.Option(help="Local worker concurrency (embedded mode).")] = 4,
+    dir: DirOpt = None,
+) -> None:
+    """Review a branch or a PR with a jury of agents."""
+    settings = settings_for(dir)
+    if resume:
+        if target:
+            raise UsageError("give either a target or --resume SLUG, not both")
+        raise typer.Exit(
+            run_review(
+                settings, resume, None, detach=detach, resume=True, concurrency=concurrency, console=out
+            )
+        )
+    if not target:
+        raise UsageError("name what to review: a repository path (with --branch) or a PR URL")
+    slug, events = new_run(
+        settings,
+        target,
+        branch=branch,
+        trunk=trunk,
+        reviewers=reviewer,
+        judge=judge,
+        rounds=rounds,
+        timeout=timeout,
+        config=config,
+        push=push,
+    )
+    raise typer.Exit(
+        run_review(settings, slug, events, detach=detach, resume=False, concurrency=concurrency, console=out)
+    )
+
+
+@app.command()
+def demo(dir: DirOpt = None) -> None:
+    """Review a small sample repository with bundled scripted agents (no real agents, no Redis needed)."""
+    from orchestrator.demo import demo_agents, make_sample_repo
+
+    settings = settings_for(dir)
+    repo = make_sample_repo(settings.dir / "demo")
+    out.print(
+        "Jury demo: the agents here are SCRIPTED stand-ins (no model is called).\n"
+        f"  sample repository: {repo} (branch feature, with a real bug, against main)\n"
+        "  reviewers: demo-finder (finds the bug while it is there), demo-quiet (finds nothing)\n"
+        "  judge: demo-judge (writes a real fix and a real regression test)",
+        markup=False,
+    )
+    slug, events = new_run(
+        settings,
+        str(repo),
+        branch="feature",
+        trunk="main",
+        reviewers="demo-finder,demo-quiet",
+        judge="demo-judge",
+        rounds=4,
+        timeout=120,
+        config=None,
+        push=False,
+        extra_agents=demo_agents(),
+    )
+    code = run_review(settings, slug, events, detach=False, resume=False, concurrency=4, console=out)
+    out.print(f"  the fix: git -C {repo} log --stat jury/{slug}", markup=False)
+    raise typer.Exit(code)
+
+
+# --- reading runs ----------------------------------------------------------------------------
+
+
+@app.command()
+def runs(dir: DirOpt = None) -> None:
+    """List runs: slug, state, rounds, findings, open."""
+    store = reading_store(settings_for(dir))
+    slugs = store.runs()
+    if not slugs:
+        out.print("no runs yet")
+        return
+    for slug in slugs:
+        try:
+            s = fold(store.read(slug), slug)
+            if s.events == 0:
+                raise ValueError("no readable events")
+        except Exception as exc:  # one unreadable run never blanks the list
+            out.print(f"{slug}  skipped: {exc}", markup=False)
+            continue
+        n_open = len(s.open_findings())
+        out.print(
+            f"{slug}  {s.state}  rounds={len(s.rounds)}  findings={len(s.findings)}  open={n_open}",
+            markup=False,
+        )
+
+
+@app.command()
+def show(
+    slug: str,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the folded run state as JSON.")] = False,
+    dir: DirOpt = None,
+) -> None:
+    """Show one run."""
+    settings = settings_for(dir)
+    store = reading_store(settings)
+    if not store.exists(slug):
+        raise UsageError(f"no run named {slug} (see `jury runs`)")
+    s = fold(store.read(slug), slug)
+    if as_json:
+        sys.stdout.write(json.dumps(s.wire(), indent=2) + "\n")
+        return
+    summary(out, s, where=str(settings.dir / "runs" / slug))
+
+
+@app.command()
+def agents(
+    config: Annotated[Path | None, typer.Option("--config", help="A jury.toml to apply.")] = None,
+    repo: Annotated[Path | None, typer.Option(help="A repository whose jury.toml applies.")] = None,
+) -> None:
+    """Which catalog agents are installed, with their roles and install hints."""
+    cfg = load_config(repo, config)
+    table = Table(box=None, header_style="bold")
+    for col in ("agent", "installed", "roles", "model", "install"):
+        table.add_column(col)
+    for name, spec in sorted(cfg.agents.items()):
+        exe = spec.argv[0]
+        found = shutil.which(exe) or (exe if Path(exe).is_file() else None)
+        roles = "reviewer, judge" if spec.can_judge else "reviewer"
+        table.add_row(name, "yes" if found else "no", roles, spec.model or "-", spec.install or "-")
+    out.print(table)
+
+
+@app.command()
+def worker(
+    queues: Annotated[str, typer.Option(help="Queues to consume.")] = "control,review,triage,reply",
+    concurrency: Annotated[int | None, typer.Option(help="Tasks at once.")] = None,
+    pool: Annotated[str, typer.Option(help="Celery pool: threads or prefork.")] = "threads",
+    loglevel: Annotated[str, typer.Option(help="Celery log level.")] = "INFO",
+) -> None:
+    """Run a worker against the shared Redis of JURY_REDIS_URL."""
+    settings = settings_for(None)
+    if not settings.redis_url:
+        raise UsageError("set JURY_REDIS_URL to the shared Redis (e.g. redis://host:6379/0) to run a worker")
+    from workers.app import QUEUES, make_app
+
+    unknown = set(queues.split(",")) - set(QUEUES)
+    if unknown:
+        raise UsageError(f"unknown queue(s) {', '.join(sorted(unknown))}; known: {', '.join(QUEUES)}")
+    celery = make_app(settings)
+    celery.worker_main(
+        [
+            "worker",
+            "-Q",
+            queues,
+            "-c",
+            str(concurrency or settings.worker_concurrency),
+            "-P",
+            pool,
+            "-l",
+            loglevel,
+            "--without-gossip",
+            "--without-mingle",
+        ]
+    )
+
+
+def main() -> None:
+    try:
+        app(standalone_mode=False)
+    except JuryError as exc:
+        err.print(f"jury: {exc}", markup=False, highlight=False)
+        sys.exit(exc.exit_code)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except (typer.Abort, KeyboardInterrupt):
+        err.print("jury: interrupted")
+        sys.exit(130)
+    except Exception as exc:  # click usage errors arrive as ClickException
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(2)
+        raise
+
+
+if __name__ == "__main__":
+    main()

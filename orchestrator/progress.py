@@ -1,0 +1,195 @@
+"""What the terminal shows: live progress while a run goes, and the summary of a run.
+
+On a terminal, a rich live panel (round, each agent's state and elapsed time, findings raised and
+settled); otherwise one plain line per notable event. Rich honours NO_COLOR.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from orchestrator.domain import (
+    AgentLaunch,
+    AgentReport,
+    Event,
+    FindingRaised,
+    FindingRefused,
+    FindingResolved,
+    FindingTurn,
+    ReplyAnswered,
+    RoundStart,
+    TargetEvent,
+)
+from orchestrator.fold import RunState
+
+STYLE = {
+    "clean": "green",
+    "found": "yellow",
+    "error": "red",
+    "running": "cyan",
+    "queued": "dim",
+    "accepted": "green",
+    "rejected": "magenta",
+    "deferred": "yellow",
+    "superseded": "dim",
+    "open": "cyan",
+    "converged": "bold green",
+    "human": "bold yellow",
+    "failed": "bold red",
+    "cancelled": "bold red",
+    "review": "cyan",
+}
+
+
+def event_line(e: Event) -> str | None:
+    """One plain line for an event worth a line, else None."""
+    match e:
+        case RoundStart():
+            return f"round {e.n} started at {e.sha[:12]}"
+        case AgentLaunch():
+            what = f" on {e.finding}" if e.finding else ""
+            return f"  {e.agent} ({e.role}{what}) launched"
+        case AgentReport():
+            tail = f": {e.error}" if e.error else ""
+            return f"  {e.agent} ({e.role}) {e.verdict} after {e.seconds:.0f}s{tail}"
+        case FindingRaised():
+            return f"  finding {e.id} raised by {e.agent}: {e.claim} ({e.loc})"
+        case FindingResolved():
+            return f"  finding {e.id} {e.verdict} by {e.who}: {e.reason}"
+        case FindingRefused():
+            return f"  finding {e.id}: triage refused: {e.reason}"
+        case FindingTurn():
+            return f"  finding {e.id} contested by {e.who}: {e.text}"
+        case ReplyAnswered():
+            return f"  {e.agent} replied: {e.verdict}"
+        case TargetEvent() if e.target.state:
+            note = f" — {e.target.state_note}" if e.target.state_note else ""
+            return f"run {e.target.state}{note}"
+    return None
+
+
+def counts(s: RunState) -> dict[str, int]:
+    c = {"raised": len(s.findings), "open": 0, "accepted": 0, "rejected": 0, "deferred": 0, "superseded": 0}
+    for f in s.findings.values():
+        c[f.status] += 1
+    return c
+
+
+def live_view(s: RunState, started: float) -> Group:
+    r = s.current
+    head = Text.assemble(
+        ("Jury ", "bold"),
+        (s.slug, "bold"),
+        "  ",
+        (s.state, STYLE.get(s.state, "")),
+        f"  {time.monotonic() - started:,.0f}s",
+    )
+    table = Table(box=None, show_header=True, header_style="bold")
+    table.add_column("agent")
+    table.add_column("state")
+    table.add_column("elapsed", justify="right")
+    table.add_column("summary", overflow="ellipsis", max_width=70)
+    if r is not None:
+        for name, slot in r.agents.items():
+            table.add_row(
+                name, Text(slot.state, STYLE.get(slot.state, "")), f"{slot.seconds:.0f}s", slot.summary
+            )
+    judging = [f.id for f in s.findings.values() if f.judging]
+    c = counts(s)
+    lines = [
+        head,
+        Text(
+            f"round {r.n if r else '-'} of {s.config.rounds if s.config else '?'}"
+            + (f"   judge on {', '.join(judging)}" if judging else "")
+        ),
+        table,
+        Text(
+            f"findings: {c['raised']} raised, {c['accepted']} accepted, {c['rejected']} rejected, "
+            f"{c['deferred']} deferred, {c['superseded']} duplicates, {c['open']} open"
+        ),
+    ]
+    return Group(*lines)
+
+
+class Progress:
+    """Shows a run as its events arrive."""
+
+    def __init__(self, console: Console, slug: str) -> None:
+        self.console, self.slug = console, slug
+        self.live: Live | None = None
+        self.started = time.monotonic()
+
+    def __enter__(self) -> Progress:
+        if self.console.is_terminal:
+            self.live = Live(console=self.console, refresh_per_second=4, transient=False)
+            self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.live is not None:
+            self.live.__exit__(*exc)
+
+    def update(self, state: RunState, new: list[Event]) -> None:
+        if self.live is not None:
+            self.live.update(live_view(state, self.started))
+            return
+        for e in new:
+            if (line := event_line(e)) is not None:
+                self.console.print(line, highlight=False, markup=False, soft_wrap=True)
+
+
+def summary(console: Console, s: RunState, where: str | None = None) -> None:
+    t = s.target
+    console.print(Text.assemble(("Run ", "bold"), (s.slug, "bold"), "  ", (s.state, STYLE.get(s.state, ""))))
+    if t.state_note:
+        console.print(f"  {t.state_note}", markup=False)
+    console.print(
+        f"  target: {t.repo} {t.url or t.branch} (trunk {t.trunk}, head {str(t.head)[:12]}, "
+        f"merge-base {str(t.base)[:12]})",
+        markup=False,
+        highlight=False,
+    )
+    if s.config:
+        console.print(
+            f"  jury: reviewers {', '.join(s.config.reviewers)}; judge {s.config.judge}", markup=False
+        )
+    for r in s.rounds:
+        verdicts = ", ".join(f"{a}={slot.state}" for a, slot in r.agents.items())
+        console.print(f"  round {r.n} at {r.sha[:12]}: {verdicts}", markup=False, highlight=False)
+        for a, slot in r.agents.items():
+            if slot.error:
+                console.print(f"    {a}: {slot.error}", markup=False)
+            if slot.wrote:
+                console.print(f"    {a} changed files (discarded): {', '.join(slot.wrote)}", markup=False)
+    if s.findings:
+        table = Table(title="findings", box=None, header_style="bold")
+        for col in ("id", "status", "loc", "claim", "reason"):
+            table.add_column(col, overflow="fold")
+        for f in s.findings.values():
+            reason = f.reason
+            if f.status == "open" and f.refusals:
+                reason = f"triage refused: {f.refusals[-1]}"
+            table.add_row(f.id, Text(f.status, STYLE.get(f.status, "")), f.loc, f.claim, reason)
+        console.print(table)
+        for f in s.findings.values():
+            for i, why in enumerate(f.refusals, 1):
+                console.print(f"  {f.id} triage refused ({i}): {why}", markup=False)
+    if s.commits:
+        fixes = [c for c in s.commits if not c.pushed]
+        if fixes:
+            console.print(
+                f"  fixes on branch jury/{s.slug}: {len(fixes)} commit(s), tip {fixes[-1].sha[:12]}",
+                markup=False,
+                highlight=False,
+            )
+        for c in s.commits:
+            if c.pushed:
+                console.print(f"  pushed to {c.branch}", markup=False)
+    if where:
+        console.print(f"  run record: {where}", markup=False, highlight=False)

@@ -1,0 +1,109 @@
+"""The event log's interface, shared by the file store and the Redis store.
+
+Both stores pass the same contract tests (``tests/integration/test_store_contract.py``); the rules
+they must agree on beyond the method signatures live here too (slug and artifact-name validity).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Protocol, runtime_checkable
+
+from orchestrator.domain import Event
+from orchestrator.errors import StoreError
+
+SLUG_RE = re.compile(r"[A-Za-z0-9._-]+")
+
+# Files a run directory keeps for the store itself; an artifact may not take their names.
+EVENTS_FILE = "events.ndjson"
+STATE_FILE = "run.json"
+LOCK_FILE = ".lock"
+CREATED_FILE = ".created"
+RESERVED_NAMES: frozenset[str] = frozenset({EVENTS_FILE, STATE_FILE, LOCK_FILE, CREATED_FILE})
+
+
+@runtime_checkable
+class EventStore(Protocol):
+    """An append-only, deduplicating event log per run, plus its artifacts, fold and lock."""
+
+    def create_run(self, slug: str) -> bool:
+        """Register the run in the index; False if it already existed."""
+        ...
+
+    def runs(self) -> list[str]:
+        """Every known slug, newest first (by creation)."""
+        ...
+
+    def exists(self, slug: str) -> bool:
+        """Whether the run is registered."""
+        ...
+
+    def append(self, slug: str, events: Sequence[Event]) -> int:
+        """Atomically append the events whose eid the run has not seen (deduping the batch too).
+
+        Returns how many were appended. Appending to an unknown run registers it.
+        """
+        ...
+
+    def read(self, slug: str, after: int = 0) -> list[Event]:
+        """The run's events in append order, skipping the first ``after``.
+
+        Unparseable or torn entries are skipped (and logged), never fatal; ``after`` counts events, not
+        skipped entries. An unknown run reads as empty.
+        """
+        ...
+
+    def wait(self, slug: str, after: int, timeout: float) -> list[Event]:
+        """Like ``read(after)``, but block up to ``timeout`` seconds for at least one event; [] on timeout."""
+        ...
+
+    def put_artifact(self, slug: str, name: str, data: bytes) -> None:
+        """Store an artifact (``name`` like ``round-1.codex.stdout.txt`` or ``patches/r1-codex-1.patch``)."""
+        ...
+
+    def get_artifact(self, slug: str, name: str) -> bytes | None:
+        """An artifact's bytes, or None if there is none."""
+        ...
+
+    def write_state(self, slug: str, state: dict[str, Any]) -> None:
+        """Replace the run's fold (``run.json``) atomically."""
+        ...
+
+    def read_state(self, slug: str) -> dict[str, Any] | None:
+        """The run's fold, or None if none was written (or it is unreadable: fold again from the events)."""
+        ...
+
+    def lock(self, slug: str, timeout: float = 60.0) -> AbstractContextManager[None]:
+        """An exclusive per-run lock across processes; not reentrant.
+
+        Waits up to ``timeout`` seconds, then raises StoreError. In Redis the lock also expires
+        ``timeout`` seconds after it is taken, so a dead holder cannot keep it forever.
+        """
+        ...
+
+
+def check_slug(slug: str) -> str:
+    """``slug`` if it is a valid run slug (``[A-Za-z0-9._-]+``, not ``.`` or ``..``), else StoreError."""
+    if not isinstance(slug, str) or not SLUG_RE.fullmatch(slug) or slug in {".", ".."}:
+        raise StoreError(f"invalid run slug {slug!r}: use letters, digits, '.', '_' and '-'")
+    return slug
+
+
+def check_artifact_name(name: str) -> str:
+    """``name`` if it is a safe relative artifact path, else StoreError.
+
+    Refused: empty names, absolute paths, backslashes, NUL, ``.``/``..``/empty components, and the
+    names the store keeps for itself (``events.ndjson``, ``run.json``, ``.lock``, ``.created``).
+    """
+    if not isinstance(name, str) or not name:
+        raise StoreError("empty artifact name")
+    if name.startswith("/") or "\\" in name or "\x00" in name:
+        raise StoreError(f"invalid artifact name {name!r}: must be a relative path with '/' separators")
+    parts = name.split("/")
+    if any(part in {"", ".", ".."} for part in parts):
+        raise StoreError(f"invalid artifact name {name!r}: no '..', '.' or empty path components")
+    if name in RESERVED_NAMES:
+        raise StoreError(f"invalid artifact name {name!r}: reserved by the store")
+    return name

@@ -1,0 +1,344 @@
+"""The event log on disk, in codejury's layout (REFERENCE §2).
+
+    <root>/runs/<slug>/events.ndjson    one event a line (``dump_event``), appended under an flock
+    <root>/runs/<slug>/run.json         the fold, pretty JSON, replaced atomically
+    <root>/runs/<slug>/<name>           artifacts (``round-1.codex.stdout.txt``, ``patches/...``)
+    <root>/runs/<slug>/.lock            the per-run lock (``fcntl.flock``)
+    <root>/runs/<slug>/.created         creation time (epoch seconds) of runs Jury registered
+
+Appends lock ``events.ndjson`` itself, not ``.lock``: a holder of ``lock()`` must still be able to append.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import IO, Any
+
+import structlog
+
+from orchestrator.domain import Event, dump_event, parse_event
+from orchestrator.errors import StoreError
+from orchestrator.store.base import (
+    CREATED_FILE,
+    EVENTS_FILE,
+    LOCK_FILE,
+    STATE_FILE,
+    check_artifact_name,
+    check_slug,
+)
+
+log = structlog.get_logger()
+
+POLL_SECONDS = 0.2  # wait()'s polling period
+LOCK_POLL_SECONDS = 0.05  # lock()'s retry period while another holder has it
+
+
+@dataclass
+class _Seen:
+    """The eids of ``events.ndjson`` up to ``offset`` (a line boundary) of the file with inode ``ino``."""
+
+    ino: int
+    offset: int
+    eids: set[str] = field(default_factory=set)
+
+
+class FileStore:
+    """An ``EventStore`` under ``root/runs``; safe across threads and processes on one host."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self._runs_dir = self.root / "runs"
+        self._seen: dict[str, _Seen] = {}
+        self._seen_lock = threading.Lock()
+
+    # -- paths ---------------------------------------------------------------------------------------------
+
+    def _run_dir(self, slug: str) -> Path:
+        return self._runs_dir / check_slug(slug)
+
+    def _events_path(self, slug: str) -> Path:
+        return self._run_dir(slug) / EVENTS_FILE
+
+    # -- runs ----------------------------------------------------------------------------------------------
+
+    def create_run(self, slug: str) -> bool:
+        """Register the run (create ``events.ndjson``); False if it already existed."""
+        with _os_errors("create run", slug):
+            return self._register(slug)
+
+    def _register(self, slug: str) -> bool:
+        run_dir = self._run_dir(slug)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(run_dir / EVENTS_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            return False
+        os.close(fd)
+        _write_atomic(run_dir / CREATED_FILE, f"{time.time():.6f}\n".encode())
+        return True
+
+    def runs(self) -> list[str]:
+        """Slugs of the directories holding ``events.ndjson``, newest first.
+
+        Creation time is ``.created`` if Jury made the run, else the first event's ``ts`` (codejury's
+        runs), else the directory's mtime. An unreadable run is logged and left out, never fatal.
+        """
+        if not self._runs_dir.is_dir():
+            return []
+        dated: list[tuple[float, str]] = []
+        with _os_errors("list runs", "*"):
+            entries = list(os.scandir(self._runs_dir))
+        for entry in entries:
+            try:
+                if not entry.is_dir() or not _is_slug(entry.name):
+                    continue
+                run_dir = Path(entry.path)
+                if not (run_dir / EVENTS_FILE).is_file():
+                    continue
+                dated.append((_created_at(run_dir), entry.name))
+            except OSError as exc:
+                log.warning("store.skipped_run", slug=entry.name, error=str(exc))
+        dated.sort(reverse=True)
+        return [slug for _, slug in dated]
+
+    def exists(self, slug: str) -> bool:
+        """Whether ``runs/<slug>/events.ndjson`` exists."""
+        return self._events_path(slug).is_file()
+
+    # -- events --------------------------------------------------------------------------------------------
+
+    def append(self, slug: str, events: Sequence[Event]) -> int:
+        """Append the events with unseen eids in one write under an exclusive flock."""
+        path = self._events_path(slug)
+        with _os_errors("append to", slug):
+            if not path.exists():
+                self._register(slug)
+            with open(path, "a+b") as fh, _flocked(fh, fcntl.LOCK_EX):
+                return self._append_locked(slug, fh, events)
+
+    def _append_locked(self, slug: str, fh: IO[bytes], events: Sequence[Event]) -> int:
+        st = os.fstat(fh.fileno())
+        with self._seen_lock:
+            cached = self._seen.get(slug)
+        if cached is None or cached.ino != st.st_ino or cached.offset > st.st_size:
+            cached = _Seen(ino=st.st_ino, offset=0)
+        fh.seek(cached.offset)
+        tail = fh.read()
+        cut = tail.rfind(b"\n") + 1
+        complete, rest = tail[:cut], tail[cut:]  # ``rest``: a torn or unterminated last line
+        eids = cached.eids | _eids_of(complete)
+        seen = eids | _eids_of(rest)
+        lines: list[bytes] = []
+        for event in events:
+            if event.eid in seen:
+                continue
+            seen.add(event.eid)
+            lines.append(dump_event(event).encode() + b"\n")
+        if lines:
+            # Never glue a new line onto a torn one: the torn text stays a line of its own (skipped on read).
+            blob = (b"\n" if rest else b"") + b"".join(lines)
+            fh.write(blob)
+            fh.flush()
+            new = _Seen(ino=st.st_ino, offset=cached.offset + len(tail) + len(blob), eids=seen)
+        else:
+            new = _Seen(ino=st.st_ino, offset=cached.offset + cut, eids=eids)
+        with self._seen_lock:
+            self._seen[slug] = new
+        return len(lines)
+
+    def read(self, slug: str, after: int = 0) -> list[Event]:
+        """The events in file order after the first ``after``; torn or garbage lines are skipped."""
+        path = self._events_path(slug)
+        try:
+            with open(path, "rb") as fh, _flocked(fh, fcntl.LOCK_SH):
+                data = fh.read()
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise StoreError(f"cannot read run {slug!r}: {exc}") from exc
+        return _parse_log(slug, data)[max(after, 0) :]
+
+    def wait(self, slug: str, after: int, timeout: float) -> list[Event]:
+        """``read(after)``, polling every 0.2 s (re-reading only when the file's size changed)."""
+        path = self._events_path(slug)
+        deadline = time.monotonic() + timeout
+        last_size: int | None = None
+        while True:
+            try:
+                size = path.stat().st_size
+            except FileNotFoundError:
+                size = -1
+            if size != last_size:
+                found = self.read(slug, after)
+                if found:
+                    return found
+                last_size = size
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return []
+            time.sleep(min(POLL_SECONDS, remaining))
+
+    # -- artifacts and state -------------------------------------------------------------------------------
+
+    def put_artifact(self, slug: str, name: str, data: bytes) -> None:
+        """Write ``runs/<slug>/<name>`` atomically (parent directories created)."""
+        path = self._run_dir(slug) / check_artifact_name(name)
+        with _os_errors("write artifact of", slug):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _write_atomic(path, bytes(data))
+
+    def get_artifact(self, slug: str, name: str) -> bytes | None:
+        """The artifact's bytes, or None."""
+        path = self._run_dir(slug) / check_artifact_name(name)
+        try:
+            return path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StoreError(f"cannot read artifact {name!r} of run {slug!r}: {exc}") from exc
+
+    def write_state(self, slug: str, state: dict[str, Any]) -> None:
+        """Replace ``run.json`` atomically (temp file + ``os.replace``), pretty-printed."""
+        run_dir = self._run_dir(slug)
+        data = (json.dumps(state, indent=2, ensure_ascii=False) + "\n").encode()
+        with _os_errors("write state of", slug):
+            run_dir.mkdir(parents=True, exist_ok=True)
+            _write_atomic(run_dir / STATE_FILE, data)
+
+    def read_state(self, slug: str) -> dict[str, Any] | None:
+        """``run.json``, or None if absent or unreadable (logged)."""
+        path = self._run_dir(slug) / STATE_FILE
+        try:
+            state = json.loads(path.read_bytes())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            log.warning("store.bad_state", slug=slug, error=str(exc))
+            return None
+        if not isinstance(state, dict):
+            log.warning("store.bad_state", slug=slug, error="not a JSON object")
+            return None
+        return state
+
+    @contextmanager
+    def lock(self, slug: str, timeout: float = 60.0) -> Iterator[None]:
+        """Hold ``fcntl.flock`` on ``runs/<slug>/.lock``; StoreError if not had within ``timeout``."""
+        run_dir = self._run_dir(slug)
+        with _os_errors("lock", slug):
+            run_dir.mkdir(parents=True, exist_ok=True)
+            fh = open(run_dir / LOCK_FILE, "a+b")
+        with fh:
+            # Each call opens its own file description, so threads of one process exclude each other too.
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise StoreError(f"run {slug!r} is locked by another holder") from None
+                    time.sleep(LOCK_POLL_SECONDS)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def _is_slug(name: str) -> bool:
+    """Whether ``name`` is a valid slug (other directories under ``runs/`` are ignored)."""
+    try:
+        check_slug(name)
+    except StoreError:
+        return False
+    return True
+
+
+@contextmanager
+def _os_errors(what: str, slug: str) -> Iterator[None]:
+    try:
+        yield
+    except OSError as exc:
+        raise StoreError(f"cannot {what} run {slug!r}: {exc}") from exc
+
+
+@contextmanager
+def _flocked(fh: IO[bytes], how: int) -> Iterator[None]:
+    fcntl.flock(fh.fileno(), how)
+    try:
+        yield
+    finally:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to a temp file beside ``path``, fsync it, and ``os.replace`` it into place."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _eids_of(data: bytes) -> set[str]:
+    """The eids of the JSON lines in ``data`` (lines that are not JSON objects with an eid are ignored)."""
+    found: set[str] = set()
+    for line in data.split(b"\n"):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(obj, dict) and isinstance(obj.get("eid"), str):
+            found.add(obj["eid"])
+    return found
+
+
+def _parse_log(slug: str, data: bytes) -> list[Event]:
+    """The events of an ``events.ndjson`` body; every line that is not one is logged and skipped."""
+    lines = data.split(b"\n")
+    events: list[Event] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            event = parse_event(line)
+        except ValueError:
+            event = None
+        if event is None:
+            torn = number == len(lines)  # no newline after it: a crash or a writer mid-line
+            log.warning("store.skipped_line", slug=slug, line=number, torn=torn)
+            continue
+        events.append(event)
+    return events
+
+
+def _created_at(run_dir: Path) -> float:
+    """When the run was created, in epoch seconds (see ``FileStore.runs``)."""
+    try:
+        return float((run_dir / CREATED_FILE).read_text().strip())
+    except (FileNotFoundError, ValueError):
+        pass
+    with open(run_dir / EVENTS_FILE, "rb") as fh:
+        first = fh.readline()
+    try:
+        ts = json.loads(first)["ts"]
+        return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return run_dir.stat().st_mtime

@@ -1,0 +1,280 @@
+"""The event log in Redis: a stream per run, a set of seen eids, a sorted-set index of runs.
+
+Every key comes from ``orchestrator.store.keys``. Appends are one Lua script, so the dedupe check, the
+stream write and the index registration happen atomically for any number of concurrent writers.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, cast
+from urllib.parse import parse_qsl, urlencode
+
+import redis
+import structlog
+from redis.exceptions import LockError, RedisError
+
+from orchestrator.domain import Event, dump_event, parse_event
+from orchestrator.errors import StoreError
+from orchestrator.store import keys
+from orchestrator.store.base import check_artifact_name, check_slug
+
+log = structlog.get_logger()
+
+XRANGE_PAGE = 1000
+
+# Append events to a run, deduplicated by eid, and register the run in the index.
+#   KEYS[1]  the run's event stream        (keys.events)
+#   KEYS[2]  the run's set of seen eids    (keys.eids)
+#   KEYS[3]  the index of runs             (keys.runs_index)
+#   ARGV[1]  the run's slug
+#   ARGV[2..] pairs: eid, event JSON       (none: only register the run)
+# Returns {1 if the run was new to the index else 0, number of events appended}.
+# The creation score is the server's clock, so every host agrees on the runs' order.
+APPEND_LUA = """
+local now = redis.call('TIME')
+local score = now[1] .. '.' .. string.format('%06d', tonumber(now[2]))
+local created = redis.call('ZADD', KEYS[3], 'NX', score, ARGV[1])
+local appended = 0
+for i = 2, #ARGV, 2 do
+  if redis.call('SADD', KEYS[2], ARGV[i]) == 1 then
+    redis.call('XADD', KEYS[1], '*', 'e', ARGV[i + 1])
+    appended = appended + 1
+  end
+end
+return {created, appended}
+"""
+
+
+class RedisStore:
+    """An ``EventStore`` in Redis, shared by every host that reaches the server."""
+
+    def __init__(
+        self, client: redis.Redis, prefix: str = keys.PREFIX, artifact_cap: int = 8 * 1024 * 1024
+    ) -> None:
+        self.client = client
+        self.prefix = prefix
+        self.artifact_cap = artifact_cap
+        self._append_script = client.register_script(APPEND_LUA)
+        socket_timeout = client.connection_pool.connection_kwargs.get("socket_timeout")
+        # A blocking XREAD must return before the socket times out; None: block as long as asked.
+        self._block_cap: float | None = socket_timeout / 2 if socket_timeout else None
+
+    def close(self) -> None:
+        """Close the client's connections."""
+        self.client.close()
+
+    # -- runs ----------------------------------------------------------------------------------------------
+
+    def _run_script(self, slug: str, events: Sequence[Event]) -> tuple[int, int]:
+        args: list[str] = [slug]
+        for event in events:
+            args += [event.eid, dump_event(event)]
+        keys_ = [keys.events(self.prefix, slug), keys.eids(self.prefix, slug), keys.runs_index(self.prefix)]
+        created, appended = cast(list[int], self._append_script(keys=keys_, args=args))
+        return int(created), int(appended)
+
+    def create_run(self, slug: str) -> bool:
+        """Add the run to the index (score: server time); False if it was there."""
+        check_slug(slug)
+        with _errors("create run", slug):
+            return self._run_script(slug, [])[0] == 1
+
+    def runs(self) -> list[str]:
+        """Slugs from the index, newest first."""
+        with _errors("list runs", "*"):
+            members = cast(list[bytes], self.client.zrevrange(keys.runs_index(self.prefix), 0, -1))
+        return [_text(m) for m in members]
+
+    def exists(self, slug: str) -> bool:
+        """Whether the run is in the index."""
+        check_slug(slug)
+        with _errors("look up run", slug):
+            return self.client.zscore(keys.runs_index(self.prefix), slug) is not None
+
+    # -- events --------------------------------------------------------------------------------------------
+
+    def append(self, slug: str, events: Sequence[Event]) -> int:
+        """Append the events with unseen eids, atomically (one Lua script)."""
+        check_slug(slug)
+        with _errors("append to", slug):
+            return self._run_script(slug, events)[1]
+
+    def _entries(self, slug: str) -> list[tuple[bytes, dict[bytes, bytes]]]:
+        """Every entry of the run's stream, paging through XRANGE."""
+        key = keys.events(self.prefix, slug)
+        entries: list[tuple[bytes, dict[bytes, bytes]]] = []
+        start: bytes | str = "-"
+        while True:
+            page = cast(
+                list[tuple[bytes, dict[bytes, bytes]]], self.client.xrange(key, start, "+", XRANGE_PAGE)
+            )
+            entries += page
+            if len(page) < XRANGE_PAGE:
+                return entries
+            start = b"(" + _bytes(page[-1][0])
+
+    def _parse(self, slug: str, entries: list[tuple[bytes, dict[bytes, bytes]]]) -> list[Event]:
+        events: list[Event] = []
+        for number, (entry_id, fields) in enumerate(entries, start=1):
+            raw = next((value for name, value in fields.items() if _text(name) == "e"), None)
+            try:
+                event = parse_event(raw) if raw is not None else None
+            except ValueError:
+                event = None
+            if event is None:
+                log.warning("store.skipped_line", slug=slug, line=number, entry=_text(entry_id))
+                continue
+            events.append(event)
+        return events
+
+    def read(self, slug: str, after: int = 0) -> list[Event]:
+        """The stream's events after the first ``after`` (unparseable entries skipped and logged)."""
+        check_slug(slug)
+        with _errors("read", slug):
+            return self._parse(slug, self._entries(slug))[max(after, 0) :]
+
+    def wait(self, slug: str, after: int, timeout: float) -> list[Event]:
+        """``read(after)``; if empty, XREAD BLOCK past the stream's last entry until news or the timeout."""
+        check_slug(slug)
+        key = keys.events(self.prefix, slug)
+        deadline = time.monotonic() + timeout
+        with _errors("wait on", slug):
+            while True:
+                entries = self._entries(slug)
+                found = self._parse(slug, entries)[max(after, 0) :]
+                if found:
+                    return found
+                last_id: bytes | str = entries[-1][0] if entries else "0-0"
+                while True:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        return []
+                    if self._block_cap is not None:
+                        remaining = min(remaining, self._block_cap)
+                    if self.client.xread({key: last_id}, count=1, block=max(1, int(remaining * 1000))):
+                        break  # something new: read again (it may be garbage, or still short of ``after``)
+
+    # -- artifacts and state -------------------------------------------------------------------------------
+
+    def put_artifact(self, slug: str, name: str, data: bytes) -> None:
+        """Store the artifact; data over ``artifact_cap`` is cut, ending with a marker line."""
+        check_slug(slug)
+        key = keys.artifact(self.prefix, slug, check_artifact_name(name))
+        stored, dropped = cap_bytes(bytes(data), self.artifact_cap)
+        if dropped:
+            log.warning("store.artifact_truncated", slug=slug, name=name, size=len(data), dropped=dropped)
+        with _errors("write artifact of", slug):
+            self.client.set(key, stored)
+
+    def get_artifact(self, slug: str, name: str) -> bytes | None:
+        """The artifact's bytes, or None."""
+        check_slug(slug)
+        key = keys.artifact(self.prefix, slug, check_artifact_name(name))
+        with _errors("read artifact of", slug):
+            value = cast(bytes | None, self.client.get(key))
+        return _bytes(value) if value is not None else None
+
+    def write_state(self, slug: str, state: dict[str, Any]) -> None:
+        """Replace the run's fold (one SET, so readers see the old or the new state)."""
+        check_slug(slug)
+        data = json.dumps(state, ensure_ascii=False)
+        with _errors("write state of", slug):
+            self.client.set(keys.state(self.prefix, slug), data.encode())
+
+    def read_state(self, slug: str) -> dict[str, Any] | None:
+        """The run's fold, or None if absent or unreadable (logged)."""
+        check_slug(slug)
+        with _errors("read state of", slug):
+            raw = cast(bytes | None, self.client.get(keys.state(self.prefix, slug)))
+        if raw is None:
+            return None
+        try:
+            state = json.loads(raw)
+        except ValueError as exc:
+            log.warning("store.bad_state", slug=slug, error=str(exc))
+            return None
+        if not isinstance(state, dict):
+            log.warning("store.bad_state", slug=slug, error="not a JSON object")
+            return None
+        return state
+
+    @contextmanager
+    def lock(self, slug: str, timeout: float = 60.0) -> Iterator[None]:
+        """A redis-py Lock: wait up to ``timeout`` for it (else StoreError); it expires ``timeout`` after."""
+        check_slug(slug)
+        lock = self.client.lock(
+            keys.lock(self.prefix, slug), timeout=timeout, blocking_timeout=timeout, thread_local=False
+        )
+        with _errors("lock", slug):
+            acquired = lock.acquire()
+        if not acquired:
+            raise StoreError(f"run {slug!r} is locked by another holder")
+        try:
+            yield
+        finally:
+            try:
+                lock.release()
+            except LockError:
+                # It expired while held: someone else may have had it since. Nothing left to undo here.
+                log.warning("store.lock_lost", slug=slug, timeout=timeout)
+            except RedisError as exc:
+                log.warning("store.unlock_failed", slug=slug, error=str(exc))
+
+
+def normalize_url(url: str) -> str:
+    """A redis-py URL: ``redis+socket://`` (kombu's) becomes ``unix://``, its ``virtual_host`` the ``db``."""
+    scheme, sep, rest = url.partition("://")
+    scheme = scheme.lower()
+    if not sep or scheme not in {"redis", "rediss", "unix", "redis+socket"}:
+        raise StoreError(
+            f"unsupported Redis URL {url!r}: use redis://, rediss://, unix:// or redis+socket://"
+        )
+    if scheme != "redis+socket":
+        return url
+    location, qsep, query = rest.partition("?")
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        query = urlencode([("db" if k == "virtual_host" else k, v) for k, v in pairs])
+    return f"unix://{location}{qsep}{query}"
+
+
+def from_url(url: str, prefix: str = keys.PREFIX) -> RedisStore:
+    """A RedisStore on ``redis://host:port/db``, ``unix:///path/to/sock`` or ``redis+socket:///path/to/sock``."""
+    try:
+        client = redis.Redis.from_url(normalize_url(url), decode_responses=False)
+    except ValueError as exc:
+        raise StoreError(f"bad Redis URL {url!r}: {exc}") from exc
+    return RedisStore(client, prefix=prefix)
+
+
+def cap_bytes(data: bytes, cap: int) -> tuple[bytes, int]:
+    """``data`` cut to at most ``cap`` bytes, ending with a marker line, and how many bytes were dropped."""
+    if len(data) <= cap:
+        return data, 0
+    dropped = len(data) - cap
+    while True:  # the marker's length depends on the count it states: settle both
+        marker = f"\n[jury: truncated, {dropped} bytes dropped]\n".encode()
+        keep = max(cap - len(marker), 0)
+        if len(data) - keep == dropped:
+            return data[:keep] + marker, dropped
+        dropped = len(data) - keep
+
+
+@contextmanager
+def _errors(what: str, slug: str) -> Iterator[None]:
+    try:
+        yield
+    except RedisError as exc:
+        raise StoreError(f"cannot {what} run {slug!r}: {exc}") from exc
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _bytes(value: bytes | str) -> bytes:
+    return value.encode() if isinstance(value, str) else value

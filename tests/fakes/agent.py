@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""A fake agent CLI for the tests: ``agent.py MODE PROMPT_FILE``, run in the worktree it reviews.
+
+It works on the demo sample repository (``stats.py`` with a buggy ``median``). It reads the prompt's
+first line to tell a review round, a triage and a reply apart, and answers as MODE says:
+
+  find       review: reports the median bug while it is in the tree
+  clean      review: nothing found
+  garbage    any prompt: an answer with no finding, no stop token, no JSON
+  hang-once  review: the first time (per $FAKE_STATE dir), ignores SIGTERM, starts a grandchild and
+             sleeps, writing both pids to $FAKE_STATE/pids; later: nothing found
+  contest    review as ``find``; in a reply, contests every rejected or deferred finding
+  fix        triage: reproduces, fixes, adds a regression test, accepts
+  noproof    triage: changes the code and says accepted, without reproduction, test or test_command
+  reject     triage: rejects with evidence
+"""
+
+import json
+import os
+import pathlib
+import re
+import signal
+import subprocess
+import sys
+import time
+
+mode, prompt_file = sys.argv[1], sys.argv[2]
+prompt = pathlib.Path(prompt_file).read_text()
+kind = prompt.splitlines()[0] if prompt else ""
+state = pathlib.Path(os.environ.get("FAKE_STATE", "."))
+BUG = "    return ordered[middle]\n"
+FIXED = "    if len(ordered) % 2 == 0:\n        return (ordered[middle - 1] + ordered[middle]) / 2\n" + BUG
+
+
+def buggy() -> bool:
+    source = pathlib.Path("stats.py").read_text()
+    return BUG in source and "ordered[middle - 1]" not in source
+
+
+def review() -> None:
+    if mode == "garbage":
+        print("Hmm, hard to say anything about this one.")
+    elif mode in ("find", "contest") and buggy():
+        line = pathlib.Path("stats.py").read_text().splitlines().index(BUG.rstrip("\n")) + 1
+        print("FINDING: median() of an even-length list returns the upper middle value")
+        print(f"WHERE: stats.py:{line}")
+        print("median([1, 2, 3, 4]) gives 3 instead of 2.5")
+    elif mode == "hang-once" and not (state / "hung").exists():
+        (state / "hung").write_text("1")
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+        (state / "pids").write_text(f"{os.getpid()} {child.pid}\n")
+        time.sleep(300)
+    else:
+        print("NO NEW FINDINGS")
+
+
+def triage() -> None:
+    if mode == "garbage":
+        print("I looked at it. Probably fine? Not sure.")
+        return
+    if mode == "reject":
+        print(
+            json.dumps(
+                {
+                    "verdict": "rejected",
+                    "reproduced": False,
+                    "reason": "not a bug in my reading",
+                    "evidence": "median of [1, 2, 3] is 2",
+                    "test": None,
+                    "test_command": None,
+                }
+            )
+        )
+        return
+    src = pathlib.Path("stats.py")
+    src.write_text(src.read_text().replace(BUG, FIXED))
+    if mode == "noproof":
+        print(
+            json.dumps(
+                {
+                    "verdict": "accepted",
+                    "reproduced": False,
+                    "reason": "looks wrong, fixed it",
+                    "test": "n/a",
+                    "test_command": None,
+                }
+            )
+        )
+        return
+    pathlib.Path("tests/test_median.py").write_text(
+        "import unittest\n\nfrom stats import median\n\n\nclass MedianTest(unittest.TestCase):\n"
+        "    def test_even(self):\n        self.assertEqual(median([4, 1, 3, 2]), 2.5)\n"
+    )
+    print("Reproduced: median([1, 2, 3, 4]) == 3")
+    print(
+        json.dumps(
+            {
+                "verdict": "accepted",
+                "reproduced": True,
+                "reason": "even lengths now average the middle",
+                "evidence": "median([1, 2, 3, 4]) == 3 before the fix",
+                "test": "median of an even list",
+                "test_command": "python3 -m unittest tests.test_median",
+            }
+        )
+    )
+
+
+def reply() -> None:
+    if mode == "contest":
+        for fid in re.findall(r"^- (\S+) \[(?:rejected|deferred)\]", prompt, re.M):
+            print(f"CONTEST {fid}: it still reproduces: median([1, 2, 3, 4]) == 3")
+        return
+    print("NO CONTEST")
+
+
+if kind.startswith("# Jury triage"):
+    triage()
+elif kind.startswith("# Jury reply"):
+    reply()
+else:
+    review()

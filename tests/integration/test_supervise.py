@@ -1,0 +1,275 @@
+"""run_supervised and scrub_env against real processes."""
+
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from workers.supervise import ProcResult, run_supervised, scrub_env
+
+
+def _state(pid: int) -> str | None:
+    """The /proc state letter of ``pid``, or None when it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return stat.rsplit(")", 1)[1].split()[0]
+
+
+def _alive(pid: int) -> bool:
+    """Running in any sense but a zombie (a zombie cannot run and PID 1 here may never reap it)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return _state(pid) not in (None, "Z", "X")
+
+
+def _group_members(pgid: int) -> list[int]:
+    """Pids of live (non-zombie) processes in process group ``pgid``."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            members.append(int(entry.name))
+    return members
+
+
+def _run(tmp_path: Path, code: str, **kw: object) -> ProcResult:
+    script = tmp_path / "child.py"
+    script.write_text(textwrap.dedent(code))
+    kw.setdefault("timeout", 10.0)
+    kw.setdefault("grace", 0.5)
+    return run_supervised(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        env=dict(os.environ),
+        stdout_path=tmp_path / "out" / "stdout.txt",
+        stderr_path=tmp_path / "out" / "stderr.txt",
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def _gone(pids: list[int], pgid: int, seconds: float = 1.0) -> bool:
+    """True once none of ``pids`` and no member of ``pgid`` runs (SIGKILL is delivered asynchronously)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        if not any(_alive(p) for p in pids) and not _group_members(pgid):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+
+
+def _wait_for_pids(path: Path, n: int, seconds: float = 5.0) -> list[int]:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if path.exists():
+            pids = [int(x) for x in path.read_text().split()]
+            if len(pids) >= n:
+                return pids
+        time.sleep(0.05)
+    raise AssertionError(f"pids not written to {path}")
+
+
+STUBBORN_TREE = """
+    import os, signal, subprocess, sys, time
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    pids = {pids!r}
+    with open(pids, "a") as f:
+        f.write(f"{{os.getpid()}}\\n")
+    grandchild = (
+        "import os, signal, time\\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\\n"
+        f"open({{pids!r}}, 'a').write(f'{{{{os.getpid()}}}}\\\\n')\\n"
+        "time.sleep(60)\\n"
+    )
+    subprocess.Popen([sys.executable, "-c", grandchild])
+    print("started", flush=True)
+    {tail}
+"""
+
+
+def test_timeout_kills_stubborn_group(tmp_path: Path) -> None:
+    pids_file = tmp_path / "pids"
+    code = STUBBORN_TREE.format(pids=str(pids_file), tail="time.sleep(60)")
+    res = _run(tmp_path, code, timeout=1.5, grace=0.5)
+    assert res.timed_out and not res.cancelled
+    assert res.error is None
+    assert res.seconds < 1.5 + 0.5 + 1.0
+    assert res.exit_code == -9  # it ignored SIGTERM, so SIGKILL ended it
+    leader, grandchild = _wait_for_pids(pids_file, 2, seconds=0.1)
+    assert _gone([leader, grandchild], pgid=leader)
+    assert b"started" in res.stdout_path.read_bytes()
+
+
+def test_group_killed_after_leader_exits(tmp_path: Path) -> None:
+    pids_file = tmp_path / "pids"
+    code = STUBBORN_TREE.format(pids=str(pids_file), tail="time.sleep(0.3)")
+    res = _run(tmp_path, code, timeout=5.0)
+    assert res.exit_code == 0 and not res.timed_out
+    leader, grandchild = _wait_for_pids(pids_file, 2, seconds=0.1)
+    assert _gone([grandchild], pgid=leader)
+
+
+def test_exit_code_and_output_files(tmp_path: Path) -> None:
+    code = """
+        import sys
+        print("to stdout")
+        print("to stderr", file=sys.stderr)
+        sys.exit(3)
+    """
+    res = _run(tmp_path, code)
+    assert res.exit_code == 3
+    assert not (res.timed_out or res.cancelled) and res.error is None
+    assert res.stdout_path.read_text() == "to stdout\n"
+    assert res.stderr_path.read_text() == "to stderr\n"
+    assert res.stdout_bytes == len("to stdout\n")
+    assert res.stderr_bytes == len("to stderr\n")
+
+
+def test_output_is_on_disk_while_running(tmp_path: Path) -> None:
+    seen: list[bytes] = []
+    out = tmp_path / "out" / "stdout.txt"
+    code = """
+        import time
+        print("early", flush=True)
+        time.sleep(0.8)
+    """
+    _run(tmp_path, code, tick_every=0.3, on_tick=lambda s, q: seen.append(out.read_bytes()))
+    assert seen and seen[-1] == b"early\n"
+
+
+def test_tick_reports_elapsed_and_quiet(tmp_path: Path) -> None:
+    ticks: list[tuple[float, float]] = []
+    code = """
+        import time
+        print("hello", flush=True)
+        time.sleep(1.2)
+    """
+    res = _run(tmp_path, code, tick_every=0.25, on_tick=lambda s, q: ticks.append((s, q)))
+    assert res.exit_code == 0
+    assert len(ticks) >= 3
+    assert all(q <= s for s, q in ticks)
+    assert [s for s, _ in ticks] == sorted(s for s, _ in ticks)
+    assert ticks[-1][1] > 0.5  # nothing written for a while: quiet grows
+
+
+def test_failing_tick_does_not_stop_supervision(tmp_path: Path) -> None:
+    calls: list[float] = []
+
+    def boom(seconds: float, quiet: float) -> None:
+        calls.append(seconds)
+        raise RuntimeError("tick failed")
+
+    res = _run(tmp_path, "import time; time.sleep(0.6); print('done')", tick_every=0.15, on_tick=boom)
+    assert len(calls) >= 2
+    assert res.exit_code == 0
+    assert res.stdout_path.read_text() == "done\n"
+
+
+def test_missing_executable_is_an_error_not_an_exception(tmp_path: Path) -> None:
+    res = run_supervised(
+        ["jury-no-such-command-xyz", "--help"],
+        cwd=tmp_path,
+        env=dict(os.environ),
+        stdout_path=tmp_path / "o.txt",
+        stderr_path=tmp_path / "e.txt",
+        timeout=5,
+    )
+    assert res.error == "command not found: jury-no-such-command-xyz"
+    assert res.exit_code is None
+    assert not (res.timed_out or res.cancelled)
+
+
+def test_should_stop_cancels(tmp_path: Path) -> None:
+    start = time.monotonic()
+    pids_file = tmp_path / "pids"
+    code = STUBBORN_TREE.format(pids=str(pids_file), tail="time.sleep(60)")
+    res = _run(tmp_path, code, timeout=30, grace=0.5, should_stop=lambda: time.monotonic() - start > 0.5)
+    assert res.cancelled and not res.timed_out
+    assert res.seconds < 3
+    leader, grandchild = _wait_for_pids(pids_file, 2, seconds=0.1)
+    assert _gone([leader, grandchild], pgid=leader)
+
+
+def test_stdin_is_closed(tmp_path: Path) -> None:
+    code = """
+        import sys
+        data = sys.stdin.read()
+        print(f"eof after {len(data)} bytes")
+    """
+    res = _run(tmp_path, code, timeout=3)
+    assert not res.timed_out
+    assert res.exit_code == 0
+    assert res.stdout_path.read_text() == "eof after 0 bytes\n"
+
+
+def test_env_is_passed_as_given(tmp_path: Path) -> None:
+    env = {"PATH": os.environ.get("PATH", ""), "ONLY_THIS": "yes"}
+    res = run_supervised(
+        [sys.executable, "-c", "import os; print(os.environ.get('ONLY_THIS'), 'HOME' in os.environ)"],
+        cwd=tmp_path,
+        env=env,
+        stdout_path=tmp_path / "o.txt",
+        stderr_path=tmp_path / "e.txt",
+        timeout=5,
+    )
+    assert res.stdout_path.read_text() == "yes False\n"
+
+
+BASE_ENV = {
+    "PATH": "/usr/bin:/bin",
+    "HOME": "/home/u",
+    "CODEX_HOME": "/home/u/.codex",
+    "OPENAI_API_KEY": "sk-x",
+    "GITHUB_TOKEN": "ghp-x",
+    "aws_secret_access_key": "s",
+    "LD_PRELOAD": "/evil.so",
+    "PYTHONPATH": "/evil",
+    "JURY_REDIS_URL": "redis://x",
+    "LANG": "C.UTF-8",
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "env_pass", "kept"),
+    [
+        ("OPENAI_API_KEY", (), False),
+        ("GITHUB_TOKEN", (), False),
+        ("aws_secret_access_key", (), False),
+        ("LD_PRELOAD", (), False),
+        ("PYTHONPATH", (), False),
+        ("JURY_REDIS_URL", (), False),
+        ("JURY_REDIS_URL", ("JURY_REDIS_URL",), False),
+        ("PATH", (), True),
+        ("HOME", (), True),
+        ("CODEX_HOME", (), True),
+        ("LANG", (), True),
+        ("OPENAI_API_KEY", ("OPENAI_API_KEY",), True),
+        ("LD_PRELOAD", ("LD_PRELOAD",), True),
+    ],
+)
+def test_scrub_env(name: str, env_pass: tuple[str, ...], kept: bool) -> None:
+    out = scrub_env(BASE_ENV, env_pass=env_pass)
+    assert (name in out) is kept
+    if kept:
+        assert out[name] == BASE_ENV[name]
+
+
+def test_scrub_env_extra_wins() -> None:
+    out = scrub_env(BASE_ENV, extra={"OPENAI_API_KEY": "from-spec", "NEW": "1"})
+    assert out["OPENAI_API_KEY"] == "from-spec"
+    assert out["NEW"] == "1"
+    assert BASE_ENV["OPENAI_API_KEY"] == "sk-x"  # the base is not mutated

@@ -1,0 +1,173 @@
+"""Running a CLI agent (codex, claude, ...) once: expand its argv template, supervise it, read its answer."""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+from orchestrator.domain import AgentSpec, Role
+from orchestrator.parse import extract_report, find_session
+from workers.supervise import ProcResult, run_supervised, scrub_env
+
+log = structlog.get_logger()
+
+_PLACEHOLDER_RE = re.compile(r"\{(prompt|prompt_file|worktree|session|model)\}")
+MODEL_ARGS = "{model_args}"
+
+
+def _expand_one(element: str, values: Mapping[str, str | None]) -> str:
+    def sub(match: re.Match[str]) -> str:
+        key = match.group(1)
+        value = values[key]
+        if value is None:
+            raise ValueError(f"argv element {element!r} needs {{{key}}} but none is set")
+        return value
+
+    return _PLACEHOLDER_RE.sub(sub, element)
+
+
+def expand_argv(
+    template: list[str],
+    *,
+    prompt: str,
+    prompt_file: Path,
+    worktree: Path,
+    session: str | None,
+    model: str | None,
+    model_args: list[str],
+) -> list[str]:
+    """The argv with placeholders filled in (one pass: substituted text is never expanded again).
+
+    ``{prompt} {prompt_file} {worktree} {session} {model}`` may sit anywhere inside an element; an
+    element exactly ``{model_args}`` becomes the expanded ``model_args`` when a model is set, else
+    nothing. ValueError when ``{session}`` or ``{model}`` is needed but None, or ``{model_args}`` is
+    not a whole element. Unknown ``{...}`` text is left alone.
+    """
+    values: dict[str, str | None] = {
+        "prompt": prompt,
+        "prompt_file": str(prompt_file),
+        "worktree": str(worktree),
+        "session": session,
+        "model": model,
+    }
+    out: list[str] = []
+    for element in template:
+        if element == MODEL_ARGS:
+            if model:
+                out.extend(_expand_one(arg, values) for arg in model_args)
+            continue
+        if MODEL_ARGS in element:
+            raise ValueError(f"{MODEL_ARGS} must be a whole argv element, got {element!r}")
+        out.append(_expand_one(element, values))
+    return out
+
+
+def argv_for(spec: AgentSpec, role: Role, *, resume: bool) -> list[str]:
+    """The argv template for ``role``: reviewer -> argv; judge -> judge_argv; reply -> resume_argv if
+    ``resume`` and the agent has one, else argv. ValueError when the agent cannot judge."""
+    if role == "reviewer":
+        return list(spec.argv)
+    if role == "judge":
+        if spec.judge_argv is None:
+            raise ValueError(f"agent {spec.name} has no judge_argv")
+        return list(spec.judge_argv)
+    if role == "reply":
+        if resume and spec.resume_argv is not None:
+            return list(spec.resume_argv)
+        return list(spec.argv)
+    raise ValueError(f"unknown role: {role!r}")
+
+
+@dataclass
+class AgentRun:
+    """One finished agent run: the process outcome, its answer and the session it used."""
+
+    proc: ProcResult
+    report: str
+    session_id: str | None
+    stdout: str
+    stderr: str
+    argv: list[str]
+
+
+def run_cli_agent(
+    spec: AgentSpec,
+    *,
+    role: Role,
+    prompt: str,
+    worktree: Path,
+    out_dir: Path,
+    name: str,
+    session: str | None = None,
+    resume: bool = False,
+    timeout: float,
+    grace: float = 5.0,
+    tick_every: float = 30.0,
+    on_tick: Callable[[float, float], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    base_env: Mapping[str, str] | None = None,
+) -> AgentRun:
+    """Run ``spec`` as ``role`` in ``worktree``; the prompt and outputs go to ``out_dir/<name>.*``.
+
+    Files: ``<name>.prompt.md``, ``<name>.stdout.txt``, ``<name>.stderr.txt``.
+
+    A fresh uuid4 session is made when the agent chooses its own (``new_session``) and none is given.
+    The environment is ``base_env`` (default: this process's) scrubbed, plus the agent's ``env``.
+    Never raises for the agent failing (see ``proc``); ValueError for an unusable argv template.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = out_dir.resolve()
+    worktree = worktree.resolve()
+    prompt_file = out_dir / f"{name}.prompt.md"
+    prompt_file.write_text(prompt, encoding="utf-8")
+    if spec.new_session and session is None:
+        session = str(uuid.uuid4())
+    argv = expand_argv(
+        argv_for(spec, role, resume=resume),
+        prompt=prompt,
+        prompt_file=prompt_file,
+        worktree=worktree,
+        session=session,
+        model=spec.model,
+        model_args=spec.model_args,
+    )
+    env = scrub_env(os.environ if base_env is None else base_env, env_pass=spec.env_pass, extra=spec.env)
+    stdout_path = out_dir / f"{name}.stdout.txt"
+    stderr_path = out_dir / f"{name}.stderr.txt"
+    log.info("agent.cli.start", agent=spec.name, role=role, name=name, resume=resume, session=session)
+    proc = run_supervised(
+        argv,
+        cwd=worktree,
+        env=env,
+        stdout_path=stdout_path,
+        stderr_path=stderr_path,
+        timeout=timeout,
+        grace=grace,
+        tick_every=tick_every,
+        on_tick=on_tick,
+        should_stop=should_stop,
+    )
+    stdout = stdout_path.read_bytes().decode("utf-8", errors="replace")
+    stderr = stderr_path.read_bytes().decode("utf-8", errors="replace")
+    report = extract_report(stdout, stderr, spec.report)
+    session_id = find_session(spec.session_from, stdout, stderr) or session
+    log.info(
+        "agent.cli.done",
+        agent=spec.name,
+        role=role,
+        name=name,
+        exit_code=proc.exit_code,
+        timed_out=proc.timed_out,
+        cancelled=proc.cancelled,
+        error=proc.error,
+        seconds=round(proc.seconds, 3),
+        report_chars=len(report),
+        session=session_id,
+    )
+    return AgentRun(proc=proc, report=report, session_id=session_id, stdout=stdout, stderr=stderr, argv=argv)

@@ -1,0 +1,64 @@
+"""The Celery app. Tasks are routed by name to one queue per kind (DESIGN.md, "Celery settings").
+
+The broker is the Redis of ``JURY_REDIS_URL`` (``redis://``, ``unix://`` or ``redis+socket://``); results
+are not kept: the event log is where results live.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import Celery
+
+from orchestrator.config import Settings, load_settings
+
+QUEUES = ("control", "review", "triage", "reply")
+ROUTES = {
+    "jury.coordinate": "control",
+    "jury.push": "control",
+    "jury.review": "review",
+    "jury.triage": "triage",
+    "jury.reply": "reply",
+}
+DEFAULT_URL = "redis://127.0.0.1:6379/0"
+
+
+def celery_url(url: str | None) -> str:
+    """Celery's spelling of a Redis URL (a unix socket is ``redis+socket://``)."""
+    url = url or DEFAULT_URL
+    if url.startswith("unix://"):
+        return "redis+socket://" + url.removeprefix("unix://")
+    return url
+
+
+def celery_config(settings: Settings) -> dict[str, Any]:
+    url = celery_url(settings.redis_url)
+    transport = {"visibility_timeout": settings.visibility_timeout}
+    return {
+        "broker_url": url,
+        "broker_transport_options": transport,
+        "result_backend": None,
+        "task_ignore_result": True,
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        "worker_prefetch_multiplier": 1,
+        "task_routes": {name: {"queue": q} for name, q in ROUTES.items()},
+        "task_default_queue": "control",
+        "task_track_started": True,
+        "worker_send_task_events": True,
+        "task_send_sent_event": True,
+        "worker_max_tasks_per_child": 200,
+        "broker_connection_retry_on_startup": True,
+        "worker_hijack_root_logger": False,
+        "task_serializer": "json",
+        "accept_content": ["json"],
+    }
+
+
+def make_app(settings: Settings | None = None) -> Celery:
+    app = Celery("jury", include=["workers.tasks"])
+    app.conf.update(celery_config(settings or load_settings()))
+    return app
+
+
+app = make_app()

@@ -1,0 +1,250 @@
+"""Git plumbing for workers: detached worktrees under a per-repo lock, change capture, deterministic commits.
+
+Every command runs ``git`` directly (argv, never a shell) with hooks disabled, so a repository under
+review cannot run code in the worker through git.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+
+import structlog
+
+from orchestrator.errors import GitError
+
+log = structlog.get_logger()
+
+# Inherited variables that would point git at another repository, index or object store.
+_GIT_LOCATION_VARS = frozenset(
+    {
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_INDEX_FILE",
+        "GIT_OBJECT_DIRECTORY",
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+        "GIT_COMMON_DIR",
+        "GIT_NAMESPACE",
+        "GIT_PREFIX",
+    }
+)
+_GIT_CONFIG = ["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"]
+
+IDENTITY_NAME = "Jury"
+IDENTITY_EMAIL = "jury@localhost"
+FIXED_DATE = "2000-01-01T00:00:00+00:00"
+
+
+def _git_env(env: Mapping[str, str] | None) -> dict[str, str]:
+    base = {k: v for k, v in os.environ.items() if k not in _GIT_LOCATION_VARS}
+    base["GIT_TERMINAL_PROMPT"] = "0"
+    base["LC_ALL"] = "C"
+    if env:
+        base.update(env)
+    return base
+
+
+def git_bytes(
+    args: list[str],
+    cwd: Path,
+    *,
+    check: bool = True,
+    input: bytes | None = None,
+    env: Mapping[str, str] | None = None,
+) -> bytes:
+    """Run ``git args`` in ``cwd`` and return raw stdout; GitError on a non-zero exit when ``check``.
+
+    ``env`` is added to the inherited environment (minus inherited GIT_DIR-like variables).
+    """
+    proc = subprocess.run(
+        ["git", *_GIT_CONFIG, *args],
+        cwd=cwd,
+        input=input,
+        stdin=None if input is not None else subprocess.DEVNULL,
+        capture_output=True,
+        env=_git_env(env),
+        check=False,
+    )
+    if check and proc.returncode != 0:
+        stderr = proc.stderr.decode("utf-8", errors="replace")
+        log.debug("git.failed", args=args, cwd=str(cwd), code=proc.returncode, stderr=stderr[-500:])
+        raise GitError(args, proc.returncode, stderr)
+    return proc.stdout
+
+
+def git(
+    args: list[str],
+    cwd: Path,
+    *,
+    check: bool = True,
+    input: bytes | None = None,
+    env: Mapping[str, str] | None = None,
+) -> str:
+    """``git_bytes`` decoded as UTF-8 (undecodable bytes replaced)."""
+    return git_bytes(args, cwd, check=check, input=input, env=env).decode("utf-8", errors="replace")
+
+
+def rev_parse(repo: Path, rev: str) -> str:
+    """The full object id ``rev`` names; GitError when it names nothing."""
+    return git(["rev-parse", "--verify", "--end-of-options", rev], repo).strip()
+
+
+def merge_base(repo: Path, a: str, b: str) -> str:
+    """The best common ancestor of ``a`` and ``b``; GitError when they share none."""
+    return git(["merge-base", a, b], repo).strip()
+
+
+def update_ref(repo: Path, ref: str, sha: str) -> None:
+    """Point ``ref`` at ``sha`` (creating it if needed)."""
+    git(["update-ref", ref, sha], repo)
+
+
+@contextmanager
+def repo_lock(repo: Path, lock_dir: Path) -> Iterator[None]:
+    """Hold an exclusive flock for ``repo`` (keyed by its resolved path) — across threads and processes."""
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    key = hashlib.sha1(str(repo.resolve()).encode(), usedforsecurity=False).hexdigest()
+    fd = os.open(lock_dir / f"{key}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+class Worktrees:
+    """Detached worktrees under ``root``, one directory per name; add/remove/prune serialized per repo."""
+
+    def __init__(self, root: Path, lock_dir: Path | None = None) -> None:
+        self.root = root
+        self.lock_dir = lock_dir if lock_dir is not None else root / ".locks"
+
+    def _clear(self, repo: Path, path: Path) -> None:
+        if path.exists():
+            git(["worktree", "remove", "--force", "--force", str(path)], repo, check=False)
+        if path.exists():
+            shutil.rmtree(path, ignore_errors=True)
+        git(["worktree", "prune"], repo, check=False)
+
+    @contextmanager
+    def checkout(self, repo: Path, sha: str, name: str) -> Iterator[Path]:
+        """Yield ``root/<name>``, a detached checkout of ``sha``; it is removed on exit, whatever happens.
+
+        A leftover directory of the same name (a crashed run) is removed first.
+        """
+        if not name or "/" in name or name in {".", ".."} or name.startswith("."):
+            raise ValueError(f"bad worktree name: {name!r}")
+        self.root.mkdir(parents=True, exist_ok=True)
+        path = (self.root / name).resolve()
+        with repo_lock(repo, self.lock_dir):
+            if path.exists():
+                log.warning("worktree.stale", repo=str(repo), path=str(path))
+            self._clear(repo, path)
+            git(["worktree", "add", "--detach", str(path), sha], repo)
+        log.info("worktree.added", repo=str(repo), path=str(path), sha=sha)
+        try:
+            yield path
+        finally:
+            with repo_lock(repo, self.lock_dir):
+                self._clear(repo, path)
+            log.info("worktree.removed", repo=str(repo), path=str(path))
+
+
+def changed_paths(wt: Path) -> list[str]:
+    """Sorted paths changed in ``wt`` against HEAD: modified, added, deleted, renamed (both), untracked."""
+    raw = git_bytes(["status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignore-submodules"], wt)
+    fields = raw.decode("utf-8", errors="surrogateescape").split("\0")
+    paths: set[str] = set()
+    i = 0
+    while i < len(fields):
+        entry = fields[i]
+        i += 1
+        if len(entry) < 4:
+            continue
+        status, path = entry[:2], entry[3:]
+        paths.add(path)
+        if status[0] in "RC":  # the next field is the original path
+            if i < len(fields) and fields[i]:
+                paths.add(fields[i])
+            i += 1
+    return sorted(paths)
+
+
+def diff_patch(wt: Path) -> bytes:
+    """The whole change of ``wt`` against HEAD, untracked files included, as a binary patch (b'' if none).
+
+    Stages everything in the worktree's index as a side effect.
+    """
+    git(["add", "-A"], wt)
+    return git_bytes(
+        [
+            "diff",
+            "--cached",
+            "--binary",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--src-prefix=a/",
+            "--dst-prefix=b/",
+            "HEAD",
+        ],
+        wt,
+    )
+
+
+def discard_changes(wt: Path) -> None:
+    """Return ``wt`` to exactly its HEAD: tracked changes reset, untracked and ignored files removed."""
+    git(["reset", "--hard", "--quiet"], wt)
+    git(["clean", "-fdxq"], wt)
+
+
+def commit_deterministic(repo: Path, parent: str, patch: bytes, message: str, work: Path) -> str:
+    """Commit ``patch`` on top of ``parent`` without touching any checkout; return the new commit's sha.
+
+    Identity and dates are fixed, so the same parent, patch and message give the same sha on any host.
+    An empty patch gives a commit with the parent's tree. GitError when the patch does not apply.
+    """
+    work.mkdir(parents=True, exist_ok=True)
+    index = (work / f"index-{uuid.uuid4().hex}").resolve()
+    env = {
+        "GIT_INDEX_FILE": str(index),
+        "GIT_AUTHOR_NAME": IDENTITY_NAME,
+        "GIT_AUTHOR_EMAIL": IDENTITY_EMAIL,
+        "GIT_AUTHOR_DATE": FIXED_DATE,
+        "GIT_COMMITTER_NAME": IDENTITY_NAME,
+        "GIT_COMMITTER_EMAIL": IDENTITY_EMAIL,
+        "GIT_COMMITTER_DATE": FIXED_DATE,
+    }
+    try:
+        parent_sha = rev_parse(repo, f"{parent}^{{commit}}")
+        git(["read-tree", parent_sha], repo, env=env)
+        if patch:
+            git(["apply", "--cached", "--binary", "--whitespace=nowarn", "-"], repo, input=patch, env=env)
+        tree = git(["write-tree"], repo, env=env).strip()
+        sha = git(
+            [
+                "-c",
+                "i18n.commitEncoding=UTF-8",
+                "commit-tree",
+                "--no-gpg-sign",
+                tree,
+                "-p",
+                parent_sha,
+                "-m",
+                message,
+            ],
+            repo,
+            env=env,
+        ).strip()
+    finally:
+        index.unlink(missing_ok=True)
+        Path(f"{index}.lock").unlink(missing_ok=True)
+    log.info("git.commit_deterministic", repo=str(repo), parent=parent_sha, tree=tree, sha=sha)
+    return sha
