@@ -411,7 +411,7 @@ def worker(
 
 def main() -> None:
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)  # click returns the code of a typer.Exit here
     except JuryError as exc:
         err.print(f"jury: {exc}", markup=False, highlight=False)
         sys.exit(exc.exit_code)
@@ -427,6 +427,7 @@ def main() -> None:
             exc.show()
             sys.exit(2)
         raise
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

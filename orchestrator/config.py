@@ -5,7 +5,8 @@ Two sources, two shapes:
 - ``Settings``: process-wide knobs from ``JURY_*`` environment variables (``load_settings``).
 - ``RepoConfig``: the agent catalog and the ``[jury]`` defaults, merged in order from the built-in
   catalog (``config/agents/*.toml``), the repository's own ``jury.toml`` and an explicit ``--config``
-  file (``load_config``). Each ``[agents.NAME]`` table adds an agent or overrides one key by key.
+  file (``load_config``). Each ``[agents.NAME]`` table adds an agent or overrides one key by key; the
+  ``[checks]`` table names shell-free commands (``test = "pytest -q"``) that agents may run.
 
 Every failure is a ``ConfigError`` whose message names the file, the agent and the key to fix.
 """
@@ -13,14 +14,16 @@ Every failure is a ``ConfigError`` whose message names the file, the agent and t
 from __future__ import annotations
 
 import re
+import shlex
 import tomllib
+from urllib.parse import urlsplit
 from pathlib import Path
 from typing import Any, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from orchestrator.domain import AgentSpec, ReportFormat
+from orchestrator.domain import AgentKind, AgentSpec, CheckParser, CheckScope, ReportFormat
 from orchestrator.errors import ConfigError
 
 ENV_PREFIX = "JURY_"
@@ -42,13 +45,28 @@ ALLOWED_AGENT_KEYS: tuple[str, ...] = (
     "env",
     "env_pass",
     "install",
+    "kind",
+    "base_url",
+    "api_key_env",
+    "family",
+    "price",
+    "fallback",
+    "max_rounds",
+    "timeout",
+    "command",
+    "parser",
+    "scope",
 )
 ALLOWED_JURY_KEYS: tuple[str, ...] = ("reviewers", "judge", "rounds")
-ALLOWED_TABLES: tuple[str, ...] = ("agents", "jury")
+ALLOWED_TABLES: tuple[str, ...] = ("agents", "jury", "checks")
 PLACEHOLDERS: frozenset[str] = frozenset(
     {"prompt", "prompt_file", "worktree", "session", "model_args", "model"}
 )
 REPORT_FORMATS: tuple[str, ...] = get_args(ReportFormat)
+AGENT_KINDS: tuple[str, ...] = get_args(AgentKind)
+CHECK_PARSERS: tuple[str, ...] = get_args(CheckParser)
+CHECK_SCOPES: tuple[str, ...] = get_args(CheckScope)
+PRICE_KEYS: tuple[str, ...] = ("input", "output")
 LOG_LEVELS: tuple[str, ...] = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 # An environment variable name that may hold a secret: never stored in config, scrubbed from agents' env.
@@ -132,6 +150,7 @@ class RepoConfig(BaseModel):
     agents: dict[str, AgentSpec]
     jury: JuryDefaults
     source: list[Path]
+    checks: dict[str, str] = Field(default_factory=dict)  # the ``[checks]`` table: name -> command
 
 
 class _Invalid(Exception):
@@ -194,8 +213,91 @@ def _command(key: str, value: object) -> list[str]:
     return args
 
 
+def _shell_free(value: object) -> str:
+    """A command string that ``shlex`` splits into at least one word."""
+    if not isinstance(value, str) or not value.strip():
+        raise _Invalid("must be a non-empty command string")
+    try:
+        words = shlex.split(value)
+    except ValueError as exc:
+        raise _Invalid(f"cannot be split into words: {exc}") from None
+    if not words:
+        raise _Invalid("must be a non-empty command string")
+    return value
+
+
+def _positive(value: object, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise _Invalid(f"must be a positive {what}")
+    return float(value)
+
+
+def _one_of(value: object, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise _Invalid(f"must be one of {', '.join(allowed)}")
+    return str(value)
+
+
+def _base_url(value: object) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise _Invalid("must be a non-empty URL")
+    parts = urlsplit(value.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise _Invalid("must be an http:// or https:// URL")
+    if parts.username or parts.password:
+        raise _Invalid("must not hold credentials; name the key's variable in api_key_env")
+    return value.strip().rstrip("/")
+
+
+def _price(value: object) -> dict[str, float]:
+    if not isinstance(value, dict):
+        raise _Invalid("must be a table { input = USD, output = USD } per million tokens")
+    keys = set(value)
+    if keys != set(PRICE_KEYS):
+        extra = sorted(keys - set(PRICE_KEYS))
+        raise _Invalid(f"unknown key {extra[0]!r}" if extra else "needs both input and output")
+    out: dict[str, float] = {}
+    for key in PRICE_KEYS:
+        v = value[key]
+        if isinstance(v, bool) or not isinstance(v, int | float) or v < 0:
+            raise _Invalid(f"{key}: must be a number >= 0 (USD per million tokens)")
+        out[key] = float(v)
+    return out
+
+
 def _check_value(key: str, value: object) -> object:
     """The value of one agent key, checked; raises ``_Invalid`` with what is wrong."""
+    if key == "kind":
+        return _one_of(value, AGENT_KINDS)
+    if key == "base_url":
+        return _base_url(value)
+    if key == "api_key_env":
+        if not isinstance(value, str) or not _ENV_NAME_RE.fullmatch(value):
+            raise _Invalid("must be the NAME of an environment variable (not the key itself)")
+        return value
+    if key == "family":
+        if not isinstance(value, str) or not value.strip():
+            raise _Invalid("must be a non-empty string")
+        return value.strip()
+    if key == "price":
+        return _price(value)
+    if key == "fallback":
+        models = _string_list(value, non_empty=False)
+        if any(not m.strip() for m in models):
+            raise _Invalid("must be a list of model ids")
+        return models
+    if key == "max_rounds":
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise _Invalid("must be a whole number >= 1")
+        return value
+    if key == "timeout":
+        return _positive(value, "number of seconds")
+    if key == "command":
+        return _shell_free(value)
+    if key == "parser":
+        return _one_of(value, CHECK_PARSERS)
+    if key == "scope":
+        return _one_of(value, CHECK_SCOPES)
     if key in ("argv", "judge_argv", "resume_argv"):
         return _command(key, value)
     if key == "model_args":
@@ -217,13 +319,9 @@ def _check_value(key: str, value: object) -> object:
             raise _Invalid("must be true or false")
         return value
     if key == "report":
-        if value not in REPORT_FORMATS:
-            raise _Invalid(f"must be one of {', '.join(REPORT_FORMATS)}")
-        return value
+        return _one_of(value, REPORT_FORMATS)
     if key == "expect_seconds":
-        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-            raise _Invalid("must be a positive number of seconds")
-        return float(value)
+        return _positive(value, "number of seconds")
     if key in ("model", "install"):
         if not isinstance(value, str) or not value.strip():
             raise _Invalid("must be a non-empty string")
@@ -265,9 +363,7 @@ def _check_agent(path: Path, name: str, table: object, base: AgentSpec | None) -
     for key in table:
         if key not in ALLOWED_AGENT_KEYS:
             raise ConfigError(f"{where}: unknown key {key!r} (allowed: {', '.join(ALLOWED_AGENT_KEYS)})")
-    if base is None and "argv" not in table:
-        raise ConfigError(f"{where}: new agent needs argv")
-    fields: dict[str, Any] = base.model_dump() if base is not None else {"name": name}
+    fields: dict[str, Any] = base.model_dump(by_alias=True) if base is not None else {"name": name}
     for key, value in table.items():
         try:
             fields[key] = _check_value(key, value)
@@ -275,10 +371,40 @@ def _check_agent(path: Path, name: str, table: object, base: AgentSpec | None) -
             raise ConfigError(f"{where}.{key}: {exc}") from None
         if key == "env":
             fields[key] = _check_env(where, fields[key])
+    _check_kind(where, fields, new=base is None)
     try:
         return AgentSpec.model_validate(fields)
     except ValidationError as exc:  # a check above is missing; still name the place
         raise ConfigError(f"{where}: {exc}") from exc
+
+
+def _check_kind(where: str, fields: dict[str, Any], *, new: bool) -> None:
+    """The keys the agent's kind needs are set (after merging over the base agent)."""
+    kind = fields.get("kind", "cli")
+    if kind == "cli" and not fields.get("argv"):
+        raise ConfigError(f"{where}: new agent needs argv" if new else f"{where}: a cli agent needs argv")
+    if kind == "http":
+        for key in ("base_url", "model"):
+            if not fields.get(key):
+                raise ConfigError(f"{where}: an http agent needs {key}")
+    if kind == "check" and not fields.get("command"):
+        raise ConfigError(f"{where}: a check agent needs command")
+
+
+def _check_checks(path: Path, table: object, current: dict[str, str]) -> dict[str, str]:
+    """``current`` with the ``[checks]`` table of ``path`` applied (name -> shell-free command)."""
+    where = f"{path}: [checks]"
+    if not isinstance(table, dict):
+        raise ConfigError(f'{where}: must be a table of name = "command"')
+    merged = dict(current)
+    for name, value in table.items():
+        if not _AGENT_NAME_RE.fullmatch(name):
+            raise ConfigError(f"{where}.{name}: bad check name (use letters, digits, '.', '-' and '_')")
+        try:
+            merged[name] = _shell_free(value)
+        except _Invalid as exc:
+            raise ConfigError(f"{where}.{name}: {exc}") from None
+    return merged
 
 
 def _check_jury(
@@ -308,7 +434,7 @@ def _check_jury(
         if judge not in agents:
             raise ConfigError(f"{where}.judge: {_unknown(judge, agents)}")
         if not agents[judge].can_judge:
-            raise ConfigError(f"{where}.judge: {_cannot_judge(judge)}")
+            raise ConfigError(f"{where}.judge: {_cannot_judge(agents[judge])}")
         merged.judge = judge
     if "rounds" in table:
         rounds = table["rounds"]
@@ -322,8 +448,9 @@ def _unknown(name: str, agents: dict[str, AgentSpec]) -> str:
     return f"unknown agent {name!r} (known: {', '.join(sorted(agents))})"
 
 
-def _cannot_judge(name: str) -> str:
-    return f"agent {name!r} cannot judge: it has no judge_argv"
+def _cannot_judge(spec: AgentSpec) -> str:
+    why = "it is a check agent" if spec.kind == "check" else "it has no judge_argv"
+    return f"agent {spec.name!r} cannot judge: {why}"
 
 
 def _agent_tables(path: Path, data: dict[str, Any]) -> dict[str, Any]:
@@ -343,22 +470,24 @@ def load_catalog(directory: Path | None = None) -> dict[str, AgentSpec]:
     for path in sorted(folder.glob("*.toml")):
         data = _read_toml(path)
         tables = _agent_tables(path, data)
-        if "jury" in data or list(tables) != [path.stem]:
+        if set(data) - {"agents"} or list(tables) != [path.stem]:
             raise ConfigError(f"{path}: must hold exactly one table, [agents.{path.stem}]")
         catalog[path.stem] = _check_agent(path, path.stem, tables[path.stem], None)
     return catalog
 
 
 def _apply(
-    path: Path, agents: dict[str, AgentSpec], jury: JuryDefaults
-) -> tuple[dict[str, AgentSpec], JuryDefaults]:
+    path: Path, agents: dict[str, AgentSpec], jury: JuryDefaults, checks: dict[str, str]
+) -> tuple[dict[str, AgentSpec], JuryDefaults, dict[str, str]]:
     data = _read_toml(path)
     merged = dict(agents)
     for name, table in _agent_tables(path, data).items():
         merged[name] = _check_agent(path, name, table, merged.get(name))
     if "jury" in data:
         jury = _check_jury(path, data["jury"], merged, jury)
-    return merged, jury
+    if "checks" in data:
+        checks = _check_checks(path, data["checks"], checks)
+    return merged, jury, checks
 
 
 def load_config(repo: Path | None, config_file: Path | None = None) -> RepoConfig:
@@ -367,6 +496,7 @@ def load_config(repo: Path | None, config_file: Path | None = None) -> RepoConfi
     agents = load_catalog(folder)
     source = sorted(folder.glob("*.toml"))
     jury = JuryDefaults()
+    checks: dict[str, str] = {}
     files: list[Path] = []
     if repo is not None and (repo / REPO_CONFIG_NAME).is_file():
         files.append(repo / REPO_CONFIG_NAME)
@@ -375,9 +505,9 @@ def load_config(repo: Path | None, config_file: Path | None = None) -> RepoConfi
             raise ConfigError(f"{config_file}: config file not found")
         files.append(config_file)
     for path in files:
-        agents, jury = _apply(path, agents, jury)
+        agents, jury, checks = _apply(path, agents, jury, checks)
         source.append(path)
-    return RepoConfig(agents=agents, jury=jury, source=source)
+    return RepoConfig(agents=agents, jury=jury, source=source, checks=checks)
 
 
 def resolve_jury(
@@ -398,7 +528,7 @@ def resolve_jury(
     if chosen_judge not in cfg.agents:
         raise ConfigError(f"judge: {_unknown(chosen_judge, cfg.agents)}")
     if not cfg.agents[chosen_judge].can_judge:
-        raise ConfigError(f"judge: {_cannot_judge(chosen_judge)}")
+        raise ConfigError(f"judge: {_cannot_judge(cfg.agents[chosen_judge])}")
     if chosen_rounds < 1:
         raise ConfigError(f"rounds must be at least 1, got {chosen_rounds}")
     return chosen, chosen_judge, chosen_rounds

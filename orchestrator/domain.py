@@ -29,13 +29,25 @@ class Model(BaseModel):
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
-class AgentSpec(BaseModel):
-    """One agent of the catalog, resolved: what a worker needs to run it (travels in ``jury.config``)."""
+AgentKind = Literal["cli", "http", "check"]
+CheckParser = Literal["auto", "ruff", "mypy", "pytest", "flake8", "sarif", "none"]
+CheckScope = Literal["changed", "all"]
 
-    model_config = ConfigDict(extra="forbid")
+
+class AgentSpec(BaseModel):
+    """One agent of the catalog, resolved: what a worker needs to run it (travels in ``jury.config``).
+
+    ``kind`` picks the runner: ``cli`` (a subprocess, ``argv``), ``http`` (an OpenAI-compatible chat
+    endpoint with a tool loop, ``base_url`` + ``model``) or ``check`` (a deterministic checker ``command``
+    whose diagnostics become findings). The family override is stored as ``family_override`` and read and
+    written as ``family`` (its alias); ``spec.family`` is the effective family.
+    """
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     name: str
-    argv: list[str]
+    kind: AgentKind = "cli"
+    argv: list[str] = Field(default_factory=list)
     judge_argv: list[str] | None = None
     resume_argv: list[str] | None = None
     session_from: str | None = None
@@ -47,16 +59,36 @@ class AgentSpec(BaseModel):
     env: dict[str, str] = Field(default_factory=dict)
     env_pass: list[str] = Field(default_factory=list)
     install: str | None = None
+    # http agents
+    base_url: str | None = None
+    api_key_env: str | None = None  # the NAME of the variable holding the key, never the key
+    family_override: str | None = Field(default=None, alias="family")
+    price: dict[str, float] | None = None  # USD per million tokens: {"input": ..., "output": ...}
+    fallback: list[str] = Field(default_factory=list)  # models tried in order after ``model`` fails
+    max_rounds: int = 30  # tool-loop turns
+    timeout: float | None = None  # seconds per HTTP request
+    # check agents
+    command: str | None = None  # shell-free, split with shlex
+    parser: CheckParser = "auto"
+    scope: CheckScope = "changed"
 
     @property
     def family(self) -> str | None:
-        """The vendor prefix of the model id (``openai/gpt-5`` -> ``openai``)."""
+        """The model family: the explicit ``family``, else the vendor prefix of the model id
+        (``openai/gpt-5`` -> ``openai``)."""
+        if self.family_override:
+            return self.family_override.lower()
         if not self.model:
             return None
         return re.split(r"[/:]", self.model, maxsplit=1)[0].lower()
 
     @property
     def can_judge(self) -> bool:
+        """A CLI agent judges through its ``judge_argv``; an http agent always can; a check never."""
+        if self.kind == "http":
+            return True
+        if self.kind == "check":
+            return False
         return self.judge_argv is not None
 
     def default_timeout(self) -> float:

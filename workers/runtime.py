@@ -256,13 +256,13 @@ def run_agent(
     return run
 
 
-def run_failure(run: AgentRun, timeout: float | None = None) -> str | None:
+def run_failure(run: AgentRun) -> str | None:
     """Why the agent run failed, or None when it ran to completion."""
     p = run.proc
     if p.error:
         return p.error
     if p.timed_out:
-        return f"timed out after {p.seconds:.0f}s; its process group was killed"
+        return f"timed out (killed with its process group after {p.seconds:.0f}s)"
     if p.cancelled:
         return "cancelled"
     return None

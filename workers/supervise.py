@@ -1,20 +1,30 @@
 """Running one agent process under supervision: scrubbed environment, own process group, hard limits.
 
-The contract (REFERENCE §1, §4): stdin is closed, stdout/stderr go straight to files (readable while the
-agent runs), the agent leads its own process group, and when it ends — normally, by timeout or by
-cancellation — the whole group is SIGKILLed so no child outlives it.
+The contract (REFERENCE §1, §4): stdin is closed, stdout/stderr go to files (readable while the agent
+runs), the agent leads its own process group, and when it ends — normally, by timeout or by
+cancellation — the whole group is SIGKILLed so no child outlives it. On Linux the agent also gets
+PR_SET_PDEATHSIG=SIGKILL, so it dies with the worker even if the worker is killed outright.
+
+With ``max_output`` each stream goes through a pipe to a reader thread (``_CappedOutput``) that keeps the
+head and the tail of what the agent printed and drops the middle, so a runaway agent cannot fill the disk.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
+import select
 import signal
 import subprocess
+import sys
+import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import structlog
 
@@ -44,6 +54,11 @@ PRELOAD_VARS: frozenset[str] = frozenset(
 )
 
 POLL_SECONDS = 0.1
+READ_CHUNK = 64 * 1024
+# After the group is SIGKILLed, how long a reader keeps draining a pipe that a process outside the group
+# (one that called setsid) still holds open; then the pipe is closed under it.
+DRAIN_SECONDS = 2.0
+PR_SET_PDEATHSIG = 1
 
 
 def scrub_env(
@@ -84,6 +99,8 @@ class ProcResult:
     stdout_bytes: int
     stderr_bytes: int
     error: str | None = None
+    stdout_dropped: int = 0
+    stderr_dropped: int = 0
 
 
 def _size(path: Path) -> int:
@@ -119,6 +136,183 @@ def _wait_leader(pid: int, seconds: float) -> bool:
         time.sleep(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
 
 
+def drop_marker(dropped: int) -> bytes:
+    """The line that stands for the dropped middle of a capped stream."""
+    return f"\n[... {dropped} bytes dropped by jury ...]\n".encode()
+
+
+class _Tail:
+    """The last ``cap`` bytes seen, as a deque of chunks (no copying per chunk)."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.chunks: deque[bytes] = deque()
+        self.size = 0
+
+    def add(self, data: bytes) -> None:
+        if self.cap <= 0 or not data:
+            return
+        self.chunks.append(data)
+        self.size += len(data)
+        while self.chunks and self.size - len(self.chunks[0]) >= self.cap:
+            self.size -= len(self.chunks.popleft())
+
+    def value(self) -> bytes:
+        data = b"".join(self.chunks)
+        return data[len(data) - min(self.cap, len(data)) :]
+
+
+class _CappedOutput:
+    """One stream of the agent: read from a pipe on a thread, written to ``path``, capped at ``cap`` bytes.
+
+    Everything read is appended to the file at once (unbuffered), so the file is readable while the agent
+    runs. The thread remembers the first ``cap // 2`` bytes and the last ``cap - cap // 2``; whenever the
+    file passes ``2 * cap`` it is rewritten as head + marker + tail (to a temporary file, then renamed, so
+    a reader never sees a half-written file) and appending goes on. At the end, if anything was dropped,
+    the file becomes exactly head + marker (with the final count) + tail. Disk use stays under about
+    ``2 * cap`` and memory under ``cap`` per stream. A pipe rather than a file the child writes itself:
+    only then can Jury cut the middle of a file the child is still appending to.
+    """
+
+    def __init__(self, pipe: IO[bytes], path: Path, cap: int) -> None:
+        self.pipe = pipe
+        self.path = path
+        self.cap = cap
+        self.head = bytearray()
+        self.head_cap = cap // 2
+        self.tail = _Tail(cap - self.head_cap)
+        self.total = 0
+        self.error: str | None = None
+        self._file: IO[bytes] | None = path.open("wb", buffering=0)
+        self._file_size = 0
+        self._stop = threading.Event()
+        self._drain_until = 0.0
+        self._thread = threading.Thread(target=self._run, name=f"capped-output:{path.name}", daemon=True)
+
+    @property
+    def dropped(self) -> int:
+        """Bytes read but kept neither in the head nor in the tail."""
+        return self.total - len(self.head) - min(self.tail.size, self.tail.cap)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def finish(self, drain: float = DRAIN_SECONDS) -> None:
+        """Drain what is left (up to ``drain`` seconds of continuous output), write the capped file, close."""
+        self._drain_until = time.monotonic() + drain
+        self._stop.set()
+        self._thread.join()
+        self.pipe.close()
+
+    def _run(self) -> None:
+        fd = self.pipe.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+        try:
+            while True:
+                if self._stop.is_set() and time.monotonic() >= self._drain_until:
+                    break
+                if not poller.poll(POLL_SECONDS * 1000):
+                    if self._stop.is_set():
+                        break
+                    continue
+                data = os.read(fd, READ_CHUNK)
+                if not data:
+                    break
+                self._take(data)
+        except OSError as exc:
+            self._fail(exc)
+        finally:
+            self._close()
+
+    def _take(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self.head_cap - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+        self.tail.add(data[max(room, 0) :])
+        if self._file is None:
+            return  # writing failed earlier: keep draining so the agent never blocks on a full pipe
+        try:
+            self._file.write(data)
+            self._file_size += len(data)
+            if self._file_size > 2 * self.cap:
+                self._rewrite()
+        except OSError as exc:
+            self._fail(exc)
+
+    def _rewrite(self) -> None:
+        content = bytes(self.head) + drop_marker(self.dropped) + self.tail.value()
+        tmp = self.path.with_name(self.path.name + ".jury-tmp")
+        tmp.write_bytes(content)
+        os.replace(tmp, self.path)
+        if self._file is not None:
+            self._file.close()
+        self._file = self.path.open("ab", buffering=0)
+        self._file_size = len(content)
+
+    def _fail(self, exc: OSError) -> None:
+        if self.error is None:
+            self.error = str(exc)
+            log.warning("proc.output_write_failed", path=str(self.path), error=self.error)
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def _close(self) -> None:
+        try:
+            if self._file is not None and self.dropped:
+                self._rewrite()
+        except OSError as exc:
+            self._fail(exc)
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        if self.dropped:
+            log.info("proc.output_capped", path=str(self.path), total=self.total, dropped=self.dropped)
+
+
+def _load_prctl() -> Callable[..., int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    prctl.restype = ctypes.c_int
+    return prctl  # type: ignore[no-any-return]
+
+
+# Resolved once in the parent, so the forked child does as little as possible before exec.
+_PRCTL = _load_prctl()
+
+
+def _pdeathsig_preexec() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that makes the child get SIGKILL when its parent dies (Linux), or None elsewhere.
+
+    PDEATHSIG fires when the *thread* that forked the child exits, not the process. That is fine here:
+    ``run_supervised`` forks from the calling thread and does not return until the child's whole group is
+    dead, so the forking thread outlives the child unless the worker process itself dies — the very case
+    this is for. Only the agent itself gets the signal: grandchildren do not inherit it (they stay in the
+    agent's process group, which is what the normal path kills). preexec_fn forks without vfork and runs
+    Python in the child; the function below only calls the pre-resolved prctl and getppid, which take
+    no locks another thread could hold at fork time.
+    """
+    prctl = _PRCTL
+    if prctl is None:
+        return None
+    parent = os.getpid()
+    sigkill = int(signal.SIGKILL)
+
+    def set_pdeathsig() -> None:
+        prctl(PR_SET_PDEATHSIG, sigkill, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before prctl took effect: nobody will kill us
+            os.kill(os.getpid(), sigkill)
+
+    return set_pdeathsig
+
+
 def _start_error(exc: OSError, argv: list[str], cwd: Path) -> str:
     if isinstance(exc, FileNotFoundError | NotADirectoryError) and exc.filename == str(cwd):
         return f"working directory not found: {cwd}"
@@ -141,18 +335,24 @@ def run_supervised(
     tick_every: float = 30.0,
     on_tick: Callable[[float, float], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    max_output: int | None = None,
 ) -> ProcResult:
     """Run ``argv`` to completion, timeout or cancellation; never raises for a missing executable.
 
     ``on_tick(seconds, quiet_seconds)`` is called every ``tick_every`` seconds (quiet: since either output
-    file last grew). ``should_stop()`` returning True cancels. Timeout and cancel both send SIGTERM to the
+    stream last grew). ``should_stop()`` returning True cancels. Timeout and cancel both send SIGTERM to the
     group, wait up to ``grace`` for the leader, then SIGKILL; the group is always SIGKILLed at the end.
+    ``max_output`` caps each output file at its first and last ``max_output / 2`` bytes around a marker
+    line (``ProcResult.stdout_dropped`` / ``stderr_dropped`` count what went); None keeps everything.
     """
     if not argv:
         raise ValueError("empty argv")
+    if max_output is not None and max_output < 2:
+        raise ValueError(f"max_output must be at least 2 bytes, got {max_output}")
     stdout_path.parent.mkdir(parents=True, exist_ok=True)
     stderr_path.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
+    preexec = _pdeathsig_preexec()
     with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
         try:
             proc = subprocess.Popen(
@@ -160,10 +360,11 @@ def run_supervised(
                 cwd=cwd,
                 env=env,
                 stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=err,
+                stdout=out if max_output is None else subprocess.PIPE,
+                stderr=err if max_output is None else subprocess.PIPE,
                 start_new_session=True,
                 close_fds=True,
+                preexec_fn=preexec,  # PDEATHSIG: see _pdeathsig_preexec
             )
         except OSError as exc:
             error = _start_error(exc, argv, cwd)
@@ -180,7 +381,16 @@ def run_supervised(
                 error=error,
             )
     pid = proc.pid
-    log.info("proc.started", pid=pid, argv0=argv[0], cwd=str(cwd), timeout=timeout)
+    outputs: list[_CappedOutput] = []
+    if max_output is not None:
+        assert proc.stdout is not None and proc.stderr is not None  # PIPE was asked for
+        outputs = [
+            _CappedOutput(proc.stdout, stdout_path, max_output),
+            _CappedOutput(proc.stderr, stderr_path, max_output),
+        ]
+        for output in outputs:
+            output.start()
+    log.info("proc.started", pid=pid, argv0=argv[0], cwd=str(cwd), timeout=timeout, max_output=max_output)
     timed_out = cancelled = False
     sizes = (0, 0)
     last_growth = started
@@ -188,7 +398,10 @@ def run_supervised(
     try:
         while not _leader_exited(pid):
             now = time.monotonic()
-            current = (_size(stdout_path), _size(stderr_path))
+            if outputs:
+                current = (outputs[0].total, outputs[1].total)
+            else:
+                current = (_size(stdout_path), _size(stderr_path))
             if current != sizes:
                 sizes, last_growth = current, now
             if on_tick is not None and now >= next_tick:
@@ -215,6 +428,8 @@ def run_supervised(
         # The leader is exited but unreaped (or being killed): its pgid still names our group.
         _killpg(pid, signal.SIGKILL)
         proc.wait()
+        for output in outputs:
+            output.finish()
     seconds = time.monotonic() - started
     result = ProcResult(
         exit_code=proc.returncode,
@@ -225,6 +440,8 @@ def run_supervised(
         stderr_path=stderr_path,
         stdout_bytes=_size(stdout_path),
         stderr_bytes=_size(stderr_path),
+        stdout_dropped=outputs[0].dropped if outputs else 0,
+        stderr_dropped=outputs[1].dropped if outputs else 0,
     )
     log.info(
         "proc.ended",
@@ -235,5 +452,7 @@ def run_supervised(
         seconds=round(seconds, 3),
         stdout_bytes=result.stdout_bytes,
         stderr_bytes=result.stderr_bytes,
+        stdout_dropped=result.stdout_dropped,
+        stderr_dropped=result.stderr_dropped,
     )
     return result

@@ -1,4 +1,4 @@
-"""Prompt templates: a review round, a triage, a reply to a reviewer.
+"""Prompt templates: a review round, a triage, a reply to a reviewer, a second opinion.
 
 The templates are Markdown files next to this module, rendered with ``string.Template``. Every format
 example an agent might echo back (``FINDING:``/``WHERE:``, the stop token, ``CONTEST``, the JSON verdict)
@@ -14,7 +14,9 @@ from string import Template
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["SettledItem", "reply_prompt", "review_prompt", "triage_prompt"]
+from orchestrator.refute import Signal
+
+__all__ = ["SettledItem", "refute_prompt", "reply_prompt", "review_prompt", "triage_prompt"]
 
 _LINE_LIMIT = 500
 
@@ -129,4 +131,47 @@ def reply_prompt(*, round_n: int, agent: str, outcomes: list[SettledItem]) -> st
         round_n=round_n,
         agent=agent,
         outcomes=_items(outcomes, "(no findings settled)"),
+    )
+
+
+def _signal(n: int, signal: Signal) -> str:
+    where = f", tree {_one_line(signal.tree)}" if signal.tree else ""
+    code = "did not run" if signal.exit_code is None else f"exit {signal.exit_code}"
+    output = _fence(signal.output_tail) if signal.output_tail.strip() else "(no output)"
+    return (
+        f"### {n}. {signal.kind}: {code}{where} ({signal.source})\n\n"
+        f"Command:\n\n{_fence(_one_line(signal.command))}\n\nOutput (its end):\n\n{output}"
+    )
+
+
+def refute_prompt(
+    *,
+    claim: str,
+    finding_id: str | None,
+    signals: list[Signal],
+    commands: list[str],
+    base: str | None,
+) -> str:
+    """The refuter's prompt: the signals first (command, tree, exit code, output tail), then the claim.
+
+    The commands it may run are the signals' commands and ``commands``, each once. The verdict format is
+    shown inside a code fence and the prompt does not end on it, so an echoed prompt reads as no verdict.
+    """
+    allowed: list[str] = []
+    for cmd in [s.command for s in signals] + list(commands):
+        line = _one_line(cmd)
+        if line and line not in allowed:
+            allowed.append(line)
+    base_note = (
+        f" (the merge-base with the trunk is `{_one_line(base)}`: see the change with "
+        f"`git diff {_one_line(base)}...HEAD`)"
+        if base
+        else ""
+    )
+    return _template("refute.md").substitute(
+        signals="\n\n".join(_signal(i, s) for i, s in enumerate(signals, 1)) or "(no signal)",
+        finding=f" — finding {_one_line(finding_id)}" if finding_id else "",
+        base_note=base_note,
+        claim=_fence(claim) if claim.strip() else "(no claim given)",
+        commands=_fence("\n".join(allowed)) if allowed else "(none: read files and use read-only git only)",
     )

@@ -9,6 +9,14 @@ and a test can use a random prefix and delete exactly its own keys.
     <prefix>:run:<slug>:artifact:<name>    string: an artifact's bytes
     <prefix>:run:<slug>:state              string: the fold (``run.json``)
     <prefix>:run:<slug>:lock               string: redis-py Lock token
+    <prefix>:run:<slug>:ledger             hash: the run's budget (spent, reserved, unknown_calls)
+    <prefix>:run:<slug>:cancel             string: present when the run is to be cancelled
+    <prefix>:ledger:day:<yyyymmdd>         hash: the fleet's budget for one UTC day (same fields)
+    <prefix>:ledger:call:<call_id>         hash: one reservation (run, day, amount, state, ...)
+    <prefix>:lease:<key>                   string: the holder's random token, with a TTL
+    <prefix>:done:<key>                    string: the effect named ``key`` happened (with a TTL)
+
+Ledger amounts are integer micro-dollars (see ``workers.ledger``).
 """
 
 from __future__ import annotations
@@ -52,6 +60,36 @@ def state(prefix: str, slug: str) -> str:
 def lock(prefix: str, slug: str) -> str:
     """The run's exclusive lock."""
     return f"{_run(prefix, slug)}:lock"
+
+
+def ledger_run(prefix: str, slug: str) -> str:
+    """The run's budget hash: ``spent``, ``reserved``, ``unknown_calls``."""
+    return f"{_run(prefix, slug)}:ledger"
+
+
+def cancel(prefix: str, slug: str) -> str:
+    """The run's cancel flag."""
+    return f"{_run(prefix, slug)}:cancel"
+
+
+def ledger_day(prefix: str, yyyymmdd: str) -> str:
+    """The fleet's budget hash for one UTC day (``YYYYMMDD``)."""
+    return f"{prefix}:ledger:day:{yyyymmdd}"
+
+
+def ledger_call(prefix: str, call_id: str) -> str:
+    """One agent call's reservation hash: ``run``, ``day``, ``amount``, ``state`` and its outcome."""
+    return f"{prefix}:ledger:call:{call_id}"
+
+
+def lease(prefix: str, key: str) -> str:
+    """The lease on the effect named ``key`` (its value is the holder's token)."""
+    return f"{prefix}:lease:{key}"
+
+
+def done(prefix: str, key: str) -> str:
+    """The marker that the effect named ``key`` happened."""
+    return f"{prefix}:done:{key}"
 
 
 def scan_pattern(prefix: str) -> str:

@@ -14,8 +14,9 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, MutableMapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -51,7 +52,7 @@ def eids(events: list[Event]) -> list[str]:
     return [e.eid for e in events]
 
 
-def skipped(logs: list[dict[str, object]]) -> list[dict[str, object]]:
+def skipped(logs: list[MutableMapping[str, Any]]) -> list[MutableMapping[str, Any]]:
     return [entry for entry in logs if entry["event"] == "store.skipped_line"]
 
 
@@ -104,19 +105,24 @@ def redis_socket() -> Iterator[str]:
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     assert proc.stdout is not None
     out = proc.stdout
+    ready = threading.Event()
+
+    def watch() -> None:
+        # 6.2: "Ready to accept connections"; 7.0: "The server is now ready to accept connections at ..."
+        for line in out:  # keep draining after ready, so the server never blocks on a full pipe
+            if b"ready to accept connections" in line.lower():
+                ready.set()
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
     try:
-        for line in out:
-            if b"Ready to accept connections" in line:
-                break
-        else:
-            pytest.fail(f"redis-server did not start (exit {proc.wait()})")
-        # Keep draining its log so the server never blocks on a full pipe.
-        drain = threading.Thread(target=lambda: [None for _ in out], daemon=True)
-        drain.start()
+        if not ready.wait(30):
+            pytest.fail(f"redis-server did not get ready (exit code {proc.poll()})")
         yield sock
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+        watcher.join(timeout=10)
         out.close()
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -266,7 +266,7 @@ CMD = '["x", "{prompt}"]'
             "[jury].judge",
             "agent 'foo' cannot judge: it has no judge_argv",
         ),
-        ("[juri]\nrounds = 2\n", "unknown table [juri]", "(allowed: agents, jury)"),
+        ("[juri]\nrounds = 2\n", "unknown table [juri]", "(allowed: agents, jury, checks)"),
         ("[agents.foo\nargv = 1\n", "invalid TOML", "line 1"),
     ],
 )
@@ -288,7 +288,8 @@ def test_errors_name_the_config_file(tmp_path: Path) -> None:
 
 
 def test_every_allowed_key_is_an_agent_field() -> None:
-    assert set(ALLOWED_AGENT_KEYS) == set(AgentSpec.model_fields) - {"name"}
+    keys = {field.alias or name for name, field in AgentSpec.model_fields.items()}
+    assert set(ALLOWED_AGENT_KEYS) == keys - {"name"}
 
 
 @pytest.mark.parametrize(
@@ -409,3 +410,143 @@ def test_bad_setting_names_its_variable(clean_env: pytest.MonkeyPatch, name: str
     with pytest.raises(ConfigError) as info:
         load_settings()
     assert name in str(info.value)
+
+
+# --- http and check agents, [checks] ----------------------------------------------------------------
+
+HTTP = '[agents.h]\nkind = "http"\nbase_url = "http://127.0.0.1:9/v1/"\nmodel = "openai/gpt-5"\n'
+CHECK = '[agents.lint]\nkind = "check"\ncommand = "ruff check --output-format concise ."\n'
+
+
+def test_http_agent_from_toml(tmp_path: Path) -> None:
+    repo = write_repo(
+        tmp_path,
+        HTTP + 'api_key_env = "MY_KEY"\nfamily = "Acme"\nprice = { input = 1.25, output = 10 }\n'
+        'fallback = ["openai/gpt-5-mini"]\nmax_rounds = 5\ntimeout = 30\n'
+        '[jury]\nreviewers = ["h"]\njudge = "h"\n',
+    )
+    cfg = load_config(repo)
+    h = cfg.agents["h"]
+    assert h.kind == "http" and h.argv == []
+    assert h.base_url == "http://127.0.0.1:9/v1"  # trailing slash dropped
+    assert h.api_key_env == "MY_KEY"
+    assert h.family == "acme"  # the explicit family wins over the vendor prefix
+    assert h.price == {"input": 1.25, "output": 10.0}
+    assert h.fallback == ["openai/gpt-5-mini"] and h.max_rounds == 5 and h.timeout == 30.0
+    assert h.can_judge
+    assert resolve_jury(cfg, None, None, None) == (["h"], "h", 10)
+
+
+def test_family_defaults_to_vendor_prefix_and_survives_the_wire() -> None:
+    spec = AgentSpec(name="h", kind="http", base_url="http://x", model="anthropic/claude-x")
+    assert spec.family == "anthropic"
+    pinned = spec.model_copy(update={"family_override": "other"})
+    assert pinned.family == "other"
+    wire = pinned.model_dump(by_alias=True)
+    assert wire["family"] == "other" and "family_override" not in wire
+    assert AgentSpec.model_validate(wire) == pinned
+    assert AgentSpec(name="c", argv=["c", "{prompt}"]).family is None
+
+
+def test_override_changes_family_without_touching_the_rest(tmp_path: Path) -> None:
+    repo = write_repo(tmp_path, HTTP + 'family = "x"\n')
+    extra = tmp_path / "extra.toml"
+    extra.write_text('[agents.h]\nmodel = "google/gemini"\n', encoding="utf-8")
+    cfg = load_config(repo, extra)
+    assert cfg.agents["h"].family == "x" and cfg.agents["h"].model == "google/gemini"
+
+
+def test_check_agent_from_toml(tmp_path: Path) -> None:
+    repo = write_repo(tmp_path, CHECK + 'parser = "ruff"\nscope = "all"\n')
+    lint = load_config(repo).agents["lint"]
+    assert lint.kind == "check" and lint.command == "ruff check --output-format concise ."
+    assert lint.parser == "ruff" and lint.scope == "all"
+    assert not lint.can_judge
+
+
+def test_check_agent_defaults(tmp_path: Path) -> None:
+    lint = load_config(write_repo(tmp_path, CHECK)).agents["lint"]
+    assert (lint.parser, lint.scope) == ("auto", "changed")
+
+
+def test_checks_table_merges_key_by_key(tmp_path: Path) -> None:
+    repo = write_repo(tmp_path, '[checks]\ntest = "pytest -q"\nlint = "ruff check ."\n')
+    extra = tmp_path / "extra.toml"
+    extra.write_text('[checks]\ntest = "python -m pytest -x"\n', encoding="utf-8")
+    assert load_config(repo).checks == {"test": "pytest -q", "lint": "ruff check ."}
+    assert load_config(repo, extra).checks == {"test": "python -m pytest -x", "lint": "ruff check ."}
+    assert load_config(tmp_path).checks == {}
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "expected"),
+    [
+        ('[agents.h]\nkind = "rpc"\n', "agents.h.kind", "must be one of cli, http, check"),
+        ('[agents.h]\nkind = "http"\nmodel = "m"\n', "agents.h", "an http agent needs base_url"),
+        ('[agents.h]\nkind = "http"\nbase_url = "http://x"\n', "agents.h", "an http agent needs model"),
+        (
+            '[agents.h]\nkind = "http"\nmodel = "m"\nbase_url = "ftp://x"\n',
+            "agents.h.base_url",
+            "must be an http:// or https:// URL",
+        ),
+        (
+            '[agents.h]\nmodel = "m"\nbase_url = "https://u:sk-1@x"\n',
+            "agents.h.base_url",
+            "must not hold credentials",
+        ),
+        (HTTP + 'api_key_env = "sk-live-123"\n', "agents.h.api_key_env", "must be the NAME of"),
+        (HTTP + "price = { input = 1 }\n", "agents.h.price", "needs both input and output"),
+        (HTTP + "price = { input = 1, output = 2, x = 3 }\n", "agents.h.price", "unknown key 'x'"),
+        (HTTP + "price = { input = -1, output = 2 }\n", "agents.h.price", "input: must be a number >= 0"),
+        (HTTP + 'price = "cheap"\n', "agents.h.price", "must be a table"),
+        (HTTP + "fallback = [1]\n", "agents.h.fallback", "must be a list of strings"),
+        (HTTP + "max_rounds = 0\n", "agents.h.max_rounds", "must be a whole number >= 1"),
+        (HTTP + "timeout = 0\n", "agents.h.timeout", "must be a positive number of seconds"),
+        (HTTP + 'family = ""\n', "agents.h.family", "must be a non-empty string"),
+        ('[agents.c]\nkind = "check"\n', "agents.c", "a check agent needs command"),
+        ('[agents.c]\nkind = "check"\ncommand = ""\n', "agents.c.command", "non-empty command string"),
+        (
+            '[agents.c]\nkind = "check"\ncommand = "ruff \'unclosed"\n',
+            "agents.c.command",
+            "cannot be split into words",
+        ),
+        (CHECK + 'parser = "eslint"\n', "agents.lint.parser", "must be one of auto, ruff, mypy"),
+        (CHECK + 'scope = "diff"\n', "agents.lint.scope", "must be one of changed, all"),
+        (
+            CHECK + '[jury]\njudge = "lint"\n',
+            "[jury].judge",
+            "agent 'lint' cannot judge: it is a check agent",
+        ),
+        ('[agents.codex]\nkind = "check"\n', "agents.codex", "a check agent needs command"),
+        ('[agents.h]\nkind = "cli"\n', "agents.h", "new agent needs argv"),
+        ('[checks]\ntest = ""\n', "[checks].test", "must be a non-empty command string"),
+        ('[checks]\ntest = ["pytest"]\n', "[checks].test", "must be a non-empty command string"),
+        ('[checks]\ntest = "pytest \'x"\n', "[checks].test", "cannot be split into words"),
+        ('[checks]\n"a b" = "pytest"\n', "[checks].a b", "bad check name"),
+        ('checks = "pytest"\n', "[checks]", "must be a table"),
+    ],
+)
+def test_http_check_and_checks_errors(tmp_path: Path, text: str, where: str, expected: str) -> None:
+    repo = write_repo(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        load_config(repo)
+    message = str(info.value)
+    assert message.startswith(f"{repo / 'jury.toml'}: ")
+    assert where in message
+    assert expected in message
+
+
+def test_cli_override_of_http_agent_needs_argv(tmp_path: Path) -> None:
+    repo = write_repo(tmp_path, HTTP)
+    extra = tmp_path / "extra.toml"
+    extra.write_text('[agents.h]\nkind = "cli"\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"extra\.toml: agents\.h: a cli agent needs argv"):
+        load_config(repo, extra)
+
+
+def test_catalog_file_cannot_hold_checks(tmp_path: Path) -> None:
+    (tmp_path / "foo.toml").write_text(
+        '[agents.foo]\nargv = ["foo", "{prompt}"]\n[checks]\nt = "pytest"\n', encoding="utf-8"
+    )
+    with pytest.raises(ConfigError, match=r"must hold exactly one table, \[agents\.foo\]"):
+        load_catalog(tmp_path)

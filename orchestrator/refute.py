@@ -1,0 +1,973 @@
+"""The second opinion's pure parts: signals, the gate, the refuter's family, its verdict (REFERENCE §3).
+
+- A *signal* is the exit code of a test, typecheck, lint or build command; a plain program run is not one.
+  ``classify_command`` knows the usual tools of every ecosystem and looks through env assignments, runners
+  (``uv run``, ``npx`` ...), interpreter paths and version suffixes.
+- The *gate* opens only when a signal ran: no signal, no critique (recorded as skipped, never as a pass).
+- The refuter is chosen from another model *family* (vendor) than the judge's; independence is judged on
+  the model that actually answered.
+- Its verdict is the last non-empty line, ``REFUTED: ...`` or ``NOT REFUTED: ...``; anything else is
+  "unclear" and changes nothing.
+
+Nothing here raises on odd input and nothing here runs anything.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Sequence
+from typing import Literal
+
+from pydantic import BaseModel
+
+__all__ = [
+    "AGENT_FAMILIES",
+    "MIN_REFUTATION_REASON",
+    "Gate",
+    "RefutationRecord",
+    "RefuteOutcome",
+    "RefuteVerdict",
+    "RefuterChoice",
+    "Signal",
+    "SignalKind",
+    "SignalSource",
+    "agent_family",
+    "choose_refuter",
+    "classify_command",
+    "commands_in_task",
+    "family_of",
+    "gate",
+    "independence",
+    "parse_refutation",
+]
+
+SignalKind = Literal["test", "typecheck", "lint", "build"]
+SignalSource = Literal["verification", "declared", "task"]
+RefuteOutcome = Literal["refuted", "not_refuted", "unclear"]
+
+MIN_REFUTATION_REASON = 12  # a REFUTED with a shorter reason carries no evidence: "unclear"
+
+# --- classifying commands ---------------------------------------------------------------------------
+
+_SHELL_OPS = frozenset({"&&", "||", ";", "|", "&", ";;", "|&"})
+_ASSIGN_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+_PYTHON_RE = re.compile(r"^(?:python|pypy|py)(?:\d+(?:\.\d+)*)?[tmw]?$")
+_SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh"})
+
+# Tools whose mere run is a signal of one kind, whatever the arguments.
+_TOOLS: dict[str, SignalKind] = {
+    # tests
+    "pytest": "test",
+    "py.test": "test",
+    "tox": "test",
+    "nox": "test",
+    "unittest": "test",
+    "nose2": "test",
+    "trial": "test",
+    "jest": "test",
+    "vitest": "test",
+    "mocha": "test",
+    "ava": "test",
+    "karma": "test",
+    "jasmine": "test",
+    "ctest": "test",
+    "rspec": "test",
+    "phpunit": "test",
+    "pest": "test",
+    "behave": "test",
+    "bats": "test",
+    # typecheckers
+    "mypy": "typecheck",
+    "dmypy": "typecheck",
+    "pyright": "typecheck",
+    "basedpyright": "typecheck",
+    "pytype": "typecheck",
+    "pyre": "typecheck",
+    "tsc": "typecheck",
+    "vue-tsc": "typecheck",
+    # linters
+    "flake8": "lint",
+    "pylint": "lint",
+    "pyflakes": "lint",
+    "pycodestyle": "lint",
+    "pydocstyle": "lint",
+    "bandit": "lint",
+    "eslint": "lint",
+    "oxlint": "lint",
+    "stylelint": "lint",
+    "golangci-lint": "lint",
+    "staticcheck": "lint",
+    "revive": "lint",
+    "shellcheck": "lint",
+    "semgrep": "lint",
+    "rubocop": "lint",
+    "hadolint": "lint",
+    "yamllint": "lint",
+    "markdownlint": "lint",
+    "cppcheck": "lint",
+    "clang-tidy": "lint",
+    "ktlint": "lint",
+    "swiftlint": "lint",
+    "tflint": "lint",
+    "actionlint": "lint",
+    # builds
+    "gcc": "build",
+    "g++": "build",
+    "cc": "build",
+    "c++": "build",
+    "clang": "build",
+    "clang++": "build",
+    "javac": "build",
+    "rustc": "build",
+    "ninja": "build",
+    "msbuild": "build",
+    "webpack": "build",
+    "esbuild": "build",
+    "rollup": "build",
+}
+
+# Formatters: a signal only in their checking mode (otherwise they rewrite files and exit 0).
+_FORMATTER_CHECK_FLAGS: dict[str, frozenset[str]] = {
+    "black": frozenset({"--check", "--diff"}),
+    "isort": frozenset({"--check", "--check-only", "-c", "--diff"}),
+    "prettier": frozenset({"--check", "-c", "--list-different", "-l"}),
+    "rustfmt": frozenset({"--check"}),
+    "clang-format": frozenset({"--dry-run", "-n"}),
+}
+
+# Subcommand tools: program -> subcommand -> kind.
+_SUBCOMMANDS: dict[str, dict[str, SignalKind]] = {
+    "go": {"test": "test", "vet": "lint", "build": "build", "install": "build"},
+    "cargo": {
+        "test": "test",
+        "t": "test",
+        "check": "typecheck",
+        "c": "typecheck",
+        "clippy": "lint",
+        "build": "build",
+        "b": "build",
+    },
+    "dotnet": {"test": "test", "build": "build", "msbuild": "build", "publish": "build"},
+    "deno": {"test": "test", "check": "typecheck", "lint": "lint", "compile": "build"},
+    "bazel": {"test": "test", "build": "build"},
+    "bazelisk": {"test": "test", "build": "build"},
+    "swift": {"test": "test", "build": "build"},
+    "mix": {"test": "test", "compile": "build", "dialyzer": "typecheck", "credo": "lint"},
+    "stack": {"test": "test", "build": "build"},
+    "cabal": {"test": "test", "build": "build"},
+    "sbt": {"test": "test", "compile": "build", "package": "build"},
+    "lein": {"test": "test", "compile": "build", "uberjar": "build"},
+    "zig": {"test": "test", "build": "build"},
+    "biome": {"check": "lint", "lint": "lint", "ci": "lint"},
+    "pre-commit": {"run": "lint"},
+    "hatch": {"test": "test", "build": "build"},
+    "meson": {"test": "test", "compile": "build"},
+    "vite": {"build": "build"},
+    "next": {"build": "build", "lint": "lint"},
+    "playwright": {"test": "test"},
+    "cypress": {"run": "test"},
+    "flow": {"check": "typecheck"},
+}
+
+# Options of runners that take a value (``uv run --with x pytest``): skipped with their value.
+_RUNNER_VALUE_OPTS = frozenset(
+    {
+        "--with",
+        "--with-requirements",
+        "--with-editable",
+        "--python",
+        "-p",
+        "--package",
+        "--extra",
+        "--group",
+        "--directory",
+        "--project",
+        "--env-file",
+        "--from",
+        "-n",
+        "--name",
+        "--prefix",
+        "-e",
+        "--env",
+        "-c",
+        "--call",
+        "--cwd",
+    }
+)
+# program -> the subcommand that makes it run another command (``None``: the program itself does).
+_RUNNERS: dict[str, frozenset[str] | None] = {
+    "uv": frozenset({"run"}),
+    "uvx": None,
+    "poetry": frozenset({"run"}),
+    "pipenv": frozenset({"run"}),
+    "pdm": frozenset({"run"}),
+    "rye": frozenset({"run"}),
+    "pixi": frozenset({"run"}),
+    "conda": frozenset({"run"}),
+    "mamba": frozenset({"run"}),
+    "micromamba": frozenset({"run"}),
+    "pipx": frozenset({"run"}),
+    "npx": None,
+    "bunx": None,
+    "pnpx": None,
+    "dotenv": None,
+}
+# Prefixes that change how a command runs but not what it is, with how many values their options take.
+_PREFIXES = frozenset({"time", "nice", "nohup", "command", "exec", "xvfb-run", "stdbuf", "env", "timeout"})
+
+# Script names of npm/yarn/pnpm/bun, make targets, just recipes ... by the word they start with.
+_WORD_END = r"(?:[\W_]|$)"
+_SCRIPT_RE: tuple[tuple[re.Pattern[str], SignalKind], ...] = (
+    (
+        re.compile(r"^(?:tests?|t|tst|specs?|check|ci|unit|e2e|integration|coverage|cov)" + _WORD_END),
+        "test",
+    ),
+    (
+        re.compile(r"^(?:typecheck|type-check|type_check|types|tsc|mypy|pyright|check-types)" + _WORD_END),
+        "typecheck",
+    ),
+    (
+        re.compile(r"^(?:lint|linter|eslint|ruff|flake8|clippy|vet|format:check|fmt:check)" + _WORD_END),
+        "lint",
+    ),
+    (re.compile(r"^(?:build|compile|all|dist|release|bundle|package)" + _WORD_END), "build"),
+)
+_KIND_ORDER: tuple[SignalKind, ...] = ("test", "typecheck", "lint", "build")
+_SETUP_PY: dict[str, SignalKind] = {"test": "test", "build": "build", "build_ext": "build"}
+_RUFF_NOT_LINT = frozenset(
+    {"clean", "rule", "config", "linter", "version", "help", "server", "analyze", "generate-shell-completion"}
+)
+
+
+def _script_kind(name: str) -> SignalKind | None:
+    """The kind of a package-script / make-target / recipe name (``test:unit`` -> test)."""
+    low = name.lower()
+    for rx, kind in _SCRIPT_RE:
+        if rx.match(low):
+            return kind
+    return None
+
+
+def _split(command: str) -> list[str] | None:
+    """Shell-like tokens, operators (``&&``, ``|``, ``;``) as their own tokens; None when unsplittable."""
+    try:
+        lex = shlex.shlex(command, posix=True, punctuation_chars=";&|")
+        lex.whitespace_split = True
+        return list(lex)
+    except ValueError:
+        return None
+
+
+def _segments(argv: Sequence[str]) -> list[list[str]]:
+    out: list[list[str]] = [[]]
+    for tok in argv:
+        if tok in _SHELL_OPS:
+            out.append([])
+        else:
+            out[-1].append(tok)
+    return [seg for seg in out if seg]
+
+
+def _prog(token: str) -> str:
+    """``/usr/bin/Python3.exe`` -> ``python3``."""
+    name = token.replace("\\", "/").rsplit("/", 1)[-1].lower()
+    return name[:-4] if name.endswith(".exe") else name
+
+
+def _skip_opts(args: list[str], value_opts: frozenset[str] = _RUNNER_VALUE_OPTS) -> list[str]:
+    """``args`` from the first one that is not an option (or an option's value, or ``--``)."""
+    i = 0
+    while i < len(args):
+        tok = args[i]
+        if tok == "--":
+            return args[i + 1 :]
+        if not tok.startswith("-") or tok == "-":
+            return args[i:]
+        i += 2 if tok in value_opts else 1
+    return []
+
+
+def _strip_prefix(argv: list[str]) -> list[str]:
+    """Drop env assignments and prefixes like ``time``/``env -i``/``timeout 60`` from the front."""
+    while argv:
+        head = argv[0]
+        if _ASSIGN_RE.match(head):
+            argv = argv[1:]
+            continue
+        prog = _prog(head)
+        if prog not in _PREFIXES:
+            return argv
+        rest = argv[1:]
+        if prog == "timeout":
+            rest = _skip_opts(rest, frozenset({"-s", "--signal", "-k", "--kill-after"}))
+            rest = rest[1:]  # the duration
+        elif prog in {"nice", "stdbuf", "xvfb-run", "env"}:
+            rest = _skip_opts(rest, frozenset({"-n", "--adjustment", "-u", "--unset", "-C", "--chdir", "-s"}))
+        argv = rest
+    return argv
+
+
+def _python_kind(args: list[str]) -> SignalKind | None:
+    """``python [opts] -m MODULE ...``: the module's kind; a script or ``-c`` is a plain run."""
+    i = 0
+    while i < len(args):
+        tok = args[i]
+        if tok == "-m" and i + 1 < len(args):
+            return _module_kind(args[i + 1], args[i + 2 :])
+        if tok.startswith("-m") and len(tok) > 2:
+            return _module_kind(tok[2:], args[i + 1 :])
+        if tok.startswith("-c") or not tok.startswith("-"):
+            if _prog(tok) == "setup.py" and i + 1 < len(args):
+                return _SETUP_PY.get(args[i + 1])
+            return None
+        i += 2 if tok in {"-W", "-X", "-Q"} else 1
+    return None
+
+
+def _module_kind(module: str, rest: list[str]) -> SignalKind | None:
+    if module in {"build", "compileall", "py_compile"}:
+        return "build"
+    if module in {"coverage"}:
+        return _coverage_kind(rest)
+    return _tool_kind(module.split(".", 1)[0] if module.startswith("pytest") else module, rest)
+
+
+def _coverage_kind(args: list[str]) -> SignalKind | None:
+    """``coverage run [opts] -m pytest`` / ``coverage run script.py``."""
+    if not args or args[0] != "run":
+        return None
+    return _python_kind(args[1:])
+
+
+_PM_VALUE_OPTS = frozenset({"--prefix", "-w", "--workspace", "--filter", "-F", "-C", "--dir", "--cwd"})
+_PM_NOT_SCRIPTS = frozenset({"install", "add", "remove", "i", "ci", "up", "upgrade", "init", "create"})
+
+
+def _package_manager_kind(prog: str, args: list[str]) -> SignalKind | None:
+    """npm / pnpm / yarn / bun: ``test``, ``run <script>``, ``exec <bin>``, or (yarn/pnpm) a bare script."""
+    rest = _skip_opts(args, _PM_VALUE_OPTS)
+    if not rest:
+        return None
+    sub, more = rest[0], rest[1:]
+    if prog == "yarn" and sub == "workspace" and len(more) >= 2:
+        sub, more = more[1], more[2:]
+    if sub in {"test", "t", "tst"}:
+        return "test"
+    if sub in {"run", "run-script", "rum", "urn"}:
+        script = _skip_opts(more)
+        return _script_kind(script[0]) if script else None
+    if sub in {"exec", "x", "dlx"}:
+        return _argv_kind(_skip_opts(more, frozenset({"-p", "--package", "-c", "--call"})))
+    if prog == "bun" and sub == "build":
+        return "build"
+    if prog in {"yarn", "pnpm"} and sub not in _PM_NOT_SCRIPTS:
+        return _tool_kind(sub, more) or _script_kind(sub)
+    return None
+
+
+def _goals(args: list[str], value_opts: frozenset[str]) -> list[str]:
+    """The targets/goals/tasks of a build tool's argv: not options, their values, or ``VAR=x``."""
+    goals: list[str] = []
+    i = 0
+    while i < len(args):
+        tok = args[i]
+        if tok.startswith("-"):
+            takes = tok in value_opts or (tok == "-j" and i + 1 < len(args) and args[i + 1].isdigit())
+            i += 2 if takes else 1
+            continue
+        if not _ASSIGN_RE.match(tok):
+            goals.append(tok.rsplit(":", 1)[-1].lower())  # maven plugin:goal, gradle :app:test
+        i += 1
+    return goals
+
+
+_MAVEN: dict[str, SignalKind] = {
+    "test": "test",
+    "verify": "test",
+    "install": "test",
+    "integration-test": "test",
+    "compile": "build",
+    "test-compile": "build",
+    "package": "build",
+    "deploy": "build",
+}
+_GRADLE: dict[str, SignalKind] = {
+    "test": "test",
+    "check": "test",
+    "connectedcheck": "test",
+    "lint": "lint",
+    "build": "build",
+    "assemble": "build",
+    "compilejava": "build",
+    "compilekotlin": "build",
+    "jar": "build",
+    "shadowjar": "build",
+    "installdist": "build",
+}
+_MAKE_VALUE_OPTS = frozenset({"-C", "-f", "--file", "--makefile", "-I", "-o", "-W", "--directory"})
+
+
+def _build_tool_kind(prog: str, args: list[str]) -> SignalKind | None:
+    """make/just/task targets, maven goals, gradle tasks: the first kind of ``_KIND_ORDER`` among them.
+
+    A bare ``make`` builds the default target; an unknown target (``make clean``) is a plain run.
+    """
+    if prog in {"mvn", "mvnw"}:
+        found = {_MAVEN.get(g) for g in _goals(args, frozenset({"-f", "-pl", "-P", "-s", "-D"}))}
+    elif prog in {"gradle", "gradlew"}:
+        found = {_GRADLE.get(g) for g in _goals(args, frozenset({"-x", "-p", "-b", "-c", "-P", "-D"}))}
+    else:
+        goals = _goals(args, _MAKE_VALUE_OPTS)
+        if not goals:
+            return "build" if prog in {"make", "gmake"} else None
+        found = {_script_kind(g) for g in goals}
+    return next((k for k in _KIND_ORDER if k in found), None)
+
+
+def _tool_kind(prog: str, args: list[str]) -> SignalKind | None:
+    """The kind of running tool ``prog`` with ``args`` (after runners and prefixes are peeled off)."""
+    if prog in _TOOLS:
+        return _TOOLS[prog]
+    if prog == "ruff":  # ``ruff check``, and the older bare ``ruff PATH``
+        sub = _skip_opts(args)
+        if sub and sub[0] == "format":
+            return "lint" if {"--check", "--diff"} & set(args) else None
+        return None if sub and sub[0] in _RUFF_NOT_LINT else "lint"
+    if prog in _FORMATTER_CHECK_FLAGS:
+        return "lint" if _FORMATTER_CHECK_FLAGS[prog] & set(args) else None
+    if prog == "gofmt":
+        return None  # exits 0 whatever it finds
+    if prog == "cargo":
+        rest = [a for a in args if not a.startswith("+")]
+        sub = _skip_opts(rest, frozenset({"--manifest-path", "-C", "--config", "-Z"}))
+        if not sub:
+            return None
+        if sub[0] == "nextest":
+            return "test" if "run" in sub[1:] or "r" in sub[1:] else None
+        if sub[0] == "fmt":
+            return "lint" if "--check" in sub else None
+        return _SUBCOMMANDS["cargo"].get(sub[0])
+    if prog in {"npm", "pnpm", "yarn", "bun"}:
+        if prog == "bun" and args[:1] == ["test"]:
+            return "test"
+        return _package_manager_kind(prog, args)
+    if prog == "node":
+        return "test" if "--test" in args else None
+    if prog in {"make", "gmake", "just", "task", "mvn", "mvnw", "gradle", "gradlew"}:
+        return _build_tool_kind(prog, args)
+    if prog == "cmake":
+        return "build" if "--build" in args else None
+    if prog == "dotnet" and args[:1] == ["format"]:
+        return "lint" if "--verify-no-changes" in args else None
+    if prog in _SUBCOMMANDS:
+        sub = _skip_opts(args)
+        return _SUBCOMMANDS[prog].get(sub[0]) if sub else None
+    if prog == "coverage":
+        return _coverage_kind(args)
+    if _PYTHON_RE.match(prog):
+        return _python_kind(args)
+    return None
+
+
+def _argv_kind(argv: list[str], depth: int = 0) -> SignalKind | None:
+    argv = _strip_prefix(list(argv))
+    if not argv or depth > 4:
+        return None
+    prog, args = _prog(argv[0]), argv[1:]
+    if prog in _RUNNERS:
+        subs = _RUNNERS[prog]
+        if subs is None:
+            return _argv_kind(_skip_opts(args), depth + 1)
+        rest = _skip_opts(args)
+        if rest and rest[0] in subs:
+            return _argv_kind(_skip_opts(rest[1:]), depth + 1)
+        return None
+    if prog == "hatch" and args[:1] == ["run"]:  # hatch run [env:]script-or-command
+        rest = _skip_opts(args[1:])
+        if not rest:
+            return None
+        name = rest[0].rsplit(":", 1)[-1]
+        return _argv_kind([name, *rest[1:]], depth + 1) or _script_kind(name)
+    if prog in _SHELLS:  # sh -c 'pytest -q'
+        i = 0
+        while i < len(args):
+            tok = args[i]
+            if tok in {"-o", "+o"}:
+                i += 2
+                continue
+            if not tok.startswith(("-", "+")):
+                return None
+            if not tok.startswith("--") and "c" in tok[1:]:
+                inner = _split(args[i + 1]) if i + 1 < len(args) else None
+                return _chain_kind(inner, depth + 1) if inner else None
+            i += 1
+        return None
+    return _tool_kind(prog, args)
+
+
+def classify_command(command: str | Sequence[str]) -> SignalKind | None:
+    """The signal kind of a shell-free command (a string, split like a shell would, or an argv).
+
+    None means a plain program run, or a command that cannot be split. Leading ``FOO=1`` assignments,
+    runners (``uv run``, ``poetry run``, ``npx`` ...), paths (``.venv/bin/pytest``) and interpreter versions
+    (``python3.11 -m pytest``) are looked through. In a chain (``cd x && pytest``) the first segment with
+    a kind decides.
+    """
+    argv = _split(command) if isinstance(command, str) else list(command)
+    return _chain_kind(argv, 0) if argv else None
+
+
+def _chain_kind(argv: list[str], depth: int) -> SignalKind | None:
+    for segment in _segments(argv):
+        kind = _argv_kind(segment, depth)
+        if kind is not None:
+            return kind
+    return None
+
+
+# --- commands named in a task text ------------------------------------------------------------------
+
+_FENCE_RE = re.compile(r"^\s*(?:>\s*)*(?P<mark>`{3,}|~{3,})(?P<info>.*)$")
+_PROMPT_RE = re.compile(r"^(?:\(\S+\)\s*)?(?:\$|%|>|❯|PS>|PS [^>]*>)\s+")
+_INLINE_RE = re.compile(r"(?<!`)(`+)(?!`)(?P<code>.+?)(?<!`)\1(?!`)")
+
+
+def _fence_lines(block: list[str]) -> list[str]:
+    """The commands of one fenced block: prompt lines if it has any (the rest is output), else every line."""
+    joined: list[str] = []
+    carry = ""
+    for raw in block:
+        line = raw.rstrip()
+        if line.endswith("\\"):
+            carry += line[:-1] + " "
+            continue
+        joined.append(carry + line)
+        carry = ""
+    if carry:
+        joined.append(carry)
+    prompted = [_PROMPT_RE.sub("", ln.strip(), count=1) for ln in joined if _PROMPT_RE.match(ln.strip())]
+    lines = prompted if prompted else [ln.strip() for ln in joined]
+    return [ln for ln in lines if ln and not ln.startswith("#")]
+
+
+def commands_in_task(text: str) -> list[str]:
+    """Commands a task text names: inline code spans and fenced-block lines (``$ `` prompts stripped).
+
+    Only those ``classify_command`` gives a kind are kept, each once, in order. Prose words never count.
+    """
+    found: list[str] = []
+    lines = (text or "").splitlines()
+    block: list[str] | None = None
+    opener = ""
+    for line in lines:
+        m = _FENCE_RE.match(line)
+        if block is None:
+            if m and not (m["mark"][0] == "`" and "`" in m["info"]):
+                block, opener = [], m["mark"]
+                continue
+            found.extend(m2["code"].strip() for m2 in _INLINE_RE.finditer(line))
+        elif m and m["mark"][0] == opener[0] and len(m["mark"]) >= len(opener) and not m["info"].strip():
+            found.extend(_fence_lines(block))
+            block = None
+        else:
+            block.append(line)
+    if block is not None:  # an unclosed fence runs to the end (CommonMark)
+        found.extend(_fence_lines(block))
+    out: list[str] = []
+    for cmd in found:
+        if cmd and cmd not in out and classify_command(cmd) is not None:
+            out.append(cmd)
+    return out
+
+
+# --- signals and the gate ---------------------------------------------------------------------------
+
+
+class Signal(BaseModel):
+    """One external check's result: its kind, the command, its exit code (None: it did not run)."""
+
+    kind: SignalKind
+    command: str
+    exit_code: int | None
+    source: SignalSource
+    output_tail: str = ""
+    tree: str | None = None
+
+    @property
+    def ran(self) -> bool:
+        """An exit code, and not the shell's "cannot execute" / "not found" (126/127)."""
+        return self.exit_code is not None and self.exit_code not in (126, 127)
+
+
+class Gate(BaseModel):
+    """Whether a critique may be asked; ``signals`` are the ones that ran (what it is checked against)."""
+
+    open: bool
+    reason: str
+    signals: list[Signal]
+
+
+NO_SIGNAL = "no test, typecheck, lint or build signal: nothing to check a critique against"
+
+
+def gate(signals: list[Signal]) -> Gate:
+    """Open when at least one signal ran (has an exit code); closed, with the reason, otherwise."""
+    ran = [s for s in signals if s.ran]
+    if ran:
+        shown = ", ".join(f"{s.kind} `{s.command}` exit {s.exit_code}" for s in ran[:4])
+        more = f" and {len(ran) - 4} more" if len(ran) > 4 else ""
+        return Gate(open=True, reason=f"{len(ran)} signal(s): {shown}{more}", signals=ran)
+    if signals:
+        return Gate(
+            open=False,
+            reason=f"{NO_SIGNAL} ({len(signals)} named, none ran)",
+            signals=[],
+        )
+    return Gate(open=False, reason=NO_SIGNAL, signals=[])
+
+
+# --- model families ---------------------------------------------------------------------------------
+
+# Vendor prefixes and their family (aliases normalized; routers resolved through the model part).
+_VENDORS: dict[str, str] = {
+    "openai": "openai",
+    "anthropic": "anthropic",
+    "google": "google",
+    "gemini": "google",
+    "googleai": "google",
+    "qwen": "qwen",
+    "alibaba": "qwen",
+    "dashscope": "qwen",
+    "xai": "xai",
+    "x-ai": "xai",
+    "moonshot": "moonshot",
+    "moonshotai": "moonshot",
+    "kimi": "moonshot",
+    "deepseek": "deepseek",
+    "deepseek-ai": "deepseek",
+    "meta": "meta",
+    "meta-llama": "meta",
+    "mistral": "mistral",
+    "mistralai": "mistral",
+    "zhipu": "zhipu",
+    "zhipuai": "zhipu",
+    "z-ai": "zhipu",
+    "zai": "zhipu",
+    "cohere": "cohere",
+    "microsoft": "microsoft",
+    "github": "github",
+}
+# Prefixes that serve many vendors' models: the family is read from what follows.
+_ROUTERS = frozenset(
+    {
+        "openrouter",
+        "bedrock",
+        "vertex",
+        "vertex_ai",
+        "azure",
+        "azure_ai",
+        "together",
+        "together_ai",
+        "fireworks",
+        "fireworks_ai",
+        "groq",
+        "ollama",
+        "ollama_chat",
+        "litellm",
+        "lm_studio",
+        "huggingface",
+        "hf",
+        "nvidia_nim",
+        "deepinfra",
+        "cerebras",
+        "sambanova",
+        "vllm",
+    }
+)
+_BARE: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"^(?:gpt|chatgpt|codex|davinci|text-embedding)|^o\d+(?:$|[-_])"), "openai"),
+    (re.compile(r"^(?:claude|sonnet|opus|haiku)"), "anthropic"),
+    (re.compile(r"^(?:gemini|gemma|palm|bison)"), "google"),
+    (re.compile(r"^(?:qwen|qwq)"), "qwen"),
+    (re.compile(r"^grok"), "xai"),
+    (re.compile(r"^(?:kimi|moonshot)"), "moonshot"),
+    (re.compile(r"^deepseek"), "deepseek"),
+    (re.compile(r"^(?:llama|codellama)"), "meta"),
+    (re.compile(r"^(?:mistral|codestral|devstral|magistral|ministral|mixtral|pixtral)"), "mistral"),
+    (re.compile(r"^(?:glm|chatglm)"), "zhipu"),
+    (re.compile(r"^command-r"), "cohere"),
+    (re.compile(r"^phi-?\d"), "microsoft"),
+)
+
+
+def _bare_family(name: str) -> str | None:
+    for rx, family in _BARE:
+        if rx.match(name):
+            return family
+    return None
+
+
+def family_of(model: str | None) -> str | None:
+    """The model's family: its vendor prefix (``openai/gpt-5`` -> openai, ``anthropic:claude`` ->
+    anthropic), looked through routers (``openrouter/qwen/...`` -> qwen), else a well-known bare name
+    (``gpt-*``, ``o3``, ``claude*``, ``gemini*`` ...). Lowercase; None when unknown."""
+    text = (model or "").strip().lower()
+    parts = [p for p in re.split(r"[/:]", text) if p]
+    if len(parts) > 1 and parts[0] not in _ROUTERS:
+        return _VENDORS.get(parts[0], parts[0])
+    for part in parts:
+        if part in _ROUTERS:
+            continue
+        for piece in (part, *part.split(".")):  # bedrock ids: us.anthropic.claude-...
+            found = _VENDORS.get(piece) or _bare_family(piece)
+            if found:
+                return found
+    return None
+
+
+# The family of each built-in CLI agent when no model is configured; None: it fronts many vendors.
+AGENT_FAMILIES: dict[str, str | None] = {
+    "codex": "openai",
+    "claude": "anthropic",
+    "gemini": "google",
+    "qwen": "qwen",
+    "grok": "xai",
+    "kimi": "moonshot",
+    "copilot": "github",
+    "opencode": None,
+    "cursor": None,
+    "amp": None,
+    "droid": None,
+    "aider": None,
+    "goose": None,
+    "crush": None,
+}
+
+
+def agent_family(name: str, model: str | None) -> str | None:
+    """The family of agent ``name`` running ``model``: the model's when it is known, else the agent's
+    default (``AGENT_FAMILIES``, matched on the name or its first word: ``claude-opus`` -> claude)."""
+    found = family_of(model)
+    if found:
+        return found
+    key = name.strip().lower()
+    if key in AGENT_FAMILIES:
+        return AGENT_FAMILIES[key]
+    head = re.split(r"[-_.:/ ]", key, maxsplit=1)[0]
+    return AGENT_FAMILIES.get(head)
+
+
+class RefuterChoice(BaseModel):
+    """Who gives the second opinion; ``agent`` None when nobody fits (``reason`` says why)."""
+
+    agent: str | None
+    family: str | None
+    independent: bool
+    reason: str
+
+
+def choose_refuter(
+    judge_family: str | None,
+    candidates: dict[str, str | None],
+    override: str | None = None,
+) -> RefuterChoice:
+    """Pick the refuter from ``candidates`` (agent -> family, in preference order).
+
+    An ``override`` is taken as is, independent only when its family is known and differs from the
+    judge's. Otherwise the first candidate of a known family other than the judge's. With the judge's
+    family unknown, independence cannot be shown: the first candidate of a known family is chosen, not
+    independent.
+    """
+    judge = judge_family.lower() if judge_family else None
+    if override is not None:
+        fam = candidates.get(override)
+        fam = fam.lower() if fam else None
+        if judge is None:
+            why = "forced; the judge's family is unknown: independence cannot be shown"
+        elif fam is None:
+            why = "forced; its family is unknown: independence cannot be shown"
+        elif fam == judge:
+            why = f"forced; same family as the judge: not independent ({fam})"
+        else:
+            return RefuterChoice(
+                agent=override,
+                family=fam,
+                independent=True,
+                reason=f"forced; family {fam}, the judge's is {judge}",
+            )
+        return RefuterChoice(agent=override, family=fam, independent=False, reason=why)
+    known = [(a, f.lower()) for a, f in candidates.items() if f]
+    if judge is None:
+        if known:
+            agent, fam = known[0]
+            return RefuterChoice(
+                agent=agent,
+                family=fam,
+                independent=False,
+                reason=f"the judge's family is unknown: cannot prove independence ({agent} is {fam})",
+            )
+        return RefuterChoice(
+            agent=None,
+            family=None,
+            independent=False,
+            reason="the judge's family is unknown and no candidate has a known family",
+        )
+    for agent, fam in known:
+        if fam != judge:
+            return RefuterChoice(
+                agent=agent,
+                family=fam,
+                independent=True,
+                reason=f"{agent} is {fam}, the judge is {judge}",
+            )
+    names = ", ".join(f"{a} ({f or 'unknown'})" for a, f in candidates.items()) or "none"
+    return RefuterChoice(
+        agent=None,
+        family=None,
+        independent=False,
+        reason=f"no candidate of a known family other than the judge's ({judge}); candidates: {names}",
+    )
+
+
+def independence(judge_family: str | None, answered_model: str | None, chosen_family: str | None) -> bool:
+    """Whether the answer is independent of the judge, judged on the model that answered (after any
+    fallback): its family if the model is given, else ``chosen_family``; both must be known and differ."""
+    fam = family_of(answered_model) if answered_model and answered_model.strip() else chosen_family
+    judge = judge_family.lower() if judge_family else None
+    return bool(fam and judge and fam.lower() != judge)
+
+
+# --- the refuter's verdict --------------------------------------------------------------------------
+
+
+class RefuteVerdict(BaseModel):
+    outcome: RefuteOutcome
+    reason: str
+
+
+_VERDICT_RE = re.compile(
+    r"^[\s>#*_`+\-]*(?:\d+[.)]\s*)?[\s*_`]*"
+    r"(?P<kw>NOT[\s_\-]+REFUTED|REFUTED)\b"
+    r"[\s*_`]*(?P<sep>[:\-–—])?[\s*_`]*(?P<rest>.*)$",
+    re.IGNORECASE,
+)
+_FENCE_ONLY_RE = re.compile(r"^\s*(?:`{3,}|~{3,})\s*\w*\s*$")
+_PLACEHOLDER_RE = re.compile(r"^<[^<>]*>$")
+
+
+def _verdict_line(line: str) -> tuple[bool, str] | None:
+    """(refuted?, reason) when ``line`` is a verdict line, else None."""
+    m = _VERDICT_RE.match(line)
+    if m is None:
+        return None
+    rest = m["rest"].strip()
+    if not m["sep"] and rest and not rest.startswith("("):
+        return None  # "Refuted claims are ..." is prose, not a verdict
+    rest = re.sub(r"[\s*_]*\*+[\s*_]*$", "", rest)
+    if rest.endswith("`") and rest.count("`") % 2 == 1:
+        rest = rest[:-1]
+    refuted = not m["kw"].upper().startswith("NOT")
+    return refuted, rest.strip()
+
+
+def parse_refutation(text: str) -> RefuteVerdict:
+    """The refuter's verdict from its last non-empty line (a trailing fence line is skipped).
+
+    ``REFUTED: <reason>`` with a reason of at least ``MIN_REFUTATION_REASON`` characters is "refuted";
+    ``NOT REFUTED: ...`` is "not_refuted"; anything else (a verdict on an earlier line, a bare or
+    placeholder reason, no verdict) is "unclear": uncertainty is not a refutation.
+    """
+    lines = (text or "").splitlines()
+    while lines and (not lines[-1].strip() or _FENCE_ONLY_RE.match(lines[-1])):
+        lines.pop()
+    if not lines:
+        return RefuteVerdict(outcome="unclear", reason="empty answer: no verdict")
+    found = _verdict_line(lines[-1])
+    if found is None:
+        earlier = any(_verdict_line(ln) for ln in lines[:-1])
+        why = "the verdict is not on the last line" if earlier else "no REFUTED / NOT REFUTED verdict line"
+        return RefuteVerdict(outcome="unclear", reason=why)
+    refuted, reason = found
+    if _PLACEHOLDER_RE.match(reason):
+        return RefuteVerdict(outcome="unclear", reason=f"the verdict is the format's placeholder: {reason}")
+    if not refuted:
+        return RefuteVerdict(outcome="not_refuted", reason=reason or "(nothing said about what was checked)")
+    if len(reason) < MIN_REFUTATION_REASON:
+        return RefuteVerdict(
+            outcome="unclear",
+            reason=f"REFUTED without evidence (reason under {MIN_REFUTATION_REASON} characters): {reason!r}",
+        )
+    return RefuteVerdict(outcome="refuted", reason=reason)
+
+
+# --- the record -------------------------------------------------------------------------------------
+
+
+class RefutationRecord(BaseModel):
+    """The second opinion in machine output, in three states: not asked (``asked`` False); asked but did
+    not run (``skipped_reason``); ran (``outcome``, ``ok``, ``reason``, cost, reviewer, independence,
+    signal). ``ok`` is True when not refuted, False when refuted, None when unclear or not run."""
+
+    asked: bool
+    ran: bool
+    skipped_reason: str | None = None
+    outcome: RefuteOutcome | None = None
+    ok: bool | None = None
+    reason: str | None = None
+    cost_usd: float | None = None
+    reviewer_model: str | None = None
+    reviewer_agent: str | None = None
+    independent: bool | None = None
+    signal: Signal | None = None
+    source: Literal["verification", "refuter"] | None = None
+
+    @classmethod
+    def not_asked(cls) -> RefutationRecord:
+        return cls(asked=False, ran=False)
+
+    @classmethod
+    def skipped(cls, reason: str, signal: Signal | None = None) -> RefutationRecord:
+        """Asked, but did not run (no signal, already failed verification, no independent reviewer ...)."""
+        return cls(asked=True, ran=False, skipped_reason=reason, signal=signal)
+
+    @classmethod
+    def from_verdict(
+        cls,
+        verdict: RefuteVerdict,
+        *,
+        cost_usd: float | None = None,
+        reviewer_model: str | None = None,
+        reviewer_agent: str | None = None,
+        independent: bool | None = None,
+        signal: Signal | None = None,
+    ) -> RefutationRecord:
+        """A refuter's answer; an unknown cost stays None, never 0."""
+        ok = {"refuted": False, "not_refuted": True}.get(verdict.outcome)
+        return cls(
+            asked=True,
+            ran=True,
+            outcome=verdict.outcome,
+            ok=ok,
+            reason=verdict.reason,
+            cost_usd=cost_usd,
+            reviewer_model=reviewer_model,
+            reviewer_agent=reviewer_agent,
+            independent=independent,
+            signal=signal,
+            source="refuter",
+        )
+
+    @classmethod
+    def from_verification(cls, ok: bool, reason: str, signal: Signal | None = None) -> RefutationRecord:
+        """Mechanical verification's result: a failure refutes the fix; it costs no model call."""
+        return cls(
+            asked=True,
+            ran=True,
+            outcome="not_refuted" if ok else "refuted",
+            ok=ok,
+            reason=reason,
+            cost_usd=0.0,
+            signal=signal,
+            source="verification",
+        )

@@ -1,0 +1,100 @@
+"""Shared fixtures: a sample repository with a real bug, fake agent configs, the CLI in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import redis
+
+from orchestrator.demo import make_sample_repo
+
+FAKE = Path(__file__).parent / "fakes" / "agent.py"
+TEST_DB = 14  # the e2e tests' Redis database; flushed around each test that uses it
+
+
+def fake_agent(name: str, mode: str, judge_mode: str | None = None) -> str:
+    """A jury.toml entry for the fake agent script in ``mode`` (and ``judge_mode`` when it judges)."""
+    argv = json.dumps([sys.executable, str(FAKE), mode, "{prompt_file}"])
+    entry = f"[agents.{name}]\nargv = {argv}\nexpect_seconds = 5\n"
+    if judge_mode:
+        entry += f"judge_argv = {json.dumps([sys.executable, str(FAKE), judge_mode, '{prompt_file}'])}\n"
+    return entry
+
+
+@pytest.fixture
+def sample_repo(tmp_path: Path) -> Path:
+    return make_sample_repo(tmp_path / "src")
+
+
+@pytest.fixture
+def write_config(tmp_path: Path):
+    def write(*entries: str) -> Path:
+        path = tmp_path / "jury-test.toml"
+        path.write_text("\n".join(entries))
+        return path
+
+    return write
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def state_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "state"
+    d.mkdir()
+    return d
+
+
+@pytest.fixture
+def fake_state(tmp_path: Path) -> Path:
+    d = tmp_path / "fake"
+    d.mkdir()
+    return d
+
+
+@pytest.fixture
+def jury(state_dir: Path, fake_state: Path):
+    """Run ``jury ARGS`` in a subprocess with its own state directory."""
+
+    def run(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> Result:
+        full = {k: v for k, v in os.environ.items() if not k.startswith("JURY_")}
+        full.update({"JURY_DIR": str(state_dir), "FAKE_STATE": str(fake_state), "NO_COLOR": "1"})
+        full.update(env or {})
+        p = subprocess.run(
+            [sys.executable, "-m", "orchestrator.cli", *args],
+            capture_output=True,
+            text=True,
+            env=full,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
+        return Result(p.returncode, p.stdout, p.stderr)
+
+    return run
+
+
+@pytest.fixture
+def shared_redis() -> Iterator[str]:
+    """A URL to a database of the machine's Redis, empty before and after the test."""
+    url = f"redis://127.0.0.1:6379/{TEST_DB}"
+    client = redis.Redis.from_url(url)
+    try:
+        client.ping()
+    except redis.ConnectionError:
+        pytest.fail("the tests need Redis on 127.0.0.1:6379 (see README: Tests)")
+    client.flushdb()
+    yield url
+    client.flushdb()
+    client.close()

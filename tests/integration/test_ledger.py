@@ -1,0 +1,293 @@
+"""The budget ledger against the real Redis on 127.0.0.1:6379 (db 0), under a random key prefix."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import redis
+from structlog.testing import capture_logs
+
+from orchestrator.store import keys
+from workers.ledger import Ledger, LedgerError, LedgerTotals, Reservation, to_micro, utc_day
+
+REDIS_URL = "redis://127.0.0.1:6379/0"
+DAY = "20990101"
+
+
+@pytest.fixture
+def client() -> Iterator[redis.Redis]:
+    c = redis.Redis.from_url(REDIS_URL, decode_responses=False)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def prefix(client: redis.Redis) -> Iterator[str]:
+    p = f"jurytest-ledger-{uuid.uuid4().hex[:12]}"
+    yield p
+    for key in client.scan_iter(match=keys.scan_pattern(p), count=500):
+        client.delete(key)
+
+
+@pytest.fixture
+def ledger(client: redis.Redis, prefix: str) -> Ledger:
+    return Ledger(client, prefix)
+
+
+def reserve(
+    ledger: Ledger,
+    call_id: str,
+    projection: float,
+    *,
+    slug: str = "run-a",
+    run: float | None = None,
+    call: float | None = None,
+    day: float | None = None,
+) -> Reservation:
+    return ledger.reserve(
+        slug=slug,
+        call_id=call_id,
+        projection=projection,
+        run_ceiling=run,
+        call_ceiling=call,
+        day_ceiling=day,
+        day=DAY,
+    )
+
+
+def totals(spent: float, reserved: float, unknown: int = 0) -> LedgerTotals:
+    return LedgerTotals(spent=spent, reserved=reserved, unknown_calls=unknown)
+
+
+def test_reserve_reconcile_release_arithmetic(ledger: Ledger) -> None:
+    assert reserve(ledger, "c1", 1.5) == Reservation(ok=True, reason=None, call_id="c1", projection=1.5)
+    assert reserve(ledger, "c2", 0.75).ok
+    assert reserve(ledger, "c3", 0.25, slug="run-b").ok
+    assert ledger.spent("run-a") == totals(0, 2.25)
+    assert ledger.spent("run-b") == totals(0, 0.25)
+    assert ledger.day_totals(DAY) == totals(0, 2.5)
+
+    ledger.reconcile("c1", 1.2)  # cost less than projected: the whole reservation leaves, 1.2 is spent
+    assert ledger.spent("run-a") == totals(1.2, 0.75)
+    assert ledger.day_totals(DAY) == totals(1.2, 1.0)
+
+    assert ledger.release("c2")  # did not happen: reservation given back, nothing spent
+    assert ledger.spent("run-a") == totals(1.2, 0)
+    assert ledger.day_totals(DAY) == totals(1.2, 0.25)
+
+    ledger.reconcile("c3", 2.0)  # cost more than projected: all of it counts
+    assert ledger.spent("run-b") == totals(2.0, 0)
+    assert ledger.day_totals(DAY) == totals(3.2, 0)
+    assert ledger.call("c3")["state"] == "reconciled"
+    assert ledger.call("c2")["state"] == "released"
+
+
+def test_amounts_are_integer_micro_dollars(ledger: Ledger, client: redis.Redis, prefix: str) -> None:
+    for n in range(30):
+        assert reserve(ledger, f"tiny-{n}", 0.1).ok
+        ledger.reconcile(f"tiny-{n}", 0.1)
+    assert ledger.spent("run-a") == totals(3.0, 0)  # 30 × 0.1 with floats would be 3.0000000000000013
+    assert client.hget(keys.ledger_run(prefix, "run-a"), "spent") == b"3000000"
+    assert to_micro(0.000_000_4) == 0 and to_micro(1.000_000_6) == 1_000_001
+
+
+def test_untouched_totals_are_zero(ledger: Ledger) -> None:
+    assert ledger.spent("nobody") == totals(0, 0)
+    assert ledger.day_totals("20000101") == totals(0, 0)
+
+
+@pytest.mark.parametrize(
+    ("projection", "ceilings", "ok", "names"),
+    [
+        (2.0, {"call": 1.0}, False, ("call ceiling", "projection 2.000000", "ceiling 1.000000")),
+        (1.0, {"call": 1.0}, True, ()),
+        (
+            2.0,
+            {"run": 3.0},
+            False,
+            ("run ceiling", "spent 1.000000", "reserved 0.500000", "projection 2.000000", "ceiling 3.000000"),
+        ),
+        (1.5, {"run": 3.0}, True, ()),
+        (
+            2.0,
+            {"day": 3.0},
+            False,
+            ("day ceiling", "spent 1.000000", "reserved 0.750000", "projection 2.000000", "ceiling 3.000000"),
+        ),
+        (1.25, {"day": 3.0}, True, ()),
+        (2.0, {"call": 1.0, "run": 0.1, "day": 0.1}, False, ("call ceiling",)),  # checked in this order
+        (2.0, {"run": 0.1, "day": 0.1}, False, ("run ceiling",)),
+    ],
+)
+def test_ceilings_refuse_with_a_reason(
+    ledger: Ledger, projection: float, ceilings: dict[str, float], ok: bool, names: tuple[str, ...]
+) -> None:
+    # run-a: spent 1.0, reserved 0.5. The day also holds run-b's 0.25 reservation.
+    assert reserve(ledger, "spent", 1.0).ok
+    ledger.reconcile("spent", 1.0)
+    assert reserve(ledger, "pending", 0.5).ok
+    assert reserve(ledger, "other-run", 0.25, slug="run-b").ok
+    before_run, before_day = ledger.spent("run-a"), ledger.day_totals(DAY)
+
+    got = reserve(ledger, "new", projection, **ceilings)
+    assert got.ok is ok
+    if ok:
+        assert got.reason is None
+        assert ledger.spent("run-a").reserved == pytest.approx(before_run.reserved + projection)
+    else:
+        assert got.reason is not None
+        for name in names:
+            assert name in got.reason
+        assert ledger.spent("run-a") == before_run  # a refusal reserves nothing
+        assert ledger.day_totals(DAY) == before_day
+        assert ledger.call("new")["state"] == "refused"
+
+
+def test_zero_run_ceiling_refuses_any_positive_projection(ledger: Ledger) -> None:
+    got = reserve(ledger, "c", 0.000_001, run=0.0)
+    assert not got.ok and got.reason is not None and got.reason.startswith("run ceiling")
+    assert reserve(ledger, "free", 0.0, run=0.0).ok  # nothing asked, nothing passed
+    assert ledger.spent("run-a") == totals(0, 0)
+
+
+def test_reserve_is_idempotent_per_call_id(ledger: Ledger) -> None:
+    first = reserve(ledger, "c1", 1.0, run=5)
+    again = reserve(ledger, "c1", 3.0, run=5)  # a redelivered task, maybe with a new projection
+    assert again == first
+    assert ledger.spent("run-a") == totals(0, 1.0)
+    assert ledger.day_totals(DAY) == totals(0, 1.0)
+
+    refused = reserve(ledger, "big", 10.0, run=5)
+    assert not refused.ok
+    assert reserve(ledger, "big", 0.1, run=5) == refused  # the first answer, refusals included
+
+    ledger.reconcile("c1", 0.5)
+    assert reserve(ledger, "c1", 1.0, run=5) == first  # even after reconcile: no new reservation
+    assert ledger.spent("run-a") == totals(0.5, 0)
+
+
+def test_reconcile_is_idempotent_per_call_id(ledger: Ledger) -> None:
+    assert reserve(ledger, "c1", 1.0).ok
+    ledger.reconcile("c1", 0.4)
+    with capture_logs() as logs:
+        ledger.reconcile("c1", 0.4)
+        ledger.reconcile("c1", 9.0)
+        ledger.reconcile("c1", None)
+        assert not ledger.release("c1")
+    assert ledger.spent("run-a") == totals(0.4, 0)
+    assert ledger.day_totals(DAY) == totals(0.4, 0)
+    assert [e["event"] for e in logs] == ["ledger.reconcile_repeat"] * 3 + ["ledger.release_noop"]
+
+
+def test_release_is_idempotent_and_final(ledger: Ledger) -> None:
+    assert reserve(ledger, "c1", 1.0).ok
+    assert ledger.release("c1")
+    assert not ledger.release("c1")
+    ledger.reconcile("c1", 2.0)  # settled already: ignored
+    assert ledger.spent("run-a") == totals(0, 0)
+    assert not ledger.release("never-reserved")
+
+
+def test_unknown_cost_is_counted_not_zero(ledger: Ledger) -> None:
+    assert reserve(ledger, "c1", 1.0).ok
+    with capture_logs() as logs:
+        ledger.reconcile("c1", None)
+    assert ledger.spent("run-a") == totals(0, 0, unknown=1)
+    assert ledger.day_totals(DAY) == totals(0, 0, unknown=1)
+    assert ledger.call("c1")["state"] == "unknown"
+    assert "ledger.unknown_cost" in [e["event"] for e in logs]
+    ledger.reconcile("c1", None)  # idempotent: still one unknown call
+    assert ledger.spent("run-a").unknown_calls == 1
+
+
+def test_unknown_cost_with_fallback_charge(ledger: Ledger) -> None:
+    assert reserve(ledger, "c1", 1.0).ok
+    assert reserve(ledger, "c2", 1.0).ok
+    ledger.reconcile("c1", None, unknown_charge=0.8)  # e.g. usd_per_minute × minutes
+    ledger.reconcile("c2", 0.3)
+    assert ledger.spent("run-a") == totals(1.1, 0, unknown=1)
+    assert ledger.day_totals(DAY) == totals(1.1, 0, unknown=1)
+    assert ledger.call("c1")["charge"] == "800000"
+
+
+def test_reconcile_of_unreserved_or_refused_call_is_an_error(ledger: Ledger) -> None:
+    with pytest.raises(LedgerError, match="never reserved"):
+        ledger.reconcile("ghost", 1.0)
+    assert not reserve(ledger, "no", 5.0, call=1.0).ok
+    with pytest.raises(LedgerError, match="refused"):
+        ledger.reconcile("no", 1.0)
+    assert ledger.spent("run-a") == totals(0, 0)
+
+
+@pytest.mark.parametrize("bad", [-1.0, float("nan"), float("inf")])
+def test_bad_amounts_are_refused_before_redis(ledger: Ledger, bad: float) -> None:
+    with pytest.raises(ValueError, match="projection"):
+        reserve(ledger, "c", bad)
+    assert reserve(ledger, "c", 1.0).ok
+    with pytest.raises(ValueError, match="actual"):
+        ledger.reconcile("c", bad)
+    assert ledger.spent("run-a") == totals(0, 1.0)
+
+
+def test_day_defaults_to_today_utc(ledger: Ledger) -> None:
+    got = ledger.reserve(
+        slug="run-a", call_id="today", projection=0.5, run_ceiling=None, call_ceiling=None, day_ceiling=None
+    )
+    assert got.ok
+    assert ledger.call("today")["day"] == utc_day()
+    assert ledger.day_totals() == totals(0, 0.5)
+    with pytest.raises(ValueError, match="YYYYMMDD"):
+        ledger.reserve(
+            slug="r",
+            call_id="x",
+            projection=1,
+            run_ceiling=None,
+            call_ceiling=None,
+            day_ceiling=None,
+            day="2099-01-01",
+        )
+
+
+def test_concurrent_reservations_never_pass_the_day_ceiling(
+    ledger: Ledger, client: redis.Redis, prefix: str
+) -> None:
+    start = threading.Barrier(17)
+    results: list[Reservation] = []
+    lock = threading.Lock()
+    done = threading.Event()
+    seen_reserved: list[int] = []
+    day_key = keys.ledger_day(prefix, DAY)
+
+    def worker(n: int) -> None:
+        start.wait()
+        got = reserve(ledger, f"c{n}", 1.0, slug=f"run-{n % 2}", day=5.0)
+        with lock:
+            results.append(got)
+
+    def watcher() -> None:
+        watch = redis.Redis.from_url(REDIS_URL)
+        start.wait()
+        while not done.is_set():
+            seen_reserved.append(int(watch.hget(day_key, "reserved") or 0))
+        watch.close()
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(16)]
+    observer = threading.Thread(target=watcher)
+    observer.start()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    done.set()
+    observer.join()
+
+    assert sum(r.ok for r in results) == 5
+    assert all(r.reason is not None and r.reason.startswith("day ceiling") for r in results if not r.ok)
+    assert seen_reserved and max(seen_reserved) <= 5_000_000
+    assert ledger.day_totals(DAY) == totals(0, 5.0)
+    run0, run1 = ledger.spent("run-0"), ledger.spent("run-1")
+    assert run0.reserved + run1.reserved == 5.0
+    assert run0.reserved > 0 or run1.reserved > 0

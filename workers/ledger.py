@@ -1,0 +1,337 @@
+"""The budget ledger: an agent call reserves its projected cost before it starts and reconciles after.
+
+Three hashes hold the money (keys from ``orchestrator.store.keys``): the run's (``ledger_run``), the
+fleet's per UTC day (``ledger_day``), each with ``spent``, ``reserved`` and ``unknown_calls``; and one per
+call (``ledger_call``) with its ``run``, ``day``, ``amount`` and ``state``:
+
+    reserve ──> reserved ──reconcile(actual)──> reconciled
+       │            ├────reconcile(None)──────> unknown      (unknown_calls += 1, never counted as $0)
+       │            └────release─────────────> released     (the call did not happen)
+       └──────> refused                                       (a ceiling said no; nothing reserved)
+
+Every write is one Lua script, so concurrent workers never overshoot a ceiling and a redelivered task
+that reserves or reconciles the same ``call_id`` again changes nothing.
+
+Amounts are USD floats at the API and integer micro-dollars (USD × 1e6) in Redis: HINCRBY is exact, so
+thousands of small charges never drift the way HINCRBYFLOAT's doubles do. Lua's numbers are doubles,
+exact for integers below 2**53 µ$ (about $9 billion).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import cast
+
+import redis
+import structlog
+from pydantic import BaseModel, ConfigDict
+from redis.exceptions import RedisError
+
+from orchestrator.errors import StoreError
+from orchestrator.store import keys
+
+log = structlog.get_logger()
+
+MICRO = 1_000_000
+DAY_RE = re.compile(r"\d{8}")
+CALL_TTL_DAYS = 30
+DAY_TTL_DAYS = 400
+
+# Reserve a call's projected cost against three ceilings, or refuse; idempotent per call.
+#   KEYS[1]  the call hash      (keys.ledger_call)
+#   KEYS[2]  the run's hash     (keys.ledger_run)
+#   KEYS[3]  the day's hash     (keys.ledger_day)
+#   ARGV[1]  the run's slug
+#   ARGV[2]  the day, YYYYMMDD
+#   ARGV[3]  the projection, µ$
+#   ARGV[4]  the call ceiling, µ$ ('' = none)
+#   ARGV[5]  the run ceiling, µ$ ('' = none)
+#   ARGV[6]  the day ceiling, µ$ ('' = none)
+#   ARGV[7]  the call hash's TTL, seconds
+#   ARGV[8]  the day hash's TTL, seconds
+# Returns {1 reserved | 0 refused, reason ('' when reserved), amount µ$, 1 if the call existed else 0};
+# for an existing call it returns the first answer and writes nothing.
+RESERVE_LUA = """
+local state = redis.call('HGET', KEYS[1], 'state')
+if state then
+  local reason = redis.call('HGET', KEYS[1], 'reason') or ''
+  return {state == 'refused' and 0 or 1, reason, redis.call('HGET', KEYS[1], 'amount'), 1}
+end
+local p = tonumber(ARGV[3])
+local function usd(m) return string.format('%.6f', m / 1000000) end
+local function check(key, ceiling, name)
+  if ceiling == '' then return nil end
+  local c = tonumber(ceiling)
+  local s = tonumber(redis.call('HGET', key, 'spent') or '0')
+  local r = tonumber(redis.call('HGET', key, 'reserved') or '0')
+  if s + r + p > c then
+    return name .. ' ceiling: spent ' .. usd(s) .. ' + reserved ' .. usd(r) .. ' + projection '
+      .. usd(p) .. ' > ceiling ' .. usd(c) .. ' USD'
+  end
+  return nil
+end
+local reason = nil
+if ARGV[4] ~= '' and p > tonumber(ARGV[4]) then
+  reason = 'call ceiling: projection ' .. usd(p) .. ' > ceiling ' .. usd(tonumber(ARGV[4])) .. ' USD'
+end
+reason = reason or check(KEYS[2], ARGV[5], 'run')
+if reason then
+  redis.call('HSET', KEYS[1], 'run', ARGV[1], 'day', ARGV[2], 'amount', ARGV[3], 'state', 'refused',
+    'reason', reason)
+  redis.call('EXPIRE', KEYS[1], ARGV[7])
+  return {0, reason, ARGV[3], 0}
+end
+redis.call('HINCRBY', KEYS[2], 'reserved', ARGV[3])
+redis.call('HINCRBY', KEYS[3], 'reserved', ARGV[3])
+redis.call('EXPIRE', KEYS[3], ARGV[8])
+redis.call('HSET', KEYS[1], 'run', ARGV[1], 'day', ARGV[2], 'amount', ARGV[3], 'state', 'reserved')
+redis.call('EXPIRE', KEYS[1], ARGV[7])
+return {1, '', ARGV[3], 0}
+"""
+
+# Settle a reserved call: give back its reservation, then record what it cost, or that nobody knows.
+#   KEYS[1]  the call hash      (keys.ledger_call)
+#   KEYS[2]  the run's hash     (keys.ledger_run, of the call's run)
+#   KEYS[3]  the day's hash     (keys.ledger_day, of the call's day)
+#   ARGV[1]  the run's slug and ARGV[2] the day, as read from the call hash (checked again here)
+#   ARGV[3]  'reconcile' or 'release'
+#   ARGV[4]  the actual cost, µ$ ('' = unknown)                       (reconcile only)
+#   ARGV[5]  the charge to book for an unknown cost, µ$ ('' = none)   (reconcile only)
+# Returns {state after, 1 if this call changed it else 0}; state 'missing' if there is no such call,
+# 'mismatch' if the call hash does not name this run and day. A settled call is left as it is.
+SETTLE_LUA = """
+local state = redis.call('HGET', KEYS[1], 'state')
+if not state then return {'missing', 0} end
+if state ~= 'reserved' then return {state, 0} end
+if redis.call('HGET', KEYS[1], 'run') ~= ARGV[1] or redis.call('HGET', KEYS[1], 'day') ~= ARGV[2] then
+  return {'mismatch', 0}
+end
+local function add(key, field, n)
+  if n ~= 0 then redis.call('HINCRBY', key, field, string.format('%d', n)) end
+end
+local amount = tonumber(redis.call('HGET', KEYS[1], 'amount'))
+add(KEYS[2], 'reserved', -amount)
+add(KEYS[3], 'reserved', -amount)
+local after
+if ARGV[3] == 'release' then
+  after = 'released'
+elseif ARGV[4] ~= '' then
+  after = 'reconciled'
+  add(KEYS[2], 'spent', tonumber(ARGV[4]))
+  add(KEYS[3], 'spent', tonumber(ARGV[4]))
+  redis.call('HSET', KEYS[1], 'actual', ARGV[4])
+else
+  after = 'unknown'
+  add(KEYS[2], 'unknown_calls', 1)
+  add(KEYS[3], 'unknown_calls', 1)
+  if ARGV[5] ~= '' then
+    add(KEYS[2], 'spent', tonumber(ARGV[5]))
+    add(KEYS[3], 'spent', tonumber(ARGV[5]))
+    redis.call('HSET', KEYS[1], 'charge', ARGV[5])
+  end
+end
+redis.call('HSET', KEYS[1], 'state', after)
+return {after, 1}
+"""
+
+
+class LedgerError(StoreError):
+    """The ledger refused an operation on a call (unknown, refused or inconsistent)."""
+
+
+class Reservation(BaseModel):
+    """The answer to ``reserve``: ``reason`` names the ceiling that refused, with its numbers."""
+
+    model_config = ConfigDict(frozen=True)
+
+    ok: bool
+    reason: str | None
+    call_id: str
+    projection: float
+
+
+class LedgerTotals(BaseModel):
+    """A run's or a day's money in USD, and how many calls ended with an unknown cost."""
+
+    model_config = ConfigDict(frozen=True)
+
+    spent: float
+    reserved: float
+    unknown_calls: int
+
+
+def to_micro(usd: float, what: str = "amount") -> int:
+    """USD as integer micro-dollars; a negative, NaN or infinite amount is a ValueError."""
+    if not math.isfinite(usd) or usd < 0:
+        raise ValueError(f"{what} must be a finite amount >= 0 USD, got {usd!r}")
+    return round(usd * MICRO)
+
+
+def from_micro(micro: int) -> float:
+    """Integer micro-dollars as USD."""
+    return micro / MICRO
+
+
+def utc_day(now: datetime | None = None) -> str:
+    """The UTC day as ``YYYYMMDD``."""
+    return (now or datetime.now(UTC)).astimezone(UTC).strftime("%Y%m%d")
+
+
+def _text(value: bytes | str | None) -> str | None:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+@contextmanager
+def _errors(what: str, name: str) -> Iterator[None]:
+    try:
+        yield
+    except RedisError as exc:
+        raise StoreError(f"cannot {what} {name!r}: {exc}") from exc
+
+
+class Ledger:
+    """Budget reservations in Redis, shared by every worker (see the module docstring)."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        prefix: str = keys.PREFIX,
+        *,
+        call_ttl_days: float = CALL_TTL_DAYS,
+        day_ttl_days: float = DAY_TTL_DAYS,
+    ) -> None:
+        self.client = client
+        self.prefix = prefix
+        self.call_ttl = max(1, int(call_ttl_days * 86400))
+        self.day_ttl = max(1, int(day_ttl_days * 86400))
+        self._reserve = client.register_script(RESERVE_LUA)
+        self._settle = client.register_script(SETTLE_LUA)
+
+    def reserve(
+        self,
+        *,
+        slug: str,
+        call_id: str,
+        projection: float,
+        run_ceiling: float | None,
+        call_ceiling: float | None,
+        day_ceiling: float | None,
+        day: str | None = None,
+    ) -> Reservation:
+        """Reserve ``projection`` for the call, or refuse if a ceiling would be passed (None: no ceiling).
+
+        Refused when projection > call ceiling, or spent + reserved + projection > the run's or the day's
+        ceiling. Idempotent per ``call_id``: a second reserve returns the first answer (refusals included:
+        retry under a new ``call_id``) and counts nothing again.
+        """
+        day = day if day is not None else utc_day()
+        if not DAY_RE.fullmatch(day):
+            raise ValueError(f"day must be YYYYMMDD, got {day!r}")
+        amount = to_micro(projection, "projection")
+        ceilings = [
+            "" if c is None else str(to_micro(c, name))
+            for c, name in (
+                (call_ceiling, "call_ceiling"),
+                (run_ceiling, "run_ceiling"),
+                (day_ceiling, "day_ceiling"),
+            )
+        ]
+        keys_ = [
+            keys.ledger_call(self.prefix, call_id),
+            keys.ledger_run(self.prefix, slug),
+            keys.ledger_day(self.prefix, day),
+        ]
+        with _errors("reserve for call", call_id):
+            reply = cast(
+                list[int | bytes | str],
+                self._reserve(keys=keys_, args=[slug, day, amount, *ceilings, self.call_ttl, self.day_ttl]),
+            )
+        ok, reason, stored, existed = int(reply[0]) == 1, _text(cast(bytes, reply[1])), reply[2], reply[3]
+        result = Reservation(
+            ok=ok,
+            reason=reason or None,
+            call_id=call_id,
+            projection=from_micro(int(_text(cast(bytes, stored)) or 0)),
+        )
+        event = "ledger.reserved" if ok else "ledger.refused"
+        log.info(
+            event,
+            slug=slug,
+            call_id=call_id,
+            day=day,
+            projection=result.projection,
+            reason=result.reason,
+            repeat=int(existed) == 1,
+        )
+        return result
+
+    def _settle_call(
+        self, call_id: str, op: str, actual: str = "", charge: str = ""
+    ) -> tuple[str, bool, str | None]:
+        """Run SETTLE_LUA for the call; (state after, changed, slug)."""
+        call_key = keys.ledger_call(self.prefix, call_id)
+        with _errors("settle call", call_id):
+            run, day = (_text(v) for v in cast(list[bytes | None], self.client.hmget(call_key, "run", "day")))
+            if run is None or day is None:
+                return "missing", False, None
+            keys_ = [call_key, keys.ledger_run(self.prefix, run), keys.ledger_day(self.prefix, day)]
+            reply = cast(list[bytes | int], self._settle(keys=keys_, args=[run, day, op, actual, charge]))
+        state = _text(cast(bytes, reply[0])) or ""
+        if state == "mismatch":
+            raise LedgerError(f"ledger call {call_id!r} does not match its run and day: cannot {op} it")
+        return state, int(reply[1]) == 1, run
+
+    def reconcile(self, call_id: str, actual: float | None, *, unknown_charge: float | None = None) -> None:
+        """Settle the call: its reservation leaves ``reserved`` and ``actual`` joins ``spent``.
+
+        ``actual=None`` records the cost as unknown: ``unknown_calls`` grows by one and ``unknown_charge``
+        (a fallback estimate such as usd_per_minute × minutes), if given, joins ``spent``. Idempotent per
+        ``call_id``. A call never reserved or refused is a ``LedgerError``.
+        """
+        actual_m = "" if actual is None else str(to_micro(actual, "actual"))
+        charge_m = "" if unknown_charge is None else str(to_micro(unknown_charge, "unknown_charge"))
+        state, changed, slug = self._settle_call(call_id, "reconcile", actual_m, charge_m)
+        if state == "missing":
+            raise LedgerError(f"ledger call {call_id!r} was never reserved: its cost cannot be booked")
+        if state == "refused":
+            raise LedgerError(f"ledger call {call_id!r} was refused: it should not have run")
+        if not changed:
+            log.info("ledger.reconcile_repeat", call_id=call_id, state=state)
+            return
+        if state == "unknown":
+            log.warning("ledger.unknown_cost", slug=slug, call_id=call_id, charge=unknown_charge)
+        else:
+            log.info("ledger.reconciled", slug=slug, call_id=call_id, actual=actual)
+
+    def release(self, call_id: str) -> bool:
+        """Give back a reserved call's reservation (it did not happen); False if there was none to give."""
+        state, changed, slug = self._settle_call(call_id, "release")
+        if changed:
+            log.info("ledger.released", slug=slug, call_id=call_id)
+        else:
+            log.info("ledger.release_noop", call_id=call_id, state=state)
+        return changed
+
+    def _totals(self, key: str) -> LedgerTotals:
+        with _errors("read ledger", key):
+            values = cast(list[bytes | None], self.client.hmget(key, "spent", "reserved", "unknown_calls"))
+        spent, reserved, unknown = (int(_text(v) or 0) for v in values)
+        return LedgerTotals(spent=from_micro(spent), reserved=from_micro(reserved), unknown_calls=unknown)
+
+    def spent(self, slug: str) -> LedgerTotals:
+        """The run's totals."""
+        return self._totals(keys.ledger_run(self.prefix, slug))
+
+    def day_totals(self, day: str | None = None) -> LedgerTotals:
+        """The fleet's totals for one UTC day (default today)."""
+        return self._totals(keys.ledger_day(self.prefix, day if day is not None else utc_day()))
+
+    def call(self, call_id: str) -> dict[str, str]:
+        """The call's hash as text (empty if unknown): for inspection and tests."""
+        with _errors("read call", call_id):
+            raw = cast(dict[bytes, bytes], self.client.hgetall(keys.ledger_call(self.prefix, call_id)))
+        return {str(_text(k)): str(_text(v)) for k, v in raw.items()}
