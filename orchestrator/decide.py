@@ -7,9 +7,11 @@ only dispatches (or nothing) remain, so each call handles one step of the loop:
 1. every reviewer of the round reports (the barrier: all of them, then look);
 2. an agent that could not run, or a report with nothing parseable, ends the run ``human``;
 3. duplicate findings are superseded; findings contested too often are deferred;
-4. open findings are triaged one at a time by the judge, against the current tip;
-5. reviewers are told what became of their findings, and may contest (which reopens them);
-6. the round ends: all reviewers clean -> converged; round cap -> human; else the next round.
+4. every open finding is triaged by the judge at once, each against the same tip;
+5. settled claims get a second opinion (when a refuter is set); accepted fixes are integrated onto the
+   tree in the order the findings were raised (a patch that no longer applies reopens its finding);
+6. reviewers are told what became of their findings, and may contest (which reopens them);
+7. the round ends: all reviewers clean -> converged; round cap -> human; else the next round.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pydantic import BaseModel
 from orchestrator.domain import (
     Event,
     FindingResolved,
+    JuryConfig,
     RoundEnd,
     RoundStart,
     Target,
@@ -36,7 +39,7 @@ class Emit(BaseModel):
 
 
 class Dispatch(BaseModel):
-    kind: Literal["review", "triage", "reply", "push"]
+    kind: Literal["review", "triage", "reply", "push", "refute"]
     key: str
     round: int
     agent: str | None = None
@@ -45,7 +48,14 @@ class Dispatch(BaseModel):
     sha: str | None = None
 
 
-Action = Emit | Dispatch
+class Integrate(BaseModel):
+    """Commit these accepted fixes onto ``sha``, in this order (the coordinator does it, under the lock)."""
+
+    findings: list[str]
+    sha: str
+
+
+Action = Emit | Dispatch | Integrate
 
 
 def end(s: RunState, state: Literal["converged", "human", "failed", "cancelled"], reason: str) -> Emit:
@@ -114,10 +124,59 @@ def duplicates(s: RunState, n: int) -> list[Emit]:
     return emits
 
 
+def settle_limits(s: RunState, cfg: JuryConfig) -> list[Action]:
+    """Defer findings that went round too often: contested, reopened, or a patch that keeps going stale."""
+    for f in s.open_findings():
+        why = None
+        if f.contests >= cfg.max_contests:
+            why = f"contested {f.contests} times; left for a human. Last word: {f.turns[-1].text}"
+        elif f.stale > cfg.max_stale:
+            why = f"its fix no longer applied to the run's tree after {f.stale} re-triages"
+        elif len(f.reopens) >= cfg.max_reopens:
+            why = f"reopened {len(f.reopens)} times; left for a human. Last: {f.reopens[-1]}"
+        if why:
+            return [
+                Emit(
+                    event=FindingResolved(
+                        eid=f"limit:{f.id}:{f.version}", id=f.id, verdict="deferred", who="jury", reason=why
+                    )
+                )
+            ]
+    return []
+
+
+def second_opinions(s: RunState, cfg: JuryConfig, n: int) -> list[Action] | None:
+    """Refute dispatches for settled claims still waiting for one; [] to wait; None when none is due."""
+    if cfg.refuter is None:
+        return None
+    due = [
+        f
+        for f in s.findings.values()
+        if f.refutation is None
+        and (
+            (f.status == "accepted" and not f.integrated)
+            or (f.status == "rejected" and cfg.refute_rejections)
+        )
+    ]
+    inflight = {a.finding for a in s.inflight() if a.kind == "refute"}
+    actions: list[Action] = [
+        Dispatch(kind="refute", key=key, round=n, agent=cfg.refuter, finding=f.id, sha=s.tip)
+        for f in due
+        if f.id not in inflight and (key := f"refute:{f.id}:{f.version}") not in s.actions
+    ]
+    if actions or inflight:
+        return actions
+    return None
+
+
 def decide(s: RunState) -> list[Action]:
     cfg = s.config
     if cfg is None or s.state in ("converged", "human", "failed", "cancelled"):
         return []
+    if s.cancel_requested:
+        return [end(s, "cancelled", "cancelled by the user")]
+    if s.budget_refused:
+        return [end(s, "human", f"budget exhausted: {s.budget_refused}; spent ${s.total_spent:.4f}")]
     if s.state == "queued":
         return [Emit(event=TargetEvent(eid=f"state:review:e{s.epoch}", target=Target(state="review")))]
     cur = s.current
@@ -141,27 +200,14 @@ def decide(s: RunState) -> list[Action]:
         if slot.state == "error":
             return [end(s, "human", f"reviewer {a} could not run in round {n}: {slot.error or 'error'}")]
 
-    # 3. duplicates, contests over the limit
+    # 3. duplicates; findings that went round too often
     if emits := duplicates(s, n):
         return list(emits)
-    for f in s.open_findings():
-        if f.contests >= cfg.max_contests:
-            return [
-                Emit(
-                    event=FindingResolved(
-                        eid=f"contested:{f.id}:{f.contests}",
-                        id=f.id,
-                        verdict="deferred",
-                        who="jury",
-                        reason=f"contested {f.contests} times; left for a human. "
-                        f"Last word: {f.turns[-1].text}",
-                    )
-                )
-            ]
+    if limits := settle_limits(s, cfg):
+        return limits
 
-    # 4. triage, one finding at a time against the current tip
-    if any(a.kind == "triage" for a in s.inflight()):
-        return []
+    # 4. triage: every open finding at once, each against the same tip
+    judging = {a.finding for a in s.inflight() if a.kind == "triage"}
     for f in s.open_findings():
         if f.refused_since_open >= cfg.max_triage:
             return [
@@ -172,6 +218,8 @@ def decide(s: RunState) -> list[Action]:
                     f"attempts: {f.refusals[-1]}",
                 )
             ]
+    fresh = [f for f in s.open_findings() if f.id not in judging]
+    if fresh:
         return [
             Dispatch(
                 kind="triage",
@@ -181,9 +229,20 @@ def decide(s: RunState) -> list[Action]:
                 finding=f.id,
                 sha=s.tip,
             )
+            for f in fresh
         ]
+    if judging:
+        return []
 
-    # 5. replies: tell each reviewer what became of its findings
+    # 5. second opinions on the settled claims, then the accepted fixes onto the tree, in a fixed order
+    refutes = second_opinions(s, cfg, n)
+    if refutes is not None:
+        return list(refutes)
+    pending = [f.id for f in s.findings.values() if f.status == "accepted" and not f.integrated]
+    if pending:
+        return [Integrate(findings=pending, sha=s.tip or "")]
+
+    # 6. replies: tell each reviewer what became of its findings
     if any(a.kind == "reply" for a in s.inflight()):
         return []
     untold: dict[str, list[str]] = {}
@@ -199,19 +258,32 @@ def decide(s: RunState) -> list[Action]:
             for a, fids in untold.items()
         ]
 
-    # 6. the round ends
+    # 7. the round ends
     if not cur.ended:
         return [Emit(event=RoundEnd(eid=f"round.end:{n}", n=n))]
     if all(cur.agents[a].state == "clean" for a in cfg.reviewers):
-        if cfg.push and s.commits and not any(c.pushed for c in s.commits):
-            if any(a.kind == "push" for a in s.inflight()):
-                return []
-            if (key := f"push:{s.tip}") not in s.actions:
-                return [Dispatch(kind="push", key=key, round=n, sha=s.tip)]
-            if not s.actions[key].ok:
-                return [end(s, "human", "the fixes could not be pushed to the PR branch")]
-        fixes = sum(1 for f in s.findings.values() if f.status == "accepted")
-        return [end(s, "converged", f"all reviewers clean in round {n}; {fixes} fix(es) accepted")]
+        return converge(s, cfg, n)
     if n >= cfg.rounds:
         return [end(s, "human", f"round cap reached: {cfg.rounds} round(s) without convergence")]
     return [start_round(s, n + 1)]
+
+
+def converge(s: RunState, cfg: JuryConfig, n: int) -> list[Action]:
+    """Every reviewer is clean: a second opinion on that claim when checks are declared, the push, the end."""
+    if cfg.checks and cfg.refuter and s.final_check is None:
+        key = f"refute:final:{s.tip}"
+        if key in s.actions:
+            return []
+        return [Dispatch(kind="refute", key=key, round=n, agent=cfg.refuter, sha=s.tip)]
+    if s.final_check and s.final_check.get("outcome") == "refuted":
+        return [end(s, "human", f"the second opinion refuted the converged claim: {s.final_check['reason']}")]
+    if cfg.push and s.commits and not any(c.pushed for c in s.commits):
+        key = f"push:{s.tip}"
+        if key not in s.actions:
+            return [Dispatch(kind="push", key=key, round=n, sha=s.tip)]
+        if not s.actions[key].done:
+            return []
+        if not s.actions[key].ok:
+            return [end(s, "human", "the fixes could not be pushed to the reviewed branch")]
+    fixes = sum(1 for f in s.findings.values() if f.status == "accepted")
+    return [end(s, "converged", f"all reviewers clean in round {n}; {fixes} fix(es) accepted")]

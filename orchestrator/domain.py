@@ -124,6 +124,15 @@ class JuryConfig(Model):
     alive_every: float = 30.0
     max_triage: int = 2  # triage attempts per finding before it is left to a human
     max_contests: int = 3
+    max_stale: int = 2  # re-triages of a patch that no longer applies before it is deferred
+    max_reopens: int = 3  # reopenings (failed verification, refutation, stale patch) before deferral
+    verify: bool = True  # run the judge's test_command with and without the fix before accepting
+    refuter: str | None = None  # the second opinion's agent; None: no model second opinion
+    refuter_forced: bool = False  # chosen by the user: reported, even when not independent
+    refute_rejections: bool = False
+    checks: dict[str, str] = Field(default_factory=dict)  # declared commands, e.g. {"test": "pytest -q"}
+    task: str | None = None  # the user's task text (--task): commands named there are signals
+    budget: float | None = None  # USD ceiling for the run; None: no ceiling
 
 
 def now_iso() -> str:
@@ -169,7 +178,7 @@ class ActionDispatched(EventBase):
 
     t: Literal["action.dispatched"] = "action.dispatched"
     key: str
-    kind: Literal["review", "triage", "reply", "push"]
+    kind: Literal["review", "triage", "reply", "push", "refute"]
     round: int
     epoch: int = 0
     agent: str | None = None
@@ -316,6 +325,85 @@ class ReplyAnswered(EventBase):
     error: str | None = None
 
 
+class FindingReopened(EventBase):
+    """A settled finding goes back to the judge: its patch no longer applies, it failed verification, or
+    a second opinion refuted it. ``source`` says which; ``reason`` carries the evidence."""
+
+    t: Literal["finding.reopened"] = "finding.reopened"
+    id: str
+    reason: str
+    who: str
+    source: Literal["integration", "verification", "refuter", "jury"] = "jury"
+
+
+class VerifyRan(EventBase):
+    """One mechanical run of a command: the judge's test on the fixed or reverted tree, or a check."""
+
+    t: Literal["verify.ran"] = "verify.ran"
+    id: str | None = None  # the finding, when the run verifies one
+    command: str
+    tree: str
+    sha: str | None = None
+    exit_code: int | None = None
+    seconds: float = 0.0
+    output_tail: str = ""
+    error: str | None = None
+
+
+class RefuteVerdict(EventBase):
+    """A second opinion on a claim (``source``: ``verification`` needs no model, ``refuter`` is one)."""
+
+    t: Literal["refute.verdict"] = "refute.verdict"
+    id: str | None = None
+    outcome: Literal["refuted", "not_refuted", "unclear"]
+    reason: str
+    source: Literal["verification", "refuter"]
+    agent: str | None = None
+    model: str | None = None
+    independent: bool | None = None
+    signal: dict[str, Any] | None = None
+    cost_usd: float | None = None
+
+
+class RefuteSkipped(EventBase):
+    """A second opinion was asked for but did not run, and why (no signal, already refuted...)."""
+
+    t: Literal["refute.skipped"] = "refute.skipped"
+    id: str | None = None
+    reason: str
+
+
+class BudgetReserved(EventBase):
+    t: Literal["budget.reserved"] = "budget.reserved"
+    key: str
+    agent: str
+    amount: float
+    finding: str | None = None
+
+
+class BudgetSpent(EventBase):
+    """What a call cost; ``amount`` None means unknown (never recorded as zero)."""
+
+    t: Literal["budget.spent"] = "budget.spent"
+    key: str
+    agent: str
+    amount: float | None
+    charged: float | None = None  # what the ledger charged for an unknown cost (usd_per_minute), if any
+    finding: str | None = None
+
+
+class BudgetRefused(EventBase):
+    t: Literal["budget.refused"] = "budget.refused"
+    key: str
+    agent: str
+    reason: str
+
+
+class RunCancel(EventBase):
+    t: Literal["run.cancel"] = "run.cancel"
+    who: str = "user"
+
+
 Event = Annotated[
     TargetEvent
     | JuryConfigEvent
@@ -336,7 +424,15 @@ Event = Annotated[
     | JudgeSession
     | CommitPushed
     | ReplySent
-    | ReplyAnswered,
+    | ReplyAnswered
+    | FindingReopened
+    | VerifyRan
+    | RefuteVerdict
+    | RefuteSkipped
+    | BudgetReserved
+    | BudgetSpent
+    | BudgetRefused
+    | RunCancel,
     Field(discriminator="t"),
 ]
 

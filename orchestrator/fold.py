@@ -20,11 +20,15 @@ from orchestrator.domain import (
     AgentLaunch,
     AgentReport,
     AgentWrote,
+    BudgetRefused,
+    BudgetReserved,
+    BudgetSpent,
     CommitPushed,
     Contest,
     Event,
     FindingRaised,
     FindingRefused,
+    FindingReopened,
     FindingReproduced,
     FindingResolved,
     FindingTurn,
@@ -32,13 +36,17 @@ from orchestrator.domain import (
     JuryConfig,
     JuryConfigEvent,
     Model,
+    RefuteSkipped,
+    RefuteVerdict,
     ReplyAnswered,
     ReplySent,
     RoundEnd,
     RoundStart,
+    RunCancel,
     RunResumed,
     Target,
     TargetEvent,
+    VerifyRan,
 )
 
 FindingStatus = Literal["open", "accepted", "rejected", "deferred", "superseded"]
@@ -74,6 +82,15 @@ class FindingState(Model):
     version: int = 0  # bumped at every resolution
     told: int = 0  # the version its reviewer was last told about
     judging: bool = False  # a judge is working on it now
+    reopens: list[str] = Field(default_factory=list)  # why it went back to the judge, each time
+    stale: int = 0  # times its patch no longer applied to the run's tree
+    verification: list[dict[str, Any]] = Field(default_factory=list)  # verify.ran of its last acceptance
+    refutation: dict[str, Any] | None = None  # the three-state second opinion of its last resolution
+    cost_usd: float = 0.0
+
+    @property
+    def integrated(self) -> bool:
+        return self.sha is not None
 
 
 class AgentSlot(Model):
@@ -147,6 +164,12 @@ class RunState(Model):
     sessions: dict[str, str] = Field(default_factory=dict)  # reviewer -> its CLI session id
     judge_session: str | None = None
     commits: list[CommitInfo] = Field(default_factory=list)
+    spent: dict[str, float] = Field(default_factory=dict)  # agent -> USD known spent
+    reserved: dict[str, float] = Field(default_factory=dict)  # action key -> USD reserved, not reconciled
+    unknown_costs: int = 0  # calls whose cost is unknown (never counted as zero)
+    budget_refused: str | None = None
+    cancel_requested: bool = False
+    final_check: dict[str, Any] | None = None  # the second opinion on the converged claim
     events: int = 0
     first_ts: str | None = None
     last_ts: str | None = None
@@ -176,6 +199,10 @@ class RunState(Model):
 
     def open_findings(self) -> list[FindingState]:
         return [f for f in self.findings.values() if f.status == "open"]
+
+    @property
+    def total_spent(self) -> float:
+        return round(sum(self.spent.values()), 6)
 
 
 def fold(events: Iterable[Event], slug: str = "") -> RunState:
@@ -245,15 +272,67 @@ def apply(s: RunState, e: Event) -> None:
                 f.test, f.test_command = e.test or f.test, e.test_command or f.test_command
                 f.patch, f.sha = e.patch or f.patch, e.sha or f.sha
                 f.version += 1
+                f.verification, f.refutation = [], None
         case FindingRefused():
             if (f := s.findings.get(e.id)) is not None:
                 f.refusals.append(e.reason)
                 f.refused_since_open += 1
         case FindingTurn():
             _turn(s, e)
+        case FindingReopened():
+            if (f := s.findings.get(e.id)) is not None:
+                f.status, f.reason, f.who = "open", e.reason, e.who
+                f.reopens.append(f"{e.source}: {e.reason}")
+                f.stale += e.source == "integration"
+                f.patch = f.sha = None
+                f.refused_since_open = 0
+        case VerifyRan():
+            if e.id is not None and (f := s.findings.get(e.id)) is not None:
+                f.verification.append({k: v for k, v in e.wire().items() if k not in ("eid", "t")})
+        case RefuteVerdict():
+            record = {
+                "asked": True,
+                "ran": e.source == "refuter",
+                "outcome": e.outcome,
+                "ok": e.outcome != "refuted",
+                "reason": e.reason,
+                "source": e.source,
+                "reviewer_agent": e.agent,
+                "reviewer_model": e.model,
+                "independent": e.independent,
+                "signal": e.signal,
+                "cost_usd": e.cost_usd,
+            }
+            if e.id is None:
+                s.final_check = record
+            elif (f := s.findings.get(e.id)) is not None:
+                f.refutation = record
+        case RefuteSkipped():
+            record = {"asked": True, "ran": False, "skipped_reason": e.reason}
+            if e.id is None:
+                s.final_check = record
+            elif (f := s.findings.get(e.id)) is not None:
+                f.refutation = record
+        case BudgetReserved():
+            s.reserved[e.key] = e.amount
+        case BudgetSpent():
+            s.reserved.pop(e.key, None)
+            charge = e.amount if e.amount is not None else e.charged
+            if e.amount is None:
+                s.unknown_costs += 1
+            if charge:
+                s.spent[e.agent] = round(s.spent.get(e.agent, 0.0) + charge, 6)
+                if e.finding and (f := s.findings.get(e.finding)) is not None:
+                    f.cost_usd = round(f.cost_usd + charge, 6)
+        case BudgetRefused():
+            s.budget_refused = e.reason
+        case RunCancel():
+            s.cancel_requested = True
         case JudgeSession():
             s.judge_session = e.session_id
         case CommitPushed():
+            if e.finding and not e.pushed and (f := s.findings.get(e.finding)) is not None:
+                f.sha = e.sha  # the fix is integrated
             if not any(c.sha == e.sha and c.pushed == e.pushed for c in s.commits):
                 s.commits.append(
                     CommitInfo(

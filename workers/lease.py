@@ -19,14 +19,14 @@ import structlog
 from redis.exceptions import RedisError
 
 from orchestrator.errors import StoreError
-from orchestrator.store import keys
+from orchestrator.store import keys as store_keys
 
 log = structlog.get_logger()
 
 T = TypeVar("T")
 
 # Extend the lease only if we still hold it.
-#   KEYS[1]  the lease          (keys.lease)
+#   KEYS[1]  the lease          (store_keys.lease)
 #   ARGV[1]  our token
 #   ARGV[2]  the new TTL in milliseconds
 # Returns 1 if extended, 0 if the lease is gone or held by another token.
@@ -38,7 +38,7 @@ return 0
 """
 
 # Delete the lease only if we still hold it (never someone else's).
-#   KEYS[1]  the lease          (keys.lease)
+#   KEYS[1]  the lease          (store_keys.lease)
 #   ARGV[1]  our token
 # Returns 1 if deleted, 0 otherwise.
 RELEASE_LUA = """
@@ -49,8 +49,8 @@ return 0
 """
 
 # Mark the effect done and drop our lease in one step, so no reader sees "no lease, not done" in between.
-#   KEYS[1]  the done marker    (keys.done)
-#   KEYS[2]  the lease          (keys.lease)
+#   KEYS[1]  the done marker    (store_keys.done)
+#   KEYS[2]  the lease          (store_keys.lease)
 #   ARGV[1]  our token
 #   ARGV[2]  the marker's TTL in seconds
 #   ARGV[3]  the marker's value (the writer's wall-clock time, for humans)
@@ -92,14 +92,14 @@ class Lease:
         key: str,
         *,
         ttl: float = 60.0,
-        prefix: str = keys.PREFIX,
+        prefix: str = store_keys.PREFIX,
         token: str | None = None,
     ) -> None:
         if ttl <= 0:
             raise ValueError(f"lease ttl must be positive, got {ttl}")
         self.client = client
         self.key = key
-        self.name = keys.lease(prefix, key)
+        self.name = store_keys.lease(prefix, key)
         self.ttl = ttl
         self.token = token or uuid.uuid4().hex
         self.lost = threading.Event()
@@ -177,31 +177,33 @@ class Lease:
                 log.warning("lease.release_failed", key=self.key, error=str(exc))
 
 
-def mark_done(client: redis.Redis, key: str, prefix: str = keys.PREFIX, ttl_days: float = 7) -> None:
+def mark_done(client: redis.Redis, key: str, prefix: str = store_keys.PREFIX, ttl_days: float = 7) -> None:
     """Record that the effect named ``key`` happened (the marker expires after ``ttl_days``)."""
     with _errors("mark done", key):
-        client.set(keys.done(prefix, key), f"{time.time():.3f}", ex=max(1, int(ttl_days * DAY_SECONDS)))
+        client.set(store_keys.done(prefix, key), f"{time.time():.3f}", ex=max(1, int(ttl_days * DAY_SECONDS)))
 
 
-def is_done(client: redis.Redis, key: str, prefix: str = keys.PREFIX) -> bool:
+def is_done(client: redis.Redis, key: str, prefix: str = store_keys.PREFIX) -> bool:
     """Whether the effect named ``key`` is marked done."""
     with _errors("read done marker", key):
-        return bool(client.exists(keys.done(prefix, key)))
+        return bool(client.exists(store_keys.done(prefix, key)))
 
 
-def expired_without_done(client: redis.Redis, keys_: Iterable[str], prefix: str = keys.PREFIX) -> list[str]:
+def expired_without_done(
+    client: redis.Redis, keys: Iterable[str], prefix: str = store_keys.PREFIX
+) -> list[str]:
     """The keys with neither a live lease nor a done marker: work a reaper may hand out again.
 
     One pipelined read, not a transaction: a key may change right after. That is safe because whoever
     redoes the work goes through ``once``, which re-checks under the lease.
     """
-    wanted = list(keys_)
+    wanted = list(keys)
     if not wanted:
         return []
     with _errors("scan leases", wanted[0]):
         pipe = client.pipeline(transaction=False)
         for key in wanted:
-            pipe.exists(keys.lease(prefix, key), keys.done(prefix, key))
+            pipe.exists(store_keys.lease(prefix, key), store_keys.done(prefix, key))
         counts = cast(list[int], pipe.execute())
     return [key for key, count in zip(wanted, counts, strict=True) if int(count) == 0]
 
@@ -214,7 +216,7 @@ def once(
     key: str,
     fn: Callable[[], T],
     *,
-    prefix: str = keys.PREFIX,
+    prefix: str = store_keys.PREFIX,
     ttl: float = 60.0,
     done_ttl_days: float = 7,
 ) -> tuple[Outcome, T | None]:
@@ -247,7 +249,7 @@ def once(
                 cast(
                     int,
                     finish(
-                        keys=[keys.done(prefix, key), keys.lease(prefix, key)],
+                        keys=[store_keys.done(prefix, key), store_keys.lease(prefix, key)],
                         args=[lease.token, ttl_s, f"{time.time():.3f}"],
                     ),
                 )

@@ -78,7 +78,7 @@ local reason = nil
 if ARGV[4] ~= '' and p > tonumber(ARGV[4]) then
   reason = 'call ceiling: projection ' .. usd(p) .. ' > ceiling ' .. usd(tonumber(ARGV[4])) .. ' USD'
 end
-reason = reason or check(KEYS[2], ARGV[5], 'run')
+reason = reason or check(KEYS[2], ARGV[5], 'run') or check(KEYS[3], ARGV[6], 'day')
 if reason then
   redis.call('HSET', KEYS[1], 'run', ARGV[1], 'day', ARGV[2], 'amount', ARGV[3], 'state', 'refused',
     'reason', reason)

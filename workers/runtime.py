@@ -17,7 +17,7 @@ from pathlib import Path
 import structlog
 
 from orchestrator.config import Settings
-from orchestrator.decide import Dispatch, Emit, decide
+from orchestrator.decide import Dispatch, Emit, Integrate, decide
 from orchestrator.domain import (
     TERMINAL_STATES,
     ActionDispatched,
@@ -31,18 +31,22 @@ from orchestrator.domain import (
     Event,
     FindingRaised,
     FindingRefused,
+    FindingReopened,
     FindingReproduced,
     FindingResolved,
     FindingTurn,
     JudgeSession,
+    RefuteVerdict,
     ReplyAnswered,
     ReplySent,
     Role,
     RoundStart,
+    VerifyRan,
 )
 from orchestrator.errors import GitError
 from orchestrator.fold import Dispatched, RunState, apply, fold, run_json
 from orchestrator.parse import (
+    JudgeVerdict,
     acceptance_refusal,
     parse_reply,
     parse_review,
@@ -53,6 +57,7 @@ from orchestrator.prompts import SettledItem, reply_prompt, triage_prompt
 from orchestrator.store.base import EventStore
 from orchestrator.store.files import FileStore
 from workers.agents.cli import AgentRun, run_cli_agent
+from workers.verify import signals_of, verify_fix
 from workers.worktree import Worktrees, changed_paths, commit_deterministic, diff_patch, git, update_ref
 
 log = structlog.get_logger()
@@ -92,6 +97,8 @@ def coordinate(rt: Runtime, slug: str) -> RunState:
         for _ in range(200):
             actions = decide(state)
             emits = [a.event for a in actions if isinstance(a, Emit)]
+            for step in (a for a in actions if isinstance(a, Integrate)):
+                emits += integrate(rt, state, step.findings, step.sha)
             if not emits:
                 break
             for event in emits:
@@ -395,9 +402,7 @@ def triage(rt: Runtime, slug: str, key: str) -> None:
         if refusal:
             refuse(refusal)
         else:
-            events += integrate(
-                rt, job, patch, verdict.test, verdict.test_command, verdict.reason, verdict.evidence
-            )
+            events += accept(rt, job, patch, verdict)
     else:
         if verdict.reproduced:
             events.append(
@@ -424,48 +429,125 @@ def triage(rt: Runtime, slug: str, key: str) -> None:
     finish(rt, job, events)
 
 
-def integrate(
-    rt: Runtime,
-    job: Job,
-    patch: bytes,
-    test: str | None,
-    test_command: str | None,
-    reason: str | None,
-    evidence: str | None,
-) -> list[Event]:
-    """Commit an accepted fix onto the run's tip (deterministically) and move ``jury/<slug>`` to it."""
+def accept(rt: Runtime, job: Job, patch: bytes, verdict: JudgeVerdict) -> list[Event]:
+    """An acceptance that passed the gate: keep its patch, then prove it with its own test.
+
+    The judge's ``test_command`` must pass on the fixed tree and fail with the fix reverted (the test
+    kept), and the fix must not weaken existing tests. A fix that fails this is refuted without any model
+    and goes back to the judge with the evidence; it never reaches the run's tree.
+    """
     a, s = job.action, job.state
     f = s.findings[a.finding or ""]
-    key = a.key
+    key, judge = a.key, a.agent or ""
     patch_name = f"patches/{f.id}.{f.triages}.patch"
     rt.store.put_artifact(job.slug, patch_name, patch)
-    subject = f"jury: fix {f.id}: {f.claim}"[:200]
-    message = f"{subject}\n\nWHERE: {f.loc}\nTest: {test}\nTest command: {test_command}\n"
-    with tempfile.TemporaryDirectory(prefix="jury-commit-") as work:
-        sha = commit_deterministic(
-            job.repo, parent=a.sha or "", patch=patch, message=message, work=Path(work)
-        )
-    branch = jury_branch(job.slug)
-    update_ref(job.repo, f"refs/heads/{branch}", sha)
-    return [
+    events: list[Event] = [
         FindingReproduced(
-            eid=f"{key}:reproduced", id=f.id, evidence=evidence or "", test=test, who=a.agent or ""
+            eid=f"{key}:reproduced", id=f.id, evidence=verdict.evidence or "", test=verdict.test, who=judge
         ),
         FindingResolved(
             eid=f"{key}:resolved",
             id=f.id,
             verdict="accepted",
-            reason=reason or "",
-            test=test,
-            test_command=test_command,
-            who=a.agent or "",
+            reason=verdict.reason or "",
+            test=verdict.test,
+            test_command=verdict.test_command,
+            who=judge,
             patch=patch_name,
-            sha=sha,
-        ),
-        CommitPushed(
-            eid=f"{key}:commit", sha=sha, pushed=False, subject=subject, branch=branch, finding=f.id
         ),
     ]
+    cfg = s.config
+    if cfg is None or not cfg.verify:
+        return events
+    check = verify_fix(
+        job.repo,
+        a.sha or "",
+        patch,
+        verdict.test_command or "",
+        worktrees=rt.worktrees,
+        name=f"{job.slug}.{safe_name(key)}.verify",
+        timeout=cfg.timeout or job.spec.default_timeout(),
+        out_dir=rt.run_dir(job.slug),
+    )
+    for i, run in enumerate(check.runs):
+        events.append(
+            VerifyRan(
+                eid=f"{key}:verify:{i}",
+                id=f.id,
+                command=run.command,
+                tree=run.tree,
+                sha=run.sha,
+                exit_code=run.exit_code,
+                seconds=round(run.seconds, 2),
+                output_tail=run.output_tail[-2000:],
+                error=run.error,
+            )
+        )
+    if not check.ok:
+        reason = check.reason or "verification failed"
+        signal = signals_of(check.runs, "verification")
+        events += [
+            RefuteVerdict(
+                eid=f"{key}:refuted",
+                id=f.id,
+                outcome="refuted",
+                reason=reason,
+                source="verification",
+                signal=signal[-1].model_dump() if signal else None,
+                cost_usd=0.0,
+            ),
+            FindingReopened(eid=f"{key}:reopened", id=f.id, reason=reason, who="jury", source="verification"),
+        ]
+    return events
+
+
+def integrate(rt: Runtime, state: RunState, findings: list[str], sha: str) -> list[Event]:
+    """Commit accepted fixes onto ``sha`` in the given order, deterministically, and move ``jury/<slug>``.
+
+    A patch that no longer applies reopens its finding for a new triage against the new tree.
+    Runs in the coordinator, under the run's lock.
+    """
+    slug, repo = state.slug, Path(state.target.path or ".")
+    branch, tip = jury_branch(slug), sha
+    events: list[Event] = []
+    for fid in findings:
+        f = state.findings[fid]
+        eid = f"integrate:{fid}:{f.version}"
+        patch = rt.store.get_artifact(slug, f.patch or "")
+        if patch is None:
+            events.append(
+                FindingReopened(
+                    eid=eid,
+                    id=fid,
+                    reason=f"its patch {f.patch} is missing from the store",
+                    who="jury",
+                    source="integration",
+                )
+            )
+            continue
+        subject = f"jury: fix {f.id}: {f.claim}"[:200]
+        message = f"{subject}\n\nWHERE: {f.loc}\nTest: {f.test}\nTest command: {f.test_command}\n"
+        try:
+            with tempfile.TemporaryDirectory(prefix="jury-commit-") as work:
+                new = commit_deterministic(repo, parent=tip, patch=patch, message=message, work=Path(work))
+        except GitError as exc:
+            events.append(
+                FindingReopened(
+                    eid=eid,
+                    id=fid,
+                    who="jury",
+                    source="integration",
+                    reason=f"its fix no longer applies on {tip[:12]}: {exc.stderr.strip()[-300:]}",
+                )
+            )
+            continue
+        tip = new
+        events.append(
+            CommitPushed(eid=eid, sha=new, pushed=False, subject=subject, branch=branch, finding=fid)
+        )
+    if tip != sha:
+        update_ref(repo, f"refs/heads/{branch}", tip)
+    return events
 
 
 # --- reply ------------------------------------------------------------------------------------

@@ -40,8 +40,16 @@ JURY_ADDITIONS = {
     "action.dispatched",
     "action.done",
     "finding.refused",
+    "finding.reopened",
     "agent.wrote",
     "run.resumed",
+    "run.cancel",
+    "verify.ran",
+    "refute.verdict",
+    "refute.skipped",
+    "budget.reserved",
+    "budget.spent",
+    "budget.refused",
 }
 
 

@@ -132,7 +132,9 @@ def test_ceilings_refuse_with_a_reason(
     assert reserve(ledger, "other-run", 0.25, slug="run-b").ok
     before_run, before_day = ledger.spent("run-a"), ledger.day_totals(DAY)
 
-    got = reserve(ledger, "new", projection, **ceilings)
+    got = reserve(
+        ledger, "new", projection, run=ceilings.get("run"), call=ceilings.get("call"), day=ceilings.get("day")
+    )
     assert got.ok is ok
     if ok:
         assert got.reason is None

@@ -273,3 +273,174 @@ def test_scrub_env_extra_wins() -> None:
     assert out["OPENAI_API_KEY"] == "from-spec"
     assert out["NEW"] == "1"
     assert BASE_ENV["OPENAI_API_KEY"] == "sk-x"  # the base is not mutated
+
+
+# -- output capping ------------------------------------------------------------------------------------------
+
+BLOCK_LINES = 95_326  # "BBB:LLLLLL\n" lines: 11 bytes each, a little over 1 MiB per block
+
+
+def _template() -> bytes:
+    return b"".join(b"@@@:%06d\n" % i for i in range(BLOCK_LINES))
+
+
+def _block(template: bytes, n: int) -> bytes:
+    return template.replace(b"@@@", b"%03d" % n)
+
+
+BIG_WRITER = """
+    import os, sys
+    template = b"".join(b"@@@:%06d\\n" % i for i in range({lines}))
+    out = sys.stdout.buffer
+    sizes = []
+    for n in range({blocks}):
+        out.write(template.replace(b"@@@", b"%03d" % n))
+        out.flush()
+        sizes.append(os.stat({path!r}).st_size)  # what the disk holds while we keep writing
+    with open({sizes_file!r}, "w") as f:
+        f.write(" ".join(map(str, sizes)))
+    print("only this on stderr", file=sys.stderr)
+"""
+
+
+def test_fifty_megabytes_capped_to_head_marker_tail(tmp_path: Path) -> None:
+    from workers.supervise import READ_CHUNK, drop_marker
+
+    cap = 1024 * 1024
+    blocks = 50
+    out = tmp_path / "out" / "stdout.txt"
+    sizes_file = tmp_path / "sizes"
+    code = BIG_WRITER.format(lines=BLOCK_LINES, blocks=blocks, path=str(out), sizes_file=str(sizes_file))
+    res = _run(tmp_path, code, timeout=60, max_output=cap)
+    total = blocks * BLOCK_LINES * 11
+    assert total > 50 * 1024 * 1024
+    assert res.exit_code == 0 and not res.timed_out
+    template = _template()
+    head, tail = _block(template, 0)[: cap // 2], _block(template, blocks - 1)[-(cap // 2) :]
+    dropped = total - cap
+    assert res.stdout_dropped == dropped
+    data = out.read_bytes()
+    assert data == head + drop_marker(dropped) + tail
+    assert f"[... {dropped} bytes dropped by jury ...]".encode() in data
+    assert res.stdout_bytes == len(data) == cap + len(drop_marker(dropped))
+    # stderr was small: kept whole
+    assert res.stderr_path.read_text() == "only this on stderr\n"
+    assert res.stderr_dropped == 0
+    # disk stayed bounded while it ran: compacted whenever the file passed 2 × cap
+    sizes = [int(x) for x in sizes_file.read_text().split()]
+    assert len(sizes) == blocks
+    assert max(sizes) <= 2 * cap + READ_CHUNK + 100
+    assert sorted(p.name for p in out.parent.iterdir()) == ["stderr.txt", "stdout.txt"]
+
+
+def test_output_under_cap_is_kept_whole(tmp_path: Path) -> None:
+    res = _run(tmp_path, "print('x' * 99)", max_output=100)
+    assert res.stdout_path.read_text() == "x" * 99 + "\n"
+    assert res.stdout_dropped == 0 and res.stdout_bytes == 100
+
+
+def test_output_between_cap_and_twice_cap_compacted_at_the_end(tmp_path: Path) -> None:
+    from workers.supervise import drop_marker
+
+    code = """
+        import sys
+        sys.stdout.write("A" * 1000 + "B" * 300 + "C" * 1000)
+        sys.stderr.write("e" * 5000)
+    """
+    res = _run(tmp_path, code, max_output=2000)
+    assert res.stdout_path.read_bytes() == b"A" * 1000 + drop_marker(300) + b"C" * 1000
+    assert res.stdout_dropped == 300
+    assert res.stderr_path.read_bytes() == b"e" * 1000 + drop_marker(3000) + b"e" * 1000
+    assert res.stderr_dropped == 3000
+
+
+def test_capped_output_is_on_disk_while_running(tmp_path: Path) -> None:
+    seen: list[bytes] = []
+    out = tmp_path / "out" / "stdout.txt"
+    code = """
+        import time
+        print("early", flush=True)
+        time.sleep(0.8)
+    """
+    res = _run(
+        tmp_path, code, max_output=1000, tick_every=0.3, on_tick=lambda s, q: seen.append(out.read_bytes())
+    )
+    assert seen and seen[-1] == b"early\n"
+    assert res.stdout_path.read_bytes() == b"early\n"
+
+
+def test_capped_run_does_not_hang_on_an_escaped_writer(tmp_path: Path) -> None:
+    """A grandchild that left the group (setsid) keeps the pipe open: the reader must still return."""
+    pid_file = tmp_path / "escaped.pid"
+    code = f"""
+        import subprocess, sys
+        escaped = (
+            "import os, time; os.setsid(); "
+            "open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(30)"
+        )
+        subprocess.Popen([sys.executable, "-c", escaped])
+        print("leader done", flush=True)
+    """
+    try:
+        res = _run(tmp_path, code, max_output=1000, timeout=20)
+        assert res.exit_code == 0
+        assert res.seconds < 8
+        assert res.stdout_path.read_text() == "leader done\n"
+    finally:
+        escaped_pid = _wait_for_pids(pid_file, 1)[0]
+        os.kill(escaped_pid, 9)
+
+
+def test_max_output_must_be_sane(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="max_output"):
+        _run(tmp_path, "print(1)", max_output=1)
+
+
+# -- parent-death signal -------------------------------------------------------------------------------------
+
+PARENT_HELPER = """
+    import os, sys
+    from pathlib import Path
+    from workers.supervise import run_supervised
+
+    tmp = Path(sys.argv[1])
+    run_supervised(
+        [sys.executable, str(tmp / "orphan.py")],
+        cwd=tmp,
+        env=dict(os.environ),
+        stdout_path=tmp / "orphan.out",
+        stderr_path=tmp / "orphan.err",
+        timeout=60,
+    )
+"""
+
+ORPHAN = """
+    import os, time
+    with open({pids!r}, "w") as f:
+        f.write(str(os.getpid()))
+    time.sleep(60)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux only")
+def test_child_dies_when_its_parent_is_killed(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+
+    pids_file = tmp_path / "orphan.pid"
+    (tmp_path / "helper.py").write_text(textwrap.dedent(PARENT_HELPER))
+    (tmp_path / "orphan.py").write_text(textwrap.dedent(ORPHAN.format(pids=str(pids_file))))
+    helper = subprocess.Popen([sys.executable, str(tmp_path / "helper.py"), str(tmp_path)])
+    orphan = 0
+    try:
+        orphan = _wait_for_pids(pids_file, 1, seconds=10)[0]
+        assert _alive(orphan)
+        os.kill(helper.pid, signal.SIGKILL)  # no finally, no cleanup: only PDEATHSIG can reach the child
+        helper.wait()
+        assert _gone([orphan], pgid=orphan, seconds=3)
+    finally:
+        if helper.poll() is None:
+            helper.kill()
+            helper.wait()
+        if orphan and _alive(orphan):
+            os.kill(orphan, 9)
