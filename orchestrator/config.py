@@ -16,9 +16,9 @@ from __future__ import annotations
 import re
 import shlex
 import tomllib
-from urllib.parse import urlsplit
 from pathlib import Path
 from typing import Any, get_args
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -95,6 +95,13 @@ class Settings(BaseSettings):
     log_json: bool | None = None  # None: JSON logs when stderr is not a terminal
     worker_concurrency: int = Field(default=4, ge=1)
     kill_grace: float = Field(default=5.0, ge=0)
+    lease_ttl: float = Field(default=60.0, gt=0)  # seconds a task's lease lives without a heartbeat
+    reap_every: float = Field(default=60.0, gt=0)  # seconds between reaper sweeps (beat)
+    reap_after: float = Field(default=120.0, gt=0)  # an action unclaimed this long is handed out again
+    budget: float | None = Field(default=None, ge=0)  # default USD ceiling per run
+    call_ceiling: float | None = Field(default=None, ge=0)  # USD ceiling per agent call
+    fleet_day_ceiling: float | None = Field(default=None, ge=0)  # USD ceiling for all runs per UTC day
+    max_output: int = Field(default=8 * 1024 * 1024, gt=0)  # bytes kept per agent stream (head + tail)
 
     @field_validator("dir", mode="after")
     @classmethod

@@ -208,12 +208,13 @@ _RUNNERS: dict[str, frozenset[str] | None] = {
     "mamba": frozenset({"run"}),
     "micromamba": frozenset({"run"}),
     "pipx": frozenset({"run"}),
+    "bundle": frozenset({"exec"}),
     "npx": None,
     "bunx": None,
     "pnpx": None,
     "dotenv": None,
 }
-# Prefixes that change how a command runs but not what it is, with how many values their options take.
+# Prefixes that change how a command runs, not what it is (``time pytest``, ``timeout 60 pytest``).
 _PREFIXES = frozenset({"time", "nice", "nohup", "command", "exec", "xvfb-run", "stdbuf", "env", "timeout"})
 
 # Script names of npm/yarn/pnpm/bun, make targets, just recipes ... by the word they start with.
@@ -330,7 +331,7 @@ def _module_kind(module: str, rest: list[str]) -> SignalKind | None:
         return "build"
     if module in {"coverage"}:
         return _coverage_kind(rest)
-    return _tool_kind(module.split(".", 1)[0] if module.startswith("pytest") else module, rest)
+    return _tool_kind(module, rest)
 
 
 def _coverage_kind(args: list[str]) -> SignalKind | None:
@@ -409,7 +410,7 @@ _MAKE_VALUE_OPTS = frozenset({"-C", "-f", "--file", "--makefile", "-I", "-o", "-
 
 
 def _build_tool_kind(prog: str, args: list[str]) -> SignalKind | None:
-    """make/just/task targets, maven goals, gradle tasks: the first kind of ``_KIND_ORDER`` among them.
+    """make/just/task/rake targets, maven goals, gradle tasks: the first kind of ``_KIND_ORDER`` among them.
 
     A bare ``make`` builds the default target; an unknown target (``make clean``) is a plain run.
     """
@@ -454,7 +455,7 @@ def _tool_kind(prog: str, args: list[str]) -> SignalKind | None:
         return _package_manager_kind(prog, args)
     if prog == "node":
         return "test" if "--test" in args else None
-    if prog in {"make", "gmake", "just", "task", "mvn", "mvnw", "gradle", "gradlew"}:
+    if prog in {"make", "gmake", "just", "task", "rake", "mvn", "mvnw", "gradle", "gradlew"}:
         return _build_tool_kind(prog, args)
     if prog == "cmake":
         return "build" if "--build" in args else None
@@ -540,9 +541,9 @@ def _fence_lines(block: list[str]) -> list[str]:
     for raw in block:
         line = raw.rstrip()
         if line.endswith("\\"):
-            carry += line[:-1] + " "
+            carry += (line[:-1].strip() if carry else line[:-1].rstrip()) + " "
             continue
-        joined.append(carry + line)
+        joined.append(carry + line.strip() if carry else line)
         carry = ""
     if carry:
         joined.append(carry)

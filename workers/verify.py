@@ -92,7 +92,7 @@ class CommandOutcome:
 
 # --- test paths and weakening -----------------------------------------------------------------------
 
-_TEST_DIRS = frozenset({"tests", "test", "__tests__", "spec", "specs", "testing"})
+_TEST_DIRS = frozenset({"tests", "test", "__tests__", "spec", "specs"})
 _TEST_NAME_RE = re.compile(
     r"^(?:test_.*\.py|.*_test\.py|conftest\.py|.*_test\.go|.*\.(?:test|spec)\.(?:js|ts|jsx|tsx|mjs|cjs|mts|cts)"
     r"|.*_spec\.rb|.*Tests?\.(?:java|kt|scala|cs)|.*Spec\.(?:java|kt|scala|groovy)|.*Test\.php|test_.*\.rs)$"
@@ -251,18 +251,25 @@ def _read_tail(path: Path, limit: int) -> str:
     return data.decode("utf-8", errors="replace")[-limit:]
 
 
+_STDERR_MARK = "\n--- stderr ---\n"
+
+
 def _combine(out: str, err: str, limit: int) -> str:
-    """The ends of stdout and stderr in at most ``limit`` characters, each given room the other leaves."""
+    """The ends of stdout and stderr in at most ``limit`` characters; each gets half, or what the other
+    leaves."""
     if not err.strip():
         return out[-limit:]
     if not out.strip():
         return err[-limit:]
-    sep = "\n--- stderr ---\n"
-    room = max(limit - len(sep), 0)
-    err_room = max(room - min(len(out), room // 2), room // 2)
-    err_part = err[-err_room:] if err_room else ""
-    out_part = out[-(room - len(err_part)) :] if room - len(err_part) > 0 else ""
-    return f"{out_part}{sep}{err_part}"
+    room = limit - len(_STDERR_MARK)
+    half = room // 2
+    if len(err) <= half:
+        out_room = room - len(err)
+    elif len(out) <= half:
+        out_room = len(out)
+    else:
+        out_room = half
+    return out[-out_room:] + _STDERR_MARK + err[-(room - out_room) :]
 
 
 def _label(text: str) -> str:
@@ -312,9 +319,18 @@ def run_command(
 
 
 def _run(
-    command: str, wt: Path, tree: Tree, sha: str | None, env: dict[str, str], **kw: object
+    command: str,
+    wt: Path,
+    *,
+    tree: Tree,
+    sha: str | None,
+    env: dict[str, str],
+    timeout: float,
+    out_dir: Path,
+    label: str,
+    check: str | None = None,
 ) -> CommandRun:
-    outcome = run_command(command, wt, env=env, **kw)  # type: ignore[arg-type]
+    outcome = run_command(command, wt, timeout=timeout, env=env, out_dir=out_dir, label=label)
     return CommandRun(
         command=command,
         tree=tree,
@@ -324,6 +340,7 @@ def _run(
         output_tail=outcome.output_tail,
         timed_out=outcome.timed_out,
         error=outcome.error,
+        check=check,
     )
 
 
@@ -375,7 +392,10 @@ def verify_fix(
             git(["apply", "--index", "--binary", "--whitespace=nowarn", "-"], wt, input=patch)
         except GitError as exc:
             return verdict(f"the patch does not apply at {parent[:12]}: {exc.stderr.strip()[-300:]}", [])
-        weak = weakening(repo, parent, patch)
+        try:
+            weak = weakening(repo, parent, patch)
+        except GitError as exc:
+            return verdict(f"cannot check the patch for weakened tests: {exc}", [])
         split = split_command(test_command)
         if isinstance(split, str):
             return verdict(f"test_command cannot be run: {split}", weak)
@@ -387,9 +407,17 @@ def verify_fix(
         if not code:
             return verdict("the fix changes only test files: there is nothing to revert", weak)
         env = _verify_env()
-        kw = {"timeout": timeout, "out_dir": out_dir}
         fixed_tree = git(["write-tree"], wt).strip()
-        fixed = _run(test_command, wt, "fixed", fixed_tree, env, label=f"{name}-fixed", **kw)
+        fixed = _run(
+            test_command,
+            wt,
+            tree="fixed",
+            sha=fixed_tree,
+            env=env,
+            timeout=timeout,
+            out_dir=out_dir,
+            label=f"{name}-fixed",
+        )
         runs.append(fixed)
         if not fixed.passed:
             return verdict(_failed(fixed, with_fix=True), weak)
@@ -400,7 +428,16 @@ def verify_fix(
             else:
                 git(["checkout", parent, "--", path], wt, env=_LITERAL)
         reverted_tree = git(["write-tree"], wt).strip()
-        reverted = _run(test_command, wt, "reverted", reverted_tree, env, label=f"{name}-reverted", **kw)
+        reverted = _run(
+            test_command,
+            wt,
+            tree="reverted",
+            sha=reverted_tree,
+            env=env,
+            timeout=timeout,
+            out_dir=out_dir,
+            label=f"{name}-reverted",
+        )
         runs.append(reverted)
         log.info(
             "verify.ran",
@@ -439,22 +476,37 @@ def run_checks(
         env = scrub_env(os.environ)
         for check, command in checks.items():
             run = _run(
-                command, wt, "final", commit, env, timeout=timeout, out_dir=out_dir, label=f"{name}-{check}"
+                command,
+                wt,
+                tree="final",
+                sha=commit,
+                env=env,
+                timeout=timeout,
+                out_dir=out_dir,
+                label=f"{name}-{check}",
+                check=check,
             )
-            runs.append(run.model_copy(update={"check": check}))
+            runs.append(run)
             _reset_to_index(wt)
     return runs
+
+
+_CHECK_KINDS: dict[str, SignalKind] = {
+    "test": "test",
+    "typecheck": "typecheck",
+    "lint": "lint",
+    "build": "build",
+}
 
 
 def signals_of(runs: list[CommandRun], source: SignalSource) -> list[Signal]:
     """The runs as refuter signals. A verification run is a test signal whatever its command; a
     declared check's kind is its command's, else its name's (``test``, ``lint`` ...); others are dropped."""
-    kinds: tuple[SignalKind, ...] = ("test", "typecheck", "lint", "build")
     out: list[Signal] = []
     for run in runs:
         kind = classify_command(run.command)
-        if kind is None and run.check in kinds:
-            kind = run.check  # type: ignore[assignment]
+        if kind is None and run.check is not None:
+            kind = _CHECK_KINDS.get(run.check.lower())
         if kind is None and source == "verification":
             kind = "test"
         if kind is None:

@@ -1,0 +1,505 @@
+"""Mechanical verification against real git repositories and real test runs (python -m unittest)."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from orchestrator.refute import gate
+from workers.verify import (
+    CommandRun,
+    is_test_path,
+    run_checks,
+    run_command,
+    signals_of,
+    split_command,
+    verify_fix,
+    weakening,
+)
+from workers.worktree import Worktrees, diff_patch, discard_changes, git
+
+IDENTITY = ["-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+PY = shlex.quote(sys.executable)
+
+CALC = """\
+def median(xs):
+    s = sorted(xs)
+    return s[len(s) // 2]
+
+
+def double(x):
+    return x * 2
+
+
+def sub(a, b):
+    return a + b
+"""
+CALC_FIXED = CALC.replace(
+    "    return s[len(s) // 2]",
+    "    n = len(s)\n    return (s[n // 2 - 1] + s[n // 2]) / 2 if n % 2 == 0 else s[n // 2]",
+)
+TEST_CALC = """\
+import unittest
+
+from calc import double, median
+
+
+class CalcTest(unittest.TestCase):
+    def test_odd(self):
+        self.assertEqual(median([3, 1, 2]), 2)
+
+    def test_double(self):
+        self.assertEqual(double(2), 4)
+"""
+
+
+def unit_test(name: str, body: str) -> str:
+    """A unittest module with one test method whose body is ``body``."""
+    return (
+        "import unittest\n\nfrom calc import median, sub\n\n\n"
+        f"class {name.title()}Test(unittest.TestCase):\n    def test_{name}(self):\n        {body}\n"
+    )
+
+
+def sh_git(cwd: Path, *args: str) -> str:
+    out = subprocess.run(["git", *IDENTITY, *args], cwd=cwd, capture_output=True, text=True, check=True)
+    return out.stdout.strip()
+
+
+def registered(repo: Path) -> list[str]:
+    lines = git(["worktree", "list", "--porcelain"], repo).splitlines()
+    return [line for line in lines if line.startswith("worktree ")]
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Iterator[Path]:
+    path = tmp_path / "repo"
+    path.mkdir()
+    sh_git(path, "init", "-q", "-b", "main")
+    (path / "calc.py").write_text(CALC)
+    (path / "tests").mkdir()
+    (path / "tests" / "__init__.py").write_text("")
+    (path / "tests" / "test_calc.py").write_text(TEST_CALC)
+    (path / "README.md").write_text("calc\n")
+    sh_git(path, "add", "-A")
+    sh_git(path, "commit", "-q", "-m", "first")
+    yield path
+    assert len(registered(path)) == 1, "a worktree was left behind"
+
+
+@pytest.fixture
+def wts(tmp_path: Path) -> Worktrees:
+    return Worktrees(tmp_path / "wts")
+
+
+def head(repo: Path) -> str:
+    return sh_git(repo, "rev-parse", "HEAD")
+
+
+def make_patch(repo: Path, files: dict[str, str | None]) -> bytes:
+    """The patch that writes (or, for None, deletes) ``files`` on top of HEAD; the checkout is left clean."""
+    for rel, text in files.items():
+        path = repo / rel
+        if text is None:
+            path.unlink()
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+    patch = diff_patch(repo)
+    discard_changes(repo)
+    return patch
+
+
+def verify(repo: Path, wts: Worktrees, tmp_path: Path, patch: bytes, command: str, timeout: float = 60):
+    return verify_fix(
+        repo,
+        head(repo),
+        patch,
+        command,
+        worktrees=wts,
+        name="verify-f1",
+        timeout=timeout,
+        out_dir=tmp_path / "out",
+    )
+
+
+GOOD_TEST = unit_test("even", "self.assertEqual(median([4, 1, 3, 2]), 2.5)")
+
+
+@pytest.mark.parametrize(
+    ("files", "module"),
+    [
+        pytest.param(
+            {"calc.py": CALC_FIXED, "tests/test_even.py": GOOD_TEST},
+            "tests.test_even",
+            id="fix+test",
+        ),
+        pytest.param(
+            {
+                "calc.py": CALC.replace(CALC.split("\n\n\n")[0], "from mid import median"),
+                "mid.py": CALC_FIXED.split("\n\n\ndef double")[0] + "\n",
+                "tests/test_even.py": GOOD_TEST,
+            },
+            "tests.test_even",
+            id="fix-in-new-module",  # the added non-test module must be deleted on the reverted tree
+        ),
+        pytest.param(
+            # Same size, same second: a stale .pyc of the fixed code must not answer for the reverted one.
+            {
+                "calc.py": CALC.replace("return a + b", "return a - b"),
+                "tests/test_sub.py": unit_test("sub", "self.assertEqual(sub(3, 1), 2)"),
+            },
+            "tests.test_sub",
+            id="same-size-fix",
+        ),
+    ],
+)
+def test_genuine_fix_verifies(
+    repo: Path,
+    wts: Worktrees,
+    tmp_path: Path,
+    files: dict[str, str | None],
+    module: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)  # verify must not rely on the host's
+    patch = make_patch(repo, files)
+    v = verify(repo, wts, tmp_path, patch, f"{PY} -m unittest {module}")
+    assert v.ok, v
+    assert v.reason is None and v.weakening == []
+    assert [(r.tree, r.exit_code == 0) for r in v.runs] == [("fixed", True), ("reverted", False)]
+    assert all(r.sha and len(r.sha) == 40 for r in v.runs)
+    assert v.runs[0].sha != v.runs[1].sha  # different trees
+    assert "FAILED" in v.runs[1].output_tail  # unittest reports on stderr; the tail keeps it
+    assert (repo / "calc.py").read_text() == CALC  # the user's checkout is untouched
+
+
+@pytest.mark.parametrize(
+    ("files", "command", "reason", "n_runs"),
+    [
+        pytest.param(
+            {
+                "calc.py": CALC_FIXED,
+                "tests/test_odd2.py": unit_test("odd", "self.assertEqual(median([5, 1, 9]), 5)"),
+            },
+            f"{PY} -m unittest tests.test_odd2",
+            "the test passes without the fix",
+            2,
+            id="cheating-test-passes-without-fix",
+        ),
+        pytest.param(
+            {
+                "calc.py": CALC_FIXED,
+                "tests/test_even.py": unit_test("even", "self.assertEqual(median([4, 1, 3, 2]), 3)"),
+            },
+            f"{PY} -m unittest tests.test_even",
+            "the test fails with the fix (exit 1)",
+            1,
+            id="fails-with-fix",
+        ),
+        pytest.param(
+            {"calc.py": CALC_FIXED},
+            f"{PY} -m unittest tests.test_calc",
+            "the fix adds or changes no test file",
+            0,
+            id="no-test",
+        ),
+        pytest.param(
+            {"tests/test_even.py": GOOD_TEST},
+            f"{PY} -m unittest tests.test_even",
+            "the fix changes only test files: there is nothing to revert",
+            0,
+            id="only-a-test",
+        ),
+        pytest.param(
+            {"calc.py": CALC_FIXED, "tests/test_even.py": GOOD_TEST},
+            f"{PY} -m unittest 'tests.test_even",
+            "test_command cannot be run: cannot split",
+            0,
+            id="unclosed-quote",
+        ),
+        pytest.param(
+            {"calc.py": CALC_FIXED, "tests/test_even.py": GOOD_TEST},
+            f"{PY} -m unittest tests.test_even && echo ok",
+            "test_command cannot be run: ",
+            0,
+            id="needs-a-shell",
+        ),
+        pytest.param(
+            {"calc.py": CALC_FIXED, "tests/test_even.py": GOOD_TEST},
+            "no-such-test-runner-xyz tests",
+            "test_command cannot be run with the fix: command not found: no-such-test-runner-xyz",
+            1,
+            id="missing-program",
+        ),
+    ],
+)
+def test_fix_not_verified(
+    repo: Path,
+    wts: Worktrees,
+    tmp_path: Path,
+    files: dict[str, str | None],
+    command: str,
+    reason: str,
+    n_runs: int,
+) -> None:
+    patch = make_patch(repo, files)
+    v = verify(repo, wts, tmp_path, patch, command)
+    assert not v.ok
+    assert v.reason is not None and v.reason.startswith(reason), v.reason
+    assert len(v.runs) == n_runs
+
+
+def test_rewritten_assertion_is_weakening(repo: Path, wts: Worktrees, tmp_path: Path) -> None:
+    # The "fix" breaks double() and rewrites the existing assertion to the wrong value; both trees behave
+    # as a real fix would (passes with it, fails without), so only the weakening check catches it.
+    patch = make_patch(
+        repo,
+        {
+            "calc.py": CALC_FIXED.replace("return x * 2", "return x * 3"),
+            "tests/test_calc.py": TEST_CALC.replace("double(2), 4)", "double(2), 6)"),
+            "tests/test_even.py": GOOD_TEST,
+        },
+    )
+    v = verify(repo, wts, tmp_path, patch, f"{PY} -m unittest tests.test_calc tests.test_even")
+    assert [r.exit_code == 0 for r in v.runs] == [True, False]
+    assert v.weakening == [
+        "tests/test_calc.py:11: assertion removed or changed: self.assertEqual(double(2), 4)"
+    ]
+    assert not v.ok
+    assert v.reason == f"the fix weakens existing tests: {v.weakening[0]}"
+
+
+def test_deleted_test_file_is_weakening(repo: Path, wts: Worktrees, tmp_path: Path) -> None:
+    patch = make_patch(
+        repo, {"calc.py": CALC_FIXED, "tests/test_even.py": GOOD_TEST, "tests/test_calc.py": None}
+    )
+    v = verify(repo, wts, tmp_path, patch, f"{PY} -m unittest tests.test_even")
+    assert v.weakening == ["tests/test_calc.py: existing test file deleted"]
+    assert not v.ok and v.reason is not None and "existing test file deleted" in v.reason
+
+
+def test_patch_that_does_not_apply(repo: Path, wts: Worktrees, tmp_path: Path) -> None:
+    patch = make_patch(repo, {"calc.py": CALC_FIXED, "tests/test_even.py": GOOD_TEST})
+    (repo / "calc.py").write_text("something else\n")
+    sh_git(repo, "commit", "-q", "-am", "diverge")
+    v = verify(repo, wts, tmp_path, patch, f"{PY} -m unittest tests.test_even")
+    assert not v.ok and v.runs == []
+    assert v.reason is not None and v.reason.startswith("the patch does not apply at ")
+
+
+def test_fixed_run_times_out(repo: Path, wts: Worktrees, tmp_path: Path) -> None:
+    slow = unit_test("slow", "import time; time.sleep(60)")
+    patch = make_patch(repo, {"calc.py": CALC_FIXED, "tests/test_slow.py": slow})
+    v = verify(repo, wts, tmp_path, patch, f"{PY} -m unittest tests.test_slow", timeout=1.5)
+    assert not v.ok and v.reason == "the test times out with the fix"
+    assert v.runs[0].timed_out and v.runs[0].seconds < 30
+
+
+# --- weakening, directly ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("new_test_calc", "expected"),
+    [
+        pytest.param(
+            TEST_CALC + "\n    def test_more(self):\n        self.assertTrue(True)\n",
+            [],
+            id="test-added",
+        ),
+        pytest.param(
+            TEST_CALC.replace(
+                "        self.assertEqual(double(2), 4)", "        self.assertEqual(double(2),   4)  "
+            ),
+            [],
+            id="whitespace-only",
+        ),
+        pytest.param(
+            TEST_CALC.replace(
+                "    def test_odd(self):\n        self.assertEqual(median([3, 1, 2]), 2)\n\n", ""
+            )
+            + "\n    def test_odd(self):\n        self.assertEqual(median([3, 1, 2]), 2)\n",
+            [],
+            id="test-moved",
+        ),
+        pytest.param(
+            TEST_CALC.replace("    def test_double(self):\n        self.assertEqual(double(2), 4)\n", ""),
+            [
+                "tests/test_calc.py:10: test removed: def test_double(self):",
+                "tests/test_calc.py:11: assertion removed or changed: self.assertEqual(double(2), 4)",
+            ],
+            id="test-removed",
+        ),
+        pytest.param(
+            TEST_CALC.replace("self.assertEqual(median([3, 1, 2]), 2)", "pass"),
+            ["tests/test_calc.py:8: assertion removed or changed: self.assertEqual(median([3, 1, 2]), 2)"],
+            id="assertion-dropped",
+        ),
+        pytest.param(
+            TEST_CALC.replace("import unittest\n", "import unittest  # stdlib\n"),
+            [],
+            id="non-assertion-line-changed",
+        ),
+    ],
+)
+def test_weakening_table(repo: Path, new_test_calc: str, expected: list[str]) -> None:
+    patch = make_patch(repo, {"tests/test_calc.py": new_test_calc})
+    assert weakening(repo, head(repo), patch) == expected
+
+
+def test_weakening_ignores_non_test_files_and_new_tests(repo: Path) -> None:
+    patch = make_patch(
+        repo,
+        {
+            "calc.py": "",  # every line of the code removed: not a test file
+            "tests/test_new.py": "def test_x():\n    assert 1\n",
+        },
+    )
+    assert weakening(repo, head(repo), patch) == []
+    moved = make_patch(repo, {"tests/test_calc.py": None, "tests/unit/test_calc.py": TEST_CALC})
+    assert weakening(repo, head(repo), moved) == []  # a rename within the tests
+    out = make_patch(repo, {"tests/test_calc.py": None, "examples/calc_check.py": TEST_CALC})
+    assert weakening(repo, head(repo), out) == [
+        "tests/test_calc.py: existing test file moved out of the tests (examples/calc_check.py)"
+    ]
+
+
+# --- run_command, run_checks, signals ---------------------------------------------------------------
+
+
+def test_run_checks_exit_codes(repo: Path, wts: Worktrees, tmp_path: Path) -> None:
+    checks = {
+        "test": f"{PY} -m unittest tests.test_calc",
+        "lint": f"{PY} -c 'import sys; print(\"E1 bad\"); sys.exit(3)'",
+        "dirty": f'{PY} -c \'open("calc.py", "w").write("broken(")\'',
+        "build": f"{PY} -m py_compile calc.py",  # runs after "dirty": the tree was reset in between
+        "missing": "no-such-linter-xyz .",
+        "bad": "echo 'unclosed",
+    }
+    runs = run_checks(
+        repo, head(repo), checks, worktrees=wts, name="checks-1", timeout=60, out_dir=tmp_path / "out"
+    )
+    assert [(r.check, r.exit_code) for r in runs] == [
+        ("test", 0),
+        ("lint", 3),
+        ("dirty", 0),
+        ("build", 0),
+        ("missing", None),
+        ("bad", None),
+    ]
+    assert all(r.tree == "final" and r.sha == head(repo) for r in runs)
+    assert "E1 bad" in runs[1].output_tail
+    assert runs[4].error == "command not found: no-such-linter-xyz"
+    assert runs[5].error is not None and "cannot split" in runs[5].error
+    # The kind is the command's, else the check's name; "dirty", "missing" and "bad" are neither.
+    signals = signals_of(runs, "declared")
+    assert [(s.kind, s.exit_code, s.source) for s in signals] == [
+        ("test", 0, "declared"),
+        ("lint", 3, "declared"),
+        ("build", 0, "declared"),
+    ]
+    assert gate(signals).open
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("pytest -q", (["pytest", "-q"], {})),
+        ("FOO=1 BAR='a b' pytest -k 'x or y'", (["pytest", "-k", "x or y"], {"FOO": "1", "BAR": "a b"})),
+        ("pytest 'unclosed", "cannot split"),
+        ("FOO=1", "no program"),
+        ("", "no program"),
+        ("pytest | tee log", "needs a shell (|)"),
+        ("cd sub && pytest", "needs a shell (&&)"),
+        ("pytest > out.txt", "needs a shell (>)"),
+        ("pytest -k 'a && b'", (["pytest", "-k", "a && b"], {})),
+    ],
+)
+def test_split_command(command: str, expected: tuple[list[str], dict[str, str]] | str) -> None:
+    got = split_command(command)
+    if isinstance(expected, str):
+        assert isinstance(got, str) and expected in got
+    else:
+        assert got == expected
+
+
+def test_run_command_env_output_and_errors(tmp_path: Path) -> None:
+    script = (
+        "import os, sys; print('out', os.environ.get('FOO')); print('x' * 9000, file=sys.stderr); sys.exit(4)"
+    )
+    res = run_command(f"FOO=bar {PY} -c {shlex.quote(script)}", tmp_path, timeout=30, out_dir=tmp_path / "o")
+    assert res.exit_code == 4 and res.error is None and not res.timed_out
+    assert "out bar" in res.output_tail and "--- stderr ---" in res.output_tail
+    assert len(res.output_tail) <= 4000
+    bad = run_command("x 'y", tmp_path, timeout=30, out_dir=tmp_path / "o")
+    assert bad.exit_code is None and bad.error is not None
+
+
+def test_run_command_scrubs_secrets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MY_API_KEY", "sk-should-not-leak")
+    res = run_command(
+        f"{PY} -c 'import os; print(os.environ.get(\"MY_API_KEY\"))'",
+        tmp_path,
+        timeout=30,
+        out_dir=tmp_path / "o",
+    )
+    assert res.exit_code == 0 and res.output_tail.strip() == "None"
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        ("tests/test_x.py", True),
+        ("pkg/tests/helpers.py", True),
+        ("test/foo.c", True),
+        ("src/__tests__/a.js", True),
+        ("spec/models/user_spec.rb", True),
+        ("test_x.py", True),
+        ("pkg/x_test.py", True),
+        ("conftest.py", True),
+        ("cmd/main_test.go", True),
+        ("web/a.test.ts", True),
+        ("web/a.spec.tsx", True),
+        ("web/a.test.mjs", True),
+        ("lib/user_spec.rb", True),
+        ("src/main/java/FooTest.java", True),
+        ("calc.py", False),
+        ("src/testing_utils.py", False),
+        ("src/contest.py", False),
+        ("cmd/main.go", False),
+        ("web/a.ts", False),
+        ("docs/test.md", False),
+        ("src/Contest.java", False),
+        ("latest/app.py", False),
+    ],
+)
+def test_is_test_path(path: str, expected: bool) -> None:
+    assert is_test_path(path) is expected
+
+
+def test_command_run_passed() -> None:
+    base = {"command": "x", "tree": "final", "sha": None, "seconds": 0.1, "output_tail": ""}
+    assert CommandRun(**base, exit_code=0).passed
+    assert not CommandRun(**base, exit_code=1).passed
+    assert not CommandRun(**base, exit_code=None, error="command not found: x").passed
+
+
+def test_signals_of_verification_runs_are_tests() -> None:
+    runs = [
+        CommandRun(
+            command="./run-one-test.sh", tree="fixed", sha="a" * 40, exit_code=0, seconds=1, output_tail=""
+        ),
+        CommandRun(
+            command="./run-one-test.sh", tree="reverted", sha=None, exit_code=1, seconds=1, output_tail="F"
+        ),
+    ]
+    signals = signals_of(runs, "verification")
+    assert [(s.kind, s.exit_code, s.tree) for s in signals] == [
+        ("test", 0, "fixed aaaaaaaaaaaa"),
+        ("test", 1, "reverted"),
+    ]
