@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from orchestrator import logs
-from orchestrator.config import Settings, load_config, load_settings, resolve_jury
+from orchestrator.config import RepoConfig, Settings, load_config, load_settings, resolve_jury
 from orchestrator.domain import (
     TERMINAL_STATES,
     Event,
@@ -44,7 +44,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     help="Jury: a code jury of AI agents.",
 )
-out = Console(highlight=False, soft_wrap=True)
+out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 log = structlog.get_logger()
 
@@ -120,42 +120,80 @@ def split_names(value: str | None) -> list[str] | None:
     return [n.strip() for n in value.split(",") if n.strip()]
 
 
+@dataclass
+class RunOptions:
+    """What ``jury review`` was asked for, beyond the target."""
+
+    branch: str | None = None
+    trunk: str | None = None
+    reviewers: str | None = None
+    judge: str | None = None
+    rounds: int | None = None
+    timeout: float | None = None
+    config: Path | None = None
+    push: bool = False
+    refute: bool = True
+    refuter: str | None = None
+    refute_rejections: bool = False
+    task: str | None = None
+    budget: float | None = None
+
+
+def pick_refuter(
+    cfg: RepoConfig, reviewers: list[str], judge: str, forced: str | None
+) -> tuple[str | None, str]:
+    """The second opinion's agent: the user's choice, else a juror of another family than the judge."""
+    from orchestrator.refute import agent_family, choose_refuter
+
+    judge_family = agent_family(judge, cfg.agents[judge].model)
+    if forced is not None and forced not in cfg.agents:
+        raise UsageError(f"--refuter: unknown agent '{forced}' (known: {', '.join(sorted(cfg.agents))})")
+    names = [n for n in dict.fromkeys([*reviewers, judge]) if cfg.agents[n].kind != "check"]
+    candidates = {n: agent_family(n, cfg.agents[n].model) for n in names}
+    if forced is not None:
+        candidates = {forced: agent_family(forced, cfg.agents[forced].model)}
+    choice = choose_refuter(judge_family, candidates, forced)
+    return choice.agent, choice.reason
+
+
 def new_run(
-    settings: Settings,
-    what: str,
-    *,
-    branch: str | None,
-    trunk: str | None,
-    reviewers: str | None,
-    judge: str | None,
-    rounds: int | None,
-    timeout: float | None,
-    config: Path | None,
-    push: bool,
-    extra_agents: dict[str, Any] | None = None,
+    settings: Settings, what: str, opts: RunOptions, extra_agents: dict[str, Any] | None = None
 ) -> tuple[str, list[Event]]:
     from orchestrator.target import make_slug, resolve
 
-    target = resolve(what, branch=branch, trunk=trunk, state_dir=settings.dir)
-    cfg = load_config(Path(target.path or what) if not target.url else None, config)
+    target = resolve(what, branch=opts.branch, trunk=opts.trunk, state_dir=settings.dir)
+    cfg = load_config(Path(target.path or what) if not target.url else None, opts.config)
     if extra_agents:
         cfg.agents.update(extra_agents)
-    names, judge_name, n_rounds = resolve_jury(cfg, split_names(reviewers), judge, rounds)
-    if timeout is not None and timeout <= 0:
+    names, judge_name, n_rounds = resolve_jury(cfg, split_names(opts.reviewers), opts.judge, opts.rounds)
+    if opts.timeout is not None and opts.timeout <= 0:
         raise UsageError("--timeout must be a positive number of seconds")
-    if push and target.url:
+    budget = opts.budget if opts.budget is not None else settings.budget
+    if budget is not None and budget < 0:
+        raise UsageError("--budget must be zero or more US dollars")
+    if opts.push and target.url:
         raise UsageError(
             "--push needs the PR's branch name, which git alone cannot tell for a PR URL; "
             "review the branch locally to push"
         )
+    refuter, _ = pick_refuter(cfg, names, judge_name, opts.refuter) if opts.refute else (None, "")
     jury = JuryConfig(
         reviewers=names,
         judge=judge_name,
         rounds=n_rounds,
-        timeout=timeout,
-        push=push,
-        agents={n: cfg.agents[n] for n in dict.fromkeys([*names, judge_name])},
+        timeout=opts.timeout,
+        push=opts.push,
+        agents={
+            n: cfg.agents[n] for n in dict.fromkeys([*names, judge_name, *([refuter] if refuter else [])])
+        },
         alive_every=settings.alive_every,
+        refute=opts.refute,
+        refuter=refuter,
+        refuter_forced=opts.refuter is not None,
+        refute_rejections=opts.refute_rejections,
+        checks=cfg.checks,
+        task=opts.task,
+        budget=budget,
     )
     base = make_slug(target.repo or "repo", target.id or "run", target.attempt or "")
     slug, i = base, 1
@@ -247,6 +285,19 @@ def review(
     timeout: Annotated[float | None, typer.Option(help="Wall-clock seconds per agent run.")] = None,
     config: Annotated[Path | None, typer.Option("--config", help="A jury.toml to apply.")] = None,
     push: Annotated[bool, typer.Option(help="Push accepted fixes to the reviewed branch.")] = False,
+    refute: Annotated[bool, typer.Option(help="Give settled claims a second opinion.")] = True,
+    refuter: Annotated[
+        str | None, typer.Option(help="The second opinion's agent (default: another family).")
+    ] = None,
+    refute_rejections: Annotated[
+        bool, typer.Option(help="Also try to refute the judge's rejections.")
+    ] = False,
+    task: Annotated[
+        str | None, typer.Option(help="What the change should do; commands named in it are checks.")
+    ] = None,
+    budget: Annotated[
+        float | None, typer.Option(help="USD ceiling for the run (default $JURY_BUDGET).")
+    ] = None,
     detach: Annotated[bool, typer.Option(help="Enqueue and print the slug (needs JURY_REDIS_URL).")] = False,
     resume: Annotated[str | None, typer.Option("--resume", help="Continue the run with this slug.")] = None,
     concurrency: Annotated[int, typer.Option(help="Local worker concurrency (embedded mode).")] = 4,
@@ -264,9 +315,7 @@ def review(
         )
     if not target:
         raise UsageError("name what to review: a repository path (with --branch) or a PR URL")
-    slug, events = new_run(
-        settings,
-        target,
+    opts = RunOptions(
         branch=branch,
         trunk=trunk,
         reviewers=reviewer,
@@ -275,7 +324,13 @@ def review(
         timeout=timeout,
         config=config,
         push=push,
+        refute=refute,
+        refuter=refuter,
+        refute_rejections=refute_rejections,
+        task=task,
+        budget=budget,
     )
+    slug, events = new_run(settings, target, opts)
     raise typer.Exit(
         run_review(settings, slug, events, detach=detach, resume=False, concurrency=concurrency, console=out)
     )
@@ -295,19 +350,16 @@ def demo(dir: DirOpt = None) -> None:
         "  judge: demo-judge (writes a real fix and a real regression test)",
         markup=False,
     )
-    slug, events = new_run(
-        settings,
-        str(repo),
+    opts = RunOptions(
         branch="feature",
         trunk="main",
         reviewers="demo-finder,demo-quiet",
         judge="demo-judge",
         rounds=4,
         timeout=120,
-        config=None,
-        push=False,
-        extra_agents=demo_agents(),
+        refuter="demo-refuter",
     )
+    slug, events = new_run(settings, str(repo), opts, extra_agents=demo_agents())
     code = run_review(settings, slug, events, detach=False, resume=False, concurrency=4, console=out)
     out.print(f"  the fix: git -C {repo} log --stat jury/{slug}", markup=False)
     raise typer.Exit(code)
@@ -377,10 +429,13 @@ def agents(
 
 @app.command()
 def worker(
-    queues: Annotated[str, typer.Option(help="Queues to consume.")] = "control,review,triage,reply",
+    queues: Annotated[str, typer.Option(help="Queues to consume.")] = "control,review,triage,reply,refute",
     concurrency: Annotated[int | None, typer.Option(help="Tasks at once.")] = None,
     pool: Annotated[str, typer.Option(help="Celery pool: threads or prefork.")] = "threads",
     loglevel: Annotated[str, typer.Option(help="Celery log level.")] = "INFO",
+    beat: Annotated[
+        bool, typer.Option(help="Also run the reaper's schedule (run exactly one per fleet).")
+    ] = False,
 ) -> None:
     """Run a worker against the shared Redis of JURY_REDIS_URL."""
     settings = settings_for(None)
@@ -392,21 +447,20 @@ def worker(
     if unknown:
         raise UsageError(f"unknown queue(s) {', '.join(sorted(unknown))}; known: {', '.join(QUEUES)}")
     celery = make_app(settings)
-    celery.worker_main(
-        [
-            "worker",
-            "-Q",
-            queues,
-            "-c",
-            str(concurrency or settings.worker_concurrency),
-            "-P",
-            pool,
-            "-l",
-            loglevel,
-            "--without-gossip",
-            "--without-mingle",
-        ]
-    )
+    argv = [
+        "worker",
+        "-Q",
+        queues,
+        "-c",
+        str(concurrency or settings.worker_concurrency),
+        "-P",
+        pool,
+        "-l",
+        loglevel,
+        "--without-gossip",
+        "--without-mingle",
+    ]
+    celery.worker_main([*argv, "--beat"] if beat else argv)
 
 
 def main() -> None:

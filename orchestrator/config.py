@@ -45,6 +45,7 @@ ALLOWED_AGENT_KEYS: tuple[str, ...] = (
     "env",
     "env_pass",
     "install",
+    "usd_per_minute",
     "kind",
     "base_url",
     "api_key_env",
@@ -288,6 +289,10 @@ def _check_value(key: str, value: object) -> object:
         return value.strip()
     if key == "price":
         return _price(value)
+    if key == "usd_per_minute":
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
+            raise _Invalid("must be a number >= 0 (USD per minute of the agent's run)")
+        return float(value)
     if key == "fallback":
         models = _string_list(value, non_empty=False)
         if any(not m.strip() for m in models):

@@ -24,6 +24,7 @@ from orchestrator.domain import (
     Event,
     FindingResolved,
     JuryConfig,
+    RefuteSkipped,
     RoundEnd,
     RoundStart,
     Target,
@@ -147,7 +148,7 @@ def settle_limits(s: RunState, cfg: JuryConfig) -> list[Action]:
 
 def second_opinions(s: RunState, cfg: JuryConfig, n: int) -> list[Action] | None:
     """Refute dispatches for settled claims still waiting for one; [] to wait; None when none is due."""
-    if cfg.refuter is None:
+    if not cfg.refute:
         return None
     due = [
         f
@@ -158,6 +159,17 @@ def second_opinions(s: RunState, cfg: JuryConfig, n: int) -> list[Action] | None
             or (f.status == "rejected" and cfg.refute_rejections)
         )
     ]
+    if cfg.refuter is None:
+        return [
+            Emit(
+                event=RefuteSkipped(
+                    eid=f"refute-skipped:{f.id}:{f.version}",
+                    id=f.id,
+                    reason="no refuter of a different family from the judge's; name one with --refuter",
+                )
+            )
+            for f in due
+        ] or None
     inflight = {a.finding for a in s.inflight() if a.kind == "refute"}
     actions: list[Action] = [
         Dispatch(kind="refute", key=key, round=n, agent=cfg.refuter, finding=f.id, sha=s.tip)
@@ -270,7 +282,7 @@ def decide(s: RunState) -> list[Action]:
 
 def converge(s: RunState, cfg: JuryConfig, n: int) -> list[Action]:
     """Every reviewer is clean: a second opinion on that claim when checks are declared, the push, the end."""
-    if cfg.checks and cfg.refuter and s.final_check is None:
+    if cfg.checks and cfg.refute and cfg.refuter and s.final_check is None:
         key = f"refute:final:{s.tip}"
         if key in s.actions:
             return []

@@ -52,6 +52,11 @@ class Diagnostic(BaseModel):
     detail: str = ""
 
 
+def _obj(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one."""
+    return value if isinstance(value, dict) else {}
+
+
 def _clean_path(path: str) -> str:
     path = path.strip()
     while path.startswith("./"):
@@ -95,7 +100,7 @@ def _ruff_json(data: Any) -> list[Diagnostic]:
     for item in data if isinstance(data, list) else []:
         if not isinstance(item, dict) or not isinstance(item.get("filename"), str):
             continue
-        loc = item.get("location") if isinstance(item.get("location"), dict) else {}
+        loc = _obj(item.get("location"))
         row, col = loc.get("row"), loc.get("column")
         code = item.get("code") or item.get("name") or ""
         out.append(
@@ -281,9 +286,9 @@ def parse_sarif(text: str) -> list[Diagnostic]:
         for result in results if isinstance(results, list) else []:
             if not isinstance(result, dict):
                 continue
-            msg = result.get("message") if isinstance(result.get("message"), dict) else {}
+            msg = _obj(result.get("message"))
             message = str(msg.get("text") or msg.get("markdown") or "").strip()
-            rule = result.get("rule") if isinstance(result.get("rule"), dict) else {}
+            rule = _obj(result.get("rule"))
             code = str(result.get("ruleId") or rule.get("id") or "")
             path, line, col = "", None, None
             locations = result.get("locations")

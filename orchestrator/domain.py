@@ -18,7 +18,7 @@ from pydantic.alias_generators import to_camel
 RunStateName = Literal["queued", "review", "converged", "human", "failed", "cancelled"]
 TERMINAL_STATES: frozenset[str] = frozenset({"converged", "human", "failed", "cancelled"})
 ReportFormat = Literal["whole", "tail", "result-json", "opencode-json", "stream-json"]
-Role = Literal["reviewer", "judge", "reply"]
+Role = Literal["reviewer", "judge", "reply", "refuter"]
 
 
 class Model(BaseModel):
@@ -59,6 +59,7 @@ class AgentSpec(BaseModel):
     env: dict[str, str] = Field(default_factory=dict)
     env_pass: list[str] = Field(default_factory=list)
     install: str | None = None
+    usd_per_minute: float | None = None  # what a minute of this agent costs when it reports no cost
     # http agents
     base_url: str | None = None
     api_key_env: str | None = None  # the NAME of the variable holding the key, never the key
@@ -127,7 +128,8 @@ class JuryConfig(Model):
     max_stale: int = 2  # re-triages of a patch that no longer applies before it is deferred
     max_reopens: int = 3  # reopenings (failed verification, refutation, stale patch) before deferral
     verify: bool = True  # run the judge's test_command with and without the fix before accepting
-    refuter: str | None = None  # the second opinion's agent; None: no model second opinion
+    refute: bool = False  # give settled claims a second opinion
+    refuter: str | None = None  # its agent; None with refute on: recorded as asked but not run
     refuter_forced: bool = False  # chosen by the user: reported, even when not independent
     refute_rejections: bool = False
     checks: dict[str, str] = Field(default_factory=dict)  # declared commands, e.g. {"test": "pytest -q"}
@@ -387,7 +389,7 @@ class BudgetSpent(EventBase):
     t: Literal["budget.spent"] = "budget.spent"
     key: str
     agent: str
-    amount: float | None
+    amount: float | None = None
     charged: float | None = None  # what the ledger charged for an unknown cost (usd_per_minute), if any
     finding: str | None = None
 

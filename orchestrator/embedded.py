@@ -21,6 +21,7 @@ import redis
 import structlog
 
 from orchestrator.errors import JuryError
+from workers.app import QUEUES
 
 log = structlog.get_logger()
 SOCKET_PATH_MAX = 100  # sun_path is 108 bytes on Linux
@@ -159,8 +160,10 @@ class LocalWorkers:
         logdir.mkdir(parents=True, exist_ok=True)
         for i in range(self.count):
             out = open(logdir / f"worker-{os.getpid()}-{i}.log", "ab")
-            argv = worker_argv("control,review,triage,reply", self.concurrency)
+            argv = worker_argv(",".join(QUEUES), self.concurrency)
             argv[-1] = f"jury-{os.getpid()}-{i}@%h"
+            if i == 0:
+                argv.append("--beat")  # the reaper's schedule; exactly one beat per deployment
             self.procs.append(
                 subprocess.Popen(
                     argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env, start_new_session=True

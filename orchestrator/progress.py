@@ -17,14 +17,19 @@ from rich.text import Text
 from orchestrator.domain import (
     AgentLaunch,
     AgentReport,
+    BudgetRefused,
     Event,
     FindingRaised,
     FindingRefused,
+    FindingReopened,
     FindingResolved,
     FindingTurn,
+    RefuteSkipped,
+    RefuteVerdict,
     ReplyAnswered,
     RoundStart,
     TargetEvent,
+    VerifyRan,
 )
 from orchestrator.fold import RunState
 
@@ -68,6 +73,18 @@ def event_line(e: Event) -> str | None:
             return f"  finding {e.id} contested by {e.who}: {e.text}"
         case ReplyAnswered():
             return f"  {e.agent} replied: {e.verdict}"
+        case FindingReopened():
+            return f"  finding {e.id} reopened ({e.source}): {e.reason}"
+        case VerifyRan():
+            return f"  verify {e.id or 'checks'}: `{e.command}` on the {e.tree} tree exited {e.exit_code}"
+        case RefuteVerdict():
+            return (
+                f"  second opinion on {e.id or 'the converged claim'}: {e.outcome} ({e.source}): {e.reason}"
+            )
+        case RefuteSkipped():
+            return f"  second opinion on {e.id or 'the converged claim'}: not run: {e.reason}"
+        case BudgetRefused():
+            return f"  budget refused {e.agent} for {e.key}: {e.reason}"
         case TargetEvent() if e.target.state:
             note = f" — {e.target.state_note}" if e.target.state_note else ""
             return f"run {e.target.state}{note}"
@@ -180,6 +197,27 @@ def summary(console: Console, s: RunState, where: str | None = None) -> None:
         for f in s.findings.values():
             for i, why in enumerate(f.refusals, 1):
                 console.print(f"  {f.id} triage refused ({i}): {why}", markup=False)
+            for why in f.reopens:
+                console.print(f"  {f.id} reopened: {why}", markup=False)
+            for v in f.verification:
+                console.print(
+                    f"  {f.id} verify: `{v['command']}` on the {v['tree']} tree exited {v.get('exitCode')}",
+                    markup=False,
+                    highlight=False,
+                )
+            if f.refutation is not None:
+                console.print(f"  {f.id} second opinion: {refutation_line(f.refutation)}", markup=False)
+    if s.final_check is not None:
+        console.print(
+            f"  second opinion on the converged claim: {refutation_line(s.final_check)}", markup=False
+        )
+    if s.spent or s.unknown_costs or s.budget_refused:
+        per_agent = ", ".join(f"{a} ${v:.4f}" for a, v in sorted(s.spent.items())) or "nothing known"
+        unknown = f"; {s.unknown_costs} call(s) of unknown cost" if s.unknown_costs else ""
+        console.print(f"  spent: ${s.total_spent:.4f} ({per_agent}){unknown}", markup=False)
+        per_finding = ", ".join(f"{f.id} ${f.cost_usd:.4f}" for f in s.findings.values() if f.cost_usd)
+        if per_finding:
+            console.print(f"  spent per finding: {per_finding}", markup=False)
     if s.commits:
         fixes = [c for c in s.commits if not c.pushed]
         if fixes:
@@ -193,3 +231,16 @@ def summary(console: Console, s: RunState, where: str | None = None) -> None:
                 console.print(f"  pushed to {c.branch}", markup=False)
     if where:
         console.print(f"  run record: {where}", markup=False, highlight=False)
+
+
+def refutation_line(r: dict[str, Any]) -> str:
+    """The three states of a second opinion, in words."""
+    if not r.get("ran"):
+        return f"asked, not run: {r.get('skipped_reason') or r.get('reason')}"
+    who = r.get("reviewer_agent") or r.get("source")
+    independent = (
+        ""
+        if r.get("independent") is None
+        else (", independent" if r.get("independent") else ", NOT independent")
+    )
+    return f"{r.get('outcome')} by {who}{independent}: {r.get('reason')}"

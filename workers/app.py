@@ -12,13 +12,15 @@ from celery import Celery
 
 from orchestrator.config import Settings, load_settings
 
-QUEUES = ("control", "review", "triage", "reply")
+QUEUES = ("control", "review", "triage", "reply", "refute")
 ROUTES = {
     "jury.coordinate": "control",
     "jury.push": "control",
     "jury.review": "review",
     "jury.triage": "triage",
     "jury.reply": "reply",
+    "jury.refute": "refute",
+    "jury.reap": "control",
 }
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
 
@@ -50,6 +52,8 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "worker_max_tasks_per_child": 200,
         "broker_connection_retry_on_startup": True,
         "worker_hijack_root_logger": False,
+        "beat_schedule": {"reap": {"task": "jury.reap", "schedule": settings.reap_every}},
+        "beat_schedule_filename": str(settings.dir / "celerybeat-schedule"),
         "task_serializer": "json",
         "accept_content": ["json"],
     }

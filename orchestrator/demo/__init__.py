@@ -2,7 +2,7 @@
 
 The agents are scripts, not models: ``finder`` reports the bug while it is in the tree, ``quiet`` never
 finds anything, ``judge`` reproduces the bug, writes a real fix and a regression test that fails without
-it. The same pieces serve the end-to-end tests.
+it, ``refuter`` re-runs that test on the fixed tree as the second opinion.
 """
 
 from __future__ import annotations
@@ -78,19 +78,23 @@ def agent_script(name: str) -> Path:
 
 
 def demo_agents() -> dict[str, AgentSpec]:
-    """The scripted jury, run by this Python so they need nothing on PATH."""
+    """The scripted jury, run by this Python so they need nothing on PATH. Their models name made-up
+    families so the second opinion comes from another family than the judge's."""
     py = sys.executable
-    return {
-        "demo-finder": AgentSpec(
-            name="demo-finder", argv=[py, str(agent_script("finder")), "{prompt_file}"], expect_seconds=5
-        ),
-        "demo-quiet": AgentSpec(
-            name="demo-quiet", argv=[py, str(agent_script("quiet")), "{prompt_file}"], expect_seconds=5
-        ),
-        "demo-judge": AgentSpec(
-            name="demo-judge",
-            argv=[py, str(agent_script("quiet")), "{prompt_file}"],
-            judge_argv=[py, str(agent_script("judge")), "{prompt_file}"],
+
+    def spec(name: str, script: str, model: str, judge: str | None = None) -> AgentSpec:
+        return AgentSpec(
+            name=name,
+            argv=[py, str(agent_script(script)), "{prompt_file}"],
+            model=model,
+            model_args=[],
+            judge_argv=[py, str(agent_script(judge)), "{prompt_file}"] if judge else None,
             expect_seconds=5,
-        ),
+        )
+
+    return {
+        "demo-finder": spec("demo-finder", "finder", "scripted-a/finder"),
+        "demo-quiet": spec("demo-quiet", "quiet", "scripted-a/quiet"),
+        "demo-judge": spec("demo-judge", "quiet", "scripted-j/judge", judge="judge"),
+        "demo-refuter": spec("demo-refuter", "refuter", "scripted-r/refuter"),
     }

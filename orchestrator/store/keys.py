@@ -95,3 +95,13 @@ def done(prefix: str, key: str) -> str:
 def scan_pattern(prefix: str) -> str:
     """A SCAN ``MATCH`` pattern for every key under ``prefix`` (glob characters in it escaped)."""
     return _GLOB_SPECIAL.sub(r"\\\1", prefix) + ":*"
+
+
+def active_runs(prefix: str) -> str:
+    """Set of the slugs of runs not yet ended: what the reaper looks at."""
+    return f"{prefix}:runs:active"
+
+
+def sent(prefix: str, key: str) -> str:
+    """When an action's task was last enqueued (epoch seconds), for the reaper."""
+    return f"{prefix}:sent:{key}"

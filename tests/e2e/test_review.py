@@ -272,7 +272,7 @@ def workers(shared_redis: str, state_dir: Path, fake_state: Path, tmp_path: Path
     env.update({"JURY_REDIS_URL": shared_redis, "JURY_DIR": str(state_dir), "FAKE_STATE": str(fake_state)})
     procs = []
     for i in range(2):
-        log = open(tmp_path / f"worker-{i}.log", "wb")  # noqa: SIM115
+        log = open(tmp_path / f"worker-{i}.log", "wb")
         procs.append(
             subprocess.Popen(
                 [

@@ -503,6 +503,8 @@ def test_checks_table_merges_key_by_key(tmp_path: Path) -> None:
         (HTTP + "max_rounds = 0\n", "agents.h.max_rounds", "must be a whole number >= 1"),
         (HTTP + "timeout = 0\n", "agents.h.timeout", "must be a positive number of seconds"),
         (HTTP + 'family = ""\n', "agents.h.family", "must be a non-empty string"),
+        ("[agents.codex]\nusd_per_minute = -1\n", "agents.codex.usd_per_minute", "must be a number >= 0"),
+        ('[agents.codex]\nusd_per_minute = "1"\n', "agents.codex.usd_per_minute", "must be a number >= 0"),
         ('[agents.c]\nkind = "check"\n', "agents.c", "a check agent needs command"),
         ('[agents.c]\nkind = "check"\ncommand = ""\n', "agents.c.command", "non-empty command string"),
         (

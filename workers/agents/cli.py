@@ -6,7 +6,7 @@ import os
 import re
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import structlog
@@ -69,9 +69,9 @@ def expand_argv(
 
 
 def argv_for(spec: AgentSpec, role: Role, *, resume: bool) -> list[str]:
-    """The argv template for ``role``: reviewer -> argv; judge -> judge_argv; reply -> resume_argv if
-    ``resume`` and the agent has one, else argv. ValueError when the agent cannot judge."""
-    if role == "reviewer":
+    """The argv template for ``role``: reviewer and refuter -> argv (read-only); judge -> judge_argv;
+    reply -> resume_argv if ``resume`` and the agent has one, else argv. ValueError when it cannot judge."""
+    if role in ("reviewer", "refuter"):
         return list(spec.argv)
     if role == "judge":
         if spec.judge_argv is None:
@@ -86,7 +86,11 @@ def argv_for(spec: AgentSpec, role: Role, *, resume: bool) -> list[str]:
 
 @dataclass
 class AgentRun:
-    """One finished agent run: the process outcome, its answer and the session it used."""
+    """One finished agent run: the process outcome, its answer and the session it used.
+
+    ``cost_usd`` is None when unknown (never 0 for unknown); ``model`` is the model that actually
+    answered (after any fallback); ``usage`` holds token counts when the runner knows them.
+    """
 
     proc: ProcResult
     report: str
@@ -94,6 +98,9 @@ class AgentRun:
     stdout: str
     stderr: str
     argv: list[str]
+    cost_usd: float | None = None
+    model: str | None = None
+    usage: dict[str, int] = field(default_factory=dict)
 
 
 def run_cli_agent(
@@ -111,6 +118,7 @@ def run_cli_agent(
     tick_every: float = 30.0,
     on_tick: Callable[[float, float], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    max_output: int | None = None,
     base_env: Mapping[str, str] | None = None,
 ) -> AgentRun:
     """Run ``spec`` as ``role`` in ``worktree``; the prompt and outputs go to ``out_dir/<name>.*``.
@@ -152,6 +160,7 @@ def run_cli_agent(
         tick_every=tick_every,
         on_tick=on_tick,
         should_stop=should_stop,
+        max_output=max_output,
     )
     stdout = stdout_path.read_bytes().decode("utf-8", errors="replace")
     stderr = stderr_path.read_bytes().decode("utf-8", errors="replace")

@@ -37,6 +37,7 @@ WRITE_MAX_BYTES = 2_000_000
 LIST_MAX_ENTRIES = 1000
 DEFAULT_TOOL_TIMEOUT = 300.0
 GIT_TIMEOUT = 60.0
+RUN_MAX_OUTPUT = 2_000_000  # bytes kept per stream of a tool process (head and tail)
 
 READ_TOOLS: frozenset[str] = frozenset(
     {"read_file", "list_dir", "search_text", "git_diff", "git_log", "git_show", "run_command"}
@@ -308,6 +309,7 @@ def _run(argv: list[str], ctx: ToolContext, timeout: float) -> tuple[int | None,
             timeout=timeout,
             grace=2.0,
             tick_every=3600.0,
+            max_output=RUN_MAX_OUTPUT,
         )
         stdout = out.read_bytes().decode("utf-8", errors="replace") if out.exists() else ""
         stderr = err.read_bytes().decode("utf-8", errors="replace") if err.exists() else ""

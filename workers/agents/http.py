@@ -1,0 +1,500 @@
+"""Running an http agent once: a tool loop over an OpenAI-compatible ``POST {base_url}/chat/completions``.
+
+The model gets the role's rules, the prompt and the tools its role is offered (``tools.tools_for``); each
+tool call goes through ``tools.dispatch``, which refuses what the role may not do. The loop ends when the
+model answers without tool calls (that answer is the report), after ``spec.max_rounds`` turns, or when
+the wall clock runs out. Requests are retried with backoff (429, 5xx, timeouts, connection errors,
+malformed answers), then the next model of ``spec.fallback`` is tried. Every call reserves its projected
+cost first (``reserve``) and reports its usage and cost. The API key is read from the environment
+variable the spec names and never written to logs, events or the transcript.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import structlog
+
+from orchestrator.domain import AgentSpec
+from workers.agents.cli import AgentRun
+from workers.agents.tools import ToolRole, dispatch, schemas_for
+from workers.supervise import ProcResult
+
+log = structlog.get_logger()
+
+MAX_ATTEMPTS = 4  # per model
+RETRY_AFTER_CAP = 30.0
+BACKOFF_BASE = 1.0
+MAX_OUTPUT_TOKENS = 4096  # the output side of a call's cost projection
+DEFAULT_REQUEST_TIMEOUT = 300.0
+TRANSCRIPT_TEXT_CAP = 4000
+REDACTED = "[redacted]"
+
+_RULES = {
+    "reviewer": (
+        "You are a code reviewer. You may read files, search, use read-only git and run the declared "
+        "checks through the tools. You cannot write or edit files: write tools are refused."
+    ),
+    "reply": (
+        "You reviewed this change earlier and are told what happened to your findings. You may read and "
+        "run the declared checks to verify; you cannot write or edit files."
+    ),
+    "refuter": (
+        "You give a second opinion: try to refute the claim with evidence from reading the code and "
+        "running the declared checks. You cannot write or edit files. Uncertainty is not a refutation."
+    ),
+    "judge": (
+        "You are the judge. Reproduce the finding before accepting it; fix it and add a regression test "
+        "with write_file/edit_file; run the declared checks to verify."
+    ),
+}
+
+
+class _Stop(Exception):
+    """The run cannot go on; ``reason`` becomes the run's error."""
+
+    def __init__(self, reason: str, *, timed_out: bool = False, cancelled: bool = False) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.timed_out = timed_out
+        self.cancelled = cancelled
+
+
+@dataclass
+class _Attempt:
+    """One request's outcome: ``data`` when it answered, else why not and whether to retry."""
+
+    data: dict[str, Any] | None = None
+    error: str = ""
+    status: int | None = None
+    retry: bool = False
+    retry_after: float | None = None
+    fatal: bool = False
+
+
+def retry_after_seconds(value: str | None, *, now: datetime | None = None) -> float | None:
+    """A ``Retry-After`` header in seconds (delta-seconds or an HTTP date), capped; None when absent."""
+    if value is None or not value.strip():
+        return None
+    text = value.strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        try:
+            when = parsedate_to_datetime(text)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        seconds = (when - (now or datetime.now(UTC))).total_seconds()
+    if seconds != seconds:  # NaN
+        return None
+    return min(max(seconds, 0.0), RETRY_AFTER_CAP)
+
+
+def call_cost(data: Mapping[str, Any], price: Mapping[str, float] | None) -> float | None:
+    """A call's cost in USD: the cost the response reports, else tokens x price, else None (unknown)."""
+    usage = _obj(data.get("usage"))
+    for reported in (usage.get("cost"), data.get("cost")):
+        if isinstance(reported, int | float) and not isinstance(reported, bool):
+            return float(reported)
+    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    if price and isinstance(prompt, int) and isinstance(completion, int):
+        return prompt * price.get("input", 0.0) / 1e6 + completion * price.get("output", 0.0) / 1e6
+    return None
+
+
+def project_cost(
+    messages: list[dict[str, Any]], tools: list[dict[str, Any]], price: Mapping[str, float] | None
+) -> float:
+    """The most a call may cost: the prompt estimated at 4 characters a token plus a full output.
+
+    0.0 when the price is unknown (the call's real cost is then recorded as unknown, not as zero).
+    """
+    if not price:
+        return 0.0
+    prompt_tokens = len(json.dumps(messages)) / 4 + len(json.dumps(tools)) / 4
+    return prompt_tokens * price.get("input", 0.0) / 1e6 + MAX_OUTPUT_TOKENS * price.get("output", 0.0) / 1e6
+
+
+def _obj(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one."""
+    return value if isinstance(value, dict) else {}
+
+
+def _count(value: Any) -> int:
+    """A token count from a response (0 when absent or not a whole number)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            p.get("text", "") if isinstance(p, dict) and isinstance(p.get("text"), str) else ""
+            for p in content
+        )
+    return ""
+
+
+@dataclass
+class _Session:
+    spec: AgentSpec
+    role: ToolRole
+    worktree: Path
+    checks: dict[str, str]
+    client: httpx.Client
+    headers: dict[str, str]
+    tool_env: dict[str, str]
+    deadline: float
+    transcript: Any  # an open text file
+    secret: str | None
+    reserve: Callable[[float], bool] | None
+    on_event: Callable[[str, dict[str, Any]], None] | None
+    sleep: Callable[[float], None]
+    should_stop: Callable[[], bool] | None
+    models: list[str] = field(default_factory=list)
+    model_index: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    calls: int = 0
+    cost: float | None = 0.0  # None once any call's cost is unknown
+    answered: str | None = None  # the model that gave the last answer
+    said: list[str] = field(default_factory=list)
+
+    # --- records -------------------------------------------------------------------------------
+
+    def redact(self, text: str) -> str:
+        return text.replace(self.secret, REDACTED) if self.secret else text
+
+    def record(self, kind: str, **fields: Any) -> None:
+        line = json.dumps({"t": kind, "ts": round(time.time(), 3), **fields}, default=str)
+        self.transcript.write(self.redact(line) + "\n")
+        self.transcript.flush()
+
+    def emit(self, name: str, **fields: Any) -> None:
+        self.record(name, **fields)
+        if self.on_event is None:
+            return
+        clean = {k: self.redact(v) if isinstance(v, str) else v for k, v in fields.items()}
+        try:
+            self.on_event(name, clean)
+        except Exception:
+            log.exception("agent.http.on_event_failed", event=name)
+
+    # --- time ----------------------------------------------------------------------------------
+
+    def remaining(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def check_clock(self) -> None:
+        if self.should_stop is not None and self.should_stop():
+            raise _Stop("cancelled", cancelled=True)
+        if self.remaining() <= 0:
+            raise _Stop("timed out: the wall-clock limit ran out", timed_out=True)
+
+    # --- one request ---------------------------------------------------------------------------
+
+    def attempt(self, url: str, body: dict[str, Any]) -> _Attempt:
+        per_request = min(self.spec.timeout or DEFAULT_REQUEST_TIMEOUT, self.remaining())
+        if per_request <= 0:
+            raise _Stop("timed out: the wall-clock limit ran out", timed_out=True)
+        started = time.monotonic()
+        try:
+            resp = self.client.post(url, json=body, headers=self.headers, timeout=per_request)
+        except httpx.TimeoutException:
+            return _Attempt(error=f"request timed out after {per_request:.1f}s", retry=True)
+        except httpx.HTTPError as exc:  # connection refused or reset, protocol or decoding errors
+            return _Attempt(error=f"connection error: {type(exc).__name__}: {exc}", retry=True)
+        status = resp.status_code
+        self.record(
+            "response", model=body["model"], status=status, seconds=round(time.monotonic() - started, 3)
+        )
+        snippet = self.redact(resp.text[:300])
+        if status in (401, 403):
+            return _Attempt(
+                error=f"HTTP {status}: authentication refused: {snippet}", status=status, fatal=True
+            )
+        if status == 429 or status == 408 or status >= 500:
+            return _Attempt(
+                error=f"HTTP {status}: {snippet}",
+                status=status,
+                retry=True,
+                retry_after=retry_after_seconds(resp.headers.get("retry-after")),
+            )
+        if status >= 400:  # the model or the request is not accepted: no retry, try the next model
+            return _Attempt(error=f"HTTP {status}: {snippet}", status=status)
+        try:
+            data = resp.json()
+        except ValueError:
+            return _Attempt(error="malformed JSON in the response", status=status, retry=True)
+        choices = data.get("choices") if isinstance(data, dict) else None
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            return _Attempt(error=f"no choices in the response: {snippet}", status=status, retry=True)
+        if not isinstance(choices[0].get("message"), dict):
+            return _Attempt(error="the first choice has no message", status=status, retry=True)
+        return _Attempt(data=data, status=status)
+
+    def complete(
+        self, url: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        """One chat completion, with retries and fallback; the data of the answer that came back."""
+        projection = project_cost(messages, tools, self.spec.price)
+        if self.reserve is not None and not self.reserve(projection):
+            raise _Stop(f"budget: reservation of ${projection:.4f} refused; no call made")
+        last = "no model to call"
+        while self.model_index < len(self.models):
+            model = self.models[self.model_index]
+            body: dict[str, Any] = {"model": model, "messages": messages}
+            if tools:
+                body["tools"] = tools
+                body["tool_choice"] = "auto"
+            for attempt in range(1, MAX_ATTEMPTS + 1):
+                self.check_clock()
+                self.record("request", model=model, attempt=attempt, messages=len(messages))
+                outcome = self.attempt(url, body)
+                if outcome.data is not None:
+                    self.account(model, outcome.data)
+                    return outcome.data
+                last = f"{model}: {outcome.error}"
+                self.record("request.failed", model=model, attempt=attempt, error=outcome.error)
+                if outcome.fatal:
+                    raise _Stop(last)
+                if not outcome.retry or attempt == MAX_ATTEMPTS:
+                    break
+                wait = outcome.retry_after
+                if wait is None:
+                    wait = min(BACKOFF_BASE * 2 ** (attempt - 1), RETRY_AFTER_CAP)
+                self.emit("http.retry", status=outcome.status, attempt=attempt, wait=wait, model=model)
+                if wait >= self.remaining():
+                    raise _Stop(f"timed out waiting to retry ({last})", timed_out=True)
+                self.sleep(wait)
+            self.model_index += 1
+            if self.model_index < len(self.models):
+                self.emit("http.fallback", from_model=model, to_model=self.models[self.model_index])
+        raise _Stop(f"every model failed; last error: {last}")
+
+    def account(self, model: str, data: dict[str, Any]) -> None:
+        usage = _obj(data.get("usage"))
+        prompt, completion = _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
+        cost = call_cost(data, self.spec.price)
+        self.calls += 1
+        self.answered = model
+        self.prompt_tokens += prompt
+        self.completion_tokens += completion
+        self.cost = None if cost is None or self.cost is None else self.cost + cost
+        self.emit("http.call", model=model, prompt_tokens=prompt, completion_tokens=completion, cost_usd=cost)
+
+    # --- the loop ------------------------------------------------------------------------------
+
+    def run_tools(self, calls: list[Any], turn: int) -> list[dict[str, Any]]:
+        results = []
+        for i, call in enumerate(calls):
+            call = _obj(call)
+            fn = _obj(call.get("function"))
+            call_id = str(call.get("id") or f"call_{turn}_{i}")
+            tool = str(fn.get("name") or "")
+            args = fn.get("arguments")
+            result = dispatch(
+                tool,
+                args if isinstance(args, str | dict) or args is None else json.dumps(args),
+                role=self.role,
+                worktree=self.worktree,
+                checks=self.checks,
+                env=self.tool_env,
+                timeout=max(1.0, min(self.remaining(), 900.0)),
+            )
+            self.record(
+                "tool",
+                tool=tool,
+                args=args if isinstance(args, str) else json.dumps(args),
+                ok=result.ok,
+                refused=result.refused,
+                text=result.text[:TRANSCRIPT_TEXT_CAP],
+            )
+            if result.refused is not None:
+                self.emit("tool.refused", tool=tool, reason=result.refused, role=self.role)
+            else:
+                self.emit("tool.called", tool=tool, ok=result.ok)
+            results.append({"role": "tool", "tool_call_id": call_id, "content": self.redact(result.text)})
+        return results
+
+    def loop(self, url: str, prompt: str) -> str:
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": _RULES.get(self.role, _RULES["reviewer"])},
+            {"role": "user", "content": prompt},
+        ]
+        tools = schemas_for(self.role)
+        for turn in range(1, self.spec.max_rounds + 1):
+            self.check_clock()
+            data = self.complete(url, messages, tools)
+            message = data["choices"][0]["message"]
+            content = _text(message.get("content"))
+            calls = message.get("tool_calls") if isinstance(message.get("tool_calls"), list) else []
+            self.record("assistant", turn=turn, content=content[:TRANSCRIPT_TEXT_CAP], tool_calls=len(calls))
+            if content.strip():
+                self.said.append(content)
+            if not calls:
+                return content
+            assistant: dict[str, Any] = {
+                "role": "assistant",
+                "content": message.get("content"),
+                "tool_calls": calls,
+            }
+            messages.append(assistant)
+            messages.extend(self.run_tools(calls, turn))
+        raise _Stop(f"max_rounds ({self.spec.max_rounds}) reached without a final answer")
+
+
+def _failed(
+    spec: AgentSpec, stdout_path: Path, stderr_path: Path, error: str, started: float, url: str
+) -> AgentRun:
+    stdout_path.write_text("", encoding="utf-8")
+    transcript = json.dumps({"t": "error", "error": error}) + "\n"
+    stderr_path.write_text(transcript, encoding="utf-8")
+    log.warning("agent.http.failed", agent=spec.name, error=error)
+    proc = ProcResult(
+        exit_code=1,
+        timed_out=False,
+        cancelled=False,
+        seconds=time.monotonic() - started,
+        stdout_path=stdout_path,
+        stderr_path=stderr_path,
+        stdout_bytes=0,
+        stderr_bytes=len(transcript),
+        error=error,
+    )
+    return AgentRun(
+        proc=proc, report="", session_id=None, stdout="", stderr=transcript, argv=["POST", url], cost_usd=0.0
+    )
+
+
+def run_http_agent(
+    spec: AgentSpec,
+    *,
+    role: ToolRole,
+    prompt: str,
+    worktree: Path,
+    out_dir: Path,
+    name: str,
+    timeout: float,
+    checks: dict[str, str] | None = None,
+    client: httpx.Client | None = None,
+    env: Mapping[str, str] | None = None,
+    reserve: Callable[[float], bool] | None = None,
+    on_event: Callable[[str, dict[str, Any]], None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    should_stop: Callable[[], bool] | None = None,
+) -> AgentRun:
+    """Run ``spec`` (an http agent) as ``role`` in ``worktree``; never raises for the model failing.
+
+    Files: ``out_dir/<name>.prompt.md``, ``<name>.stdout.txt`` (the final answer) and ``<name>.stderr.txt``
+    (a JSON-lines log of requests, tool calls and events, without secrets). ``proc.exit_code`` is 0 when
+    the model gave a final answer, else 1 with ``proc.error`` saying why (``timed_out`` when the wall
+    clock ran out). ``env`` (default: this process's) supplies the key named by ``spec.api_key_env``.
+    ``cost_usd`` is the sum of the calls' costs, None when any call's cost is unknown, 0.0 when no call
+    was made; ``model`` is the model that gave the last answer.
+    """
+    started = time.monotonic()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = out_dir.resolve()
+    (out_dir / f"{name}.prompt.md").write_text(prompt, encoding="utf-8")
+    stdout_path, stderr_path = out_dir / f"{name}.stdout.txt", out_dir / f"{name}.stderr.txt"
+    base_url = (spec.base_url or "").rstrip("/")
+    url = f"{base_url}/chat/completions"
+    source = os.environ if env is None else env
+    if not spec.base_url or not spec.model:
+        return _failed(spec, stdout_path, stderr_path, "http agent needs base_url and model", started, url)
+    headers = {"Content-Type": "application/json", "User-Agent": "jury"}
+    secret: str | None = None
+    if spec.api_key_env:
+        secret = source.get(spec.api_key_env) or None
+        if secret is None:
+            missing = f"missing API key: environment variable {spec.api_key_env} is not set"
+            return _failed(spec, stdout_path, stderr_path, missing, started, url)
+        headers["Authorization"] = f"Bearer {secret}"
+    tool_env = {k: v for k, v in source.items() if k != spec.api_key_env and (not secret or v != secret)}
+    own_client = client is None
+    http = client if client is not None else httpx.Client()
+    log.info("agent.http.start", agent=spec.name, role=role, name=name, model=spec.model, url=url)
+    error: str | None = None
+    timed_out = cancelled = False
+    with stderr_path.open("w", encoding="utf-8") as transcript:
+        session = _Session(
+            spec=spec,
+            role=role,
+            worktree=worktree.resolve(),
+            checks=dict(checks or {}),
+            client=http,
+            headers=headers,
+            tool_env=tool_env,
+            deadline=started + timeout,
+            transcript=transcript,
+            secret=secret,
+            reserve=reserve,
+            on_event=on_event,
+            sleep=sleep,
+            should_stop=should_stop,
+            models=[spec.model, *spec.fallback],
+        )
+        try:
+            report = session.loop(url, prompt)
+        except _Stop as stop:
+            error, timed_out, cancelled = stop.reason, stop.timed_out, stop.cancelled
+            report = "\n\n".join(session.said)
+            session.record("error", error=error)
+        finally:
+            if own_client:
+                http.close()
+    report = session.redact(report)
+    stdout_path.write_text(report, encoding="utf-8")
+    stderr = stderr_path.read_text(encoding="utf-8")
+    proc = ProcResult(
+        exit_code=1 if error else 0,
+        timed_out=timed_out,
+        cancelled=cancelled,
+        seconds=time.monotonic() - started,
+        stdout_path=stdout_path,
+        stderr_path=stderr_path,
+        stdout_bytes=stdout_path.stat().st_size,
+        stderr_bytes=stderr_path.stat().st_size,
+        error=error,
+    )
+    usage = {
+        "calls": session.calls,
+        "prompt_tokens": session.prompt_tokens,
+        "completion_tokens": session.completion_tokens,
+    }
+    log.info(
+        "agent.http.done",
+        agent=spec.name,
+        role=role,
+        name=name,
+        model=session.answered,
+        error=error,
+        timed_out=timed_out,
+        seconds=round(proc.seconds, 3),
+        cost_usd=session.cost,
+        **usage,
+    )
+    return AgentRun(
+        proc=proc,
+        report=report,
+        session_id=None,
+        stdout=report,
+        stderr=stderr,
+        argv=["POST", url],
+        cost_usd=session.cost,
+        model=session.answered,
+        usage=usage,
+    )

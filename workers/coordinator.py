@@ -1,0 +1,277 @@
+"""The coordinator and the task wrapper: fold, decide, integrate, dispatch; leases, reaping, crashes.
+
+``coordinate`` runs under the run's lock. ``run_task`` runs one action under a lease with a heartbeat
+and marks it done after its events are appended, so a task Redis delivers twice, or hands to a second
+worker while the first is still at it, runs its agent once. ``reap`` hands out again the actions whose
+worker died (lease expired, no done marker) and kicks every active run.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+import redis
+import structlog
+
+from orchestrator.decide import Dispatch, Emit, Integrate, decide
+from orchestrator.domain import (
+    TERMINAL_STATES,
+    ActionDispatched,
+    AgentReport,
+    CommitPushed,
+    Event,
+    FindingRefused,
+    FindingReopened,
+    ReplyAnswered,
+    ReplySent,
+    RoundStart,
+)
+from orchestrator.errors import GitError, StoreError
+from orchestrator.fold import RunState, apply, fold, run_json
+from orchestrator.store import keys
+from workers.jobs import TASKS
+from workers.lease import Lease, is_done, mark_done
+from workers.runtime import BudgetExhausted, Job, Runtime, finish, jury_branch, throttled
+from workers.worktree import commit_deterministic, update_ref
+
+log = structlog.get_logger()
+
+
+# --- the coordinator ---------------------------------------------------------------------------
+
+
+def coordinate(rt: Runtime, slug: str) -> RunState:
+    """Fold the log, append what decide emits until it only dispatches, dispatch each action once."""
+    with rt.store.lock(slug):
+        state = fold(rt.store.read(slug), slug)
+        for _ in range(200):
+            actions = decide(state)
+            emits = [a.event for a in actions if isinstance(a, Emit)]
+            for step in (a for a in actions if isinstance(a, Integrate)):
+                emits += integrate(rt, state, step.findings, step.sha)
+            if not emits:
+                break
+            for event in emits:
+                if isinstance(event, RoundStart) and event.prompt_file:
+                    rt.store.put_artifact(slug, event.prompt_file, event.prompt.encode())
+            rt.store.append(slug, emits)
+            for event in emits:
+                apply(state, event)
+        for d in (a for a in actions if isinstance(a, Dispatch)):
+            ev = ActionDispatched(
+                eid=f"dispatch:{d.key}",
+                key=d.key,
+                kind=d.kind,
+                round=d.round,
+                epoch=state.epoch,
+                agent=d.agent,
+                finding=d.finding,
+                findings=d.findings,
+                sha=d.sha,
+            )
+            rt.store.append(slug, [ev])
+            apply(state, ev)
+            send(rt, d.kind, slug, d.key)
+            log.info("action.dispatched", slug=slug, key=d.key, kind=d.kind)
+        sync_files(rt, slug, state)
+        active = keys.active_runs(rt.prefix)
+        if state.state in TERMINAL_STATES:
+            rt.client.srem(active, slug)
+        else:
+            rt.client.sadd(active, slug)
+    if state.state in TERMINAL_STATES:
+        log.info("run.ended", slug=slug, state=state.state, reason=state.target.state_note)
+    return state
+
+
+def sync_files(rt: Runtime, slug: str, state: RunState | None = None) -> RunState:
+    """Mirror the live log into the plain-file record and rewrite ``run.json`` (the fold)."""
+    events = rt.store.read(slug)
+    if state is None or state.events != len({e.eid for e in events}):
+        state = fold(events, slug)
+    rt.files.append(slug, events)
+    doc = run_json(state)
+    rt.files.write_state(slug, doc)
+    rt.store.write_state(slug, doc)
+    return state
+
+
+def integrate(rt: Runtime, state: RunState, findings: list[str], sha: str) -> list[Event]:
+    """Commit accepted fixes onto ``sha`` in the given order, deterministically, and move ``jury/<slug>``.
+
+    A patch that no longer applies reopens its finding for a new triage against the new tree.
+    Runs in the coordinator, under the run's lock.
+    """
+    slug, repo = state.slug, Path(state.target.path or ".")
+    branch, tip = jury_branch(slug), sha
+    events: list[Event] = []
+    for fid in findings:
+        f = state.findings[fid]
+        eid = f"integrate:{fid}:{f.version}"
+        patch = rt.store.get_artifact(slug, f.patch or "")
+        if patch is None:
+            events.append(
+                FindingReopened(
+                    eid=eid,
+                    id=fid,
+                    reason=f"its patch {f.patch} is missing from the store",
+                    who="jury",
+                    source="integration",
+                )
+            )
+            continue
+        subject = f"jury: fix {f.id}: {f.claim}"[:200]
+        message = f"{subject}\n\nWHERE: {f.loc}\nTest: {f.test}\nTest command: {f.test_command}\n"
+        try:
+            with tempfile.TemporaryDirectory(prefix="jury-commit-") as work:
+                new = commit_deterministic(repo, parent=tip, patch=patch, message=message, work=Path(work))
+        except GitError as exc:
+            events.append(
+                FindingReopened(
+                    eid=eid,
+                    id=fid,
+                    who="jury",
+                    source="integration",
+                    reason=f"its fix no longer applies on {tip[:12]}: {exc.stderr.strip()[-300:]}",
+                )
+            )
+            continue
+        tip = new
+        events.append(
+            CommitPushed(eid=eid, sha=new, pushed=False, subject=subject, branch=branch, finding=fid)
+        )
+    if tip != sha:
+        update_ref(repo, f"refs/heads/{branch}", tip)
+    return events
+
+
+def failure_events(job: Job, exc: BaseException) -> list[Event]:
+    """What a task that crashed leaves in the log, so the run never waits on it forever."""
+    a, reason = job.action, f"the worker failed: {type(exc).__name__}: {exc}"[:500]
+    if a.kind == "review":
+        return [
+            AgentReport(
+                eid=f"{a.key}:report",
+                agent=a.agent or "",
+                round=a.round,
+                verdict="error",
+                seconds=0.0,
+                summary=reason,
+                role="reviewer",
+                key=a.key,
+                error=reason,
+            )
+        ]
+    if a.kind == "triage":
+        return [
+            FindingRefused(
+                eid=f"{a.key}:refused", id=a.finding or "", reason=reason, who=a.agent or "", round=a.round
+            )
+        ]
+    if a.kind == "reply":
+        return [
+            ReplySent(
+                eid=f"{a.key}:sent",
+                agent=a.agent or "",
+                round=a.round,
+                resumed=False,
+                text="",
+                findings=a.findings,
+            ),
+            ReplyAnswered(
+                eid=f"{a.key}:answered",
+                agent=a.agent or "",
+                round=a.round,
+                verdict="error",
+                seconds=0.0,
+                error=reason,
+            ),
+        ]
+    return []
+
+
+def run_task(rt: Runtime, kind: str, slug: str, key: str) -> None:
+    """Run one action once: under its lease (renewed while it runs), skipped when done or held elsewhere.
+
+    A crash is recorded against the action instead of leaving the run waiting; a refused budget ends
+    the action without running its agent (the coordinator then ends the run).
+    """
+    name = f"{slug}:{key}"
+    if is_done(rt.client, name, rt.prefix):
+        log.info("task.already_done", slug=slug, key=key)
+        return rt.kick(slug)
+    lease = Lease(rt.client, name, ttl=rt.settings.lease_ttl, prefix=rt.prefix)
+    if not lease.acquire():
+        log.info("task.busy", slug=slug, key=key)  # another worker holds it; its heartbeat keeps it alive
+        return None
+    cancelled = throttled(lambda: rt.cancelled(slug))
+    stop = lambda: lease.lost.is_set() or cancelled()  # noqa: E731
+    with lease.heartbeat():
+        if is_done(rt.client, name, rt.prefix):
+            return rt.kick(slug)
+        try:
+            TASKS[kind](rt, slug, key, stop)
+        except (StoreError, redis.RedisError) as exc:
+            # The log itself is out of reach (Redis restarting?): record nothing, mark nothing; the
+            # lease lapses and the reaper hands the action out again once the store is back.
+            log.warning("task.store_unavailable", slug=slug, key=key, error=str(exc))
+            return None
+        except BudgetExhausted as exc:
+            log.warning("task.budget_refused", slug=slug, key=key, reason=str(exc))
+            record_failure(rt, slug, key, None)
+        except Exception as exc:
+            log.exception("task.crashed", slug=slug, key=key, kind=kind)
+            record_failure(rt, slug, key, exc)
+        mark_done(rt.client, name, rt.prefix)
+    return None
+
+
+def record_failure(rt: Runtime, slug: str, key: str, exc: BaseException | None) -> None:
+    state = fold(rt.store.read(slug), slug)
+    action = state.actions.get(key)
+    if action is not None and not action.done:
+        job = Job(slug=slug, state=state, action=action)
+        finish(rt, job, failure_events(job, exc) if exc is not None else [], ok=False)
+    else:
+        rt.kick(slug)
+
+
+def reap(rt: Runtime) -> list[str]:
+    """Hand out again every action whose worker is gone, and kick every active run. Idempotent.
+
+    An action is handed out again when it is dispatched in the log but not done, nobody holds its lease,
+    it has no done marker, and it was last sent more than ``reap_after`` seconds ago.
+    """
+    resent: list[str] = []
+    now = time.time()
+    for slug in active_runs(rt):
+        state = fold(rt.store.read(slug), slug)
+        if state.state in TERMINAL_STATES:
+            rt.client.srem(keys.active_runs(rt.prefix), slug)
+            continue
+        for a in state.inflight():
+            name = f"{slug}:{a.key}"
+            if rt.client.exists(keys.lease(rt.prefix, name)) or is_done(rt.client, name, rt.prefix):
+                continue
+            sent = rt.client.get(keys.sent(rt.prefix, name))
+            if sent is not None and now - float(sent) < rt.settings.reap_after:
+                continue
+            send(rt, a.kind, slug, a.key)
+            resent.append(name)
+            log.warning("reap.resent", slug=slug, key=a.key)
+        rt.kick(slug)
+    return resent
+
+
+def active_runs(rt: Runtime) -> list[str]:
+    return sorted(
+        m.decode() if isinstance(m, bytes) else m for m in rt.client.smembers(keys.active_runs(rt.prefix))
+    )
+
+
+def send(rt: Runtime, kind: str, slug: str, key: str) -> None:
+    """Enqueue an action's task and remember when, for the reaper."""
+    rt.client.set(keys.sent(rt.prefix, f"{slug}:{key}"), f"{time.time():.3f}", ex=7 * 86400)
+    rt.send(kind, slug, key)

@@ -1,0 +1,542 @@
+"""The agent tasks: review, triage (with mechanical verification), reply, refute, push.
+
+Each is ``(runtime, slug, key, stop)``: it reads its action back from the log by key and ends by
+appending its result events in one batch (``finish``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import structlog
+
+from orchestrator.domain import (
+    AgentReport,
+    AgentWrote,
+    CommitPushed,
+    Event,
+    FindingRaised,
+    FindingRefused,
+    FindingReopened,
+    FindingReproduced,
+    FindingResolved,
+    FindingTurn,
+    JudgeSession,
+    RefuteSkipped,
+    RefuteVerdict,
+    ReplyAnswered,
+    ReplySent,
+    VerifyRan,
+)
+from orchestrator.errors import GitError
+from orchestrator.parse import (
+    JudgeVerdict,
+    acceptance_refusal,
+    parse_reply,
+    parse_review,
+    parse_verdict,
+    summarize,
+)
+from orchestrator.prompts import SettledItem, refute_prompt, reply_prompt, triage_prompt
+from orchestrator.refute import (
+    Signal,
+    agent_family,
+    classify_command,
+    commands_in_task,
+    gate,
+    independence,
+    parse_refutation,
+)
+from workers.runtime import (
+    Job,
+    Runtime,
+    agent_worktree,
+    finish,
+    jury_branch,
+    load_job,
+    log_refutation,
+    run_agent,
+    run_failure,
+    safe_name,
+    stderr_tail,
+)
+from workers.verify import CommandRun, run_checks, signals_of, verify_fix
+from workers.worktree import changed_paths, commit_deterministic, diff_patch, git
+
+log = structlog.get_logger()
+
+Stop = Callable[[], bool]
+
+
+# --- review -----------------------------------------------------------------------------------
+
+
+def review(rt: Runtime, slug: str, key: str, stop: Stop) -> None:
+    job = load_job(rt, slug, key, stop)
+    if job is None:
+        return rt.kick(slug)
+    a, s = job.action, job.state
+    agent, n = a.agent or "", a.round
+    rnd = s.round(n)
+    assert rnd is not None
+    name = f"round-{n}.{agent}"
+    with agent_worktree(rt, job, a.sha or rnd.sha) as wt:
+        run = run_agent(rt, job, role="reviewer", prompt=rnd.prompt, worktree=wt, name=name)
+        wrote = changed_paths(wt)
+    events: list[Event] = []
+    if wrote:
+        events.append(AgentWrote(eid=f"{key}:wrote", agent=agent, round=n, paths=wrote))
+    parsed = parse_review(run.report)
+    error = run_failure(run)
+    if error is None and parsed.verdict == "unparseable":
+        code = run.proc.exit_code
+        error = (
+            f"exited {code}: {stderr_tail(run)}"
+            if code
+            else "nothing parseable in its report: no FINDING/WHERE pair and no stop token"
+        )
+    verdict = "error" if error else parsed.verdict
+    events.append(
+        AgentReport(
+            eid=f"{key}:report",
+            agent=agent,
+            round=n,
+            verdict=verdict,
+            seconds=round(run.proc.seconds, 1),
+            summary=error or summarize(run.report),
+            report=run.report[-20000:],
+            session_id=run.session_id,
+            raw_file=f"{name}.stdout.txt",
+            raw_bytes=run.proc.stdout_bytes,
+            role="reviewer",
+            key=key,
+            error=error,
+            exit_code=run.proc.exit_code,
+        )
+    )
+    if not error:
+        for i, f in enumerate(parsed.findings, start=1):
+            fid = f"r{n}-{agent}-{i}"
+            events.append(
+                FindingRaised(
+                    eid=f"raised:{fid}", id=fid, round=n, agent=agent, claim=f.claim, loc=f.loc, body=f.body
+                )
+            )
+    finish(rt, job, events)
+
+
+# --- triage -----------------------------------------------------------------------------------
+
+
+def triage(rt: Runtime, slug: str, key: str, stop: Stop) -> None:
+    job = load_job(rt, slug, key, stop)
+    if job is None:
+        return rt.kick(slug)
+    a, s = job.action, job.state
+    assert a.finding is not None and a.sha is not None and a.agent is not None
+    f = s.findings[a.finding]
+    judge, n = a.agent, a.round
+    name = f"triage.{f.id}.{f.triages}"
+    prompt = triage_prompt(
+        finding_id=f.id,
+        agent=f.agent,
+        claim=f.claim,
+        loc=f.loc,
+        body=f.body,
+        base=s.target.base or "",
+        turns=[(t.who, t.text) for t in f.turns],
+        refusals=[*f.refusals, *f.reopens],
+    )
+    with agent_worktree(rt, job, a.sha) as wt:
+        run = run_agent(rt, job, role="judge", prompt=prompt, worktree=wt, name=name)
+        patch = diff_patch(wt)
+    events: list[Event] = []
+    verdict = parse_verdict(run.report)
+    error = run_failure(run)
+    events.append(
+        AgentReport(
+            eid=f"{key}:report",
+            agent=judge,
+            round=n,
+            verdict="error" if error or verdict is None else "clean",
+            seconds=round(run.proc.seconds, 1),
+            summary=error or summarize(run.report),
+            report=run.report[-20000:],
+            session_id=run.session_id,
+            raw_file=f"{name}.stdout.txt",
+            raw_bytes=run.proc.stdout_bytes,
+            role="judge",
+            key=key,
+            error=error,
+            exit_code=run.proc.exit_code,
+        )
+    )
+    if run.session_id:
+        events.append(JudgeSession(eid=f"{key}:session", agent=judge, session_id=run.session_id, round=n))
+
+    def refuse(reason: str) -> None:
+        events.append(FindingRefused(eid=f"{key}:refused", id=f.id, reason=reason, who=judge, round=n))
+
+    if error:
+        refuse(f"the judge could not run: {error}")
+    elif verdict is None:
+        refuse("the judge's answer has no JSON object with a verdict key")
+    elif verdict.verdict == "accepted":
+        refusal = acceptance_refusal(verdict) or ("" if patch else "accepted, but the judge changed no file")
+        if refusal:
+            refuse(refusal)
+        else:
+            events += accept(rt, job, patch, verdict)
+    else:
+        if verdict.reproduced:
+            events.append(
+                FindingReproduced(
+                    eid=f"{key}:reproduced",
+                    id=f.id,
+                    evidence=verdict.evidence or "",
+                    test=verdict.test,
+                    who=judge,
+                )
+            )
+        reason = verdict.reason or ""
+        if verdict.evidence:
+            reason = f"{reason} Evidence: {verdict.evidence}".strip()
+        events.append(
+            FindingResolved(
+                eid=f"{key}:resolved",
+                id=f.id,
+                verdict=verdict.verdict,
+                reason=reason or "(no reason given)",
+                who=judge,
+            )
+        )
+    finish(rt, job, events)
+
+
+def accept(rt: Runtime, job: Job, patch: bytes, verdict: JudgeVerdict) -> list[Event]:
+    """An acceptance that passed the gate: keep its patch, then prove it with its own test.
+
+    The judge's ``test_command`` must pass on the fixed tree and fail with the fix reverted (the test
+    kept), and the fix must not weaken existing tests. A fix that fails this is refuted without any model
+    and goes back to the judge with the evidence; it never reaches the run's tree.
+    """
+    a, s = job.action, job.state
+    f = s.findings[a.finding or ""]
+    key, judge = a.key, a.agent or ""
+    patch_name = f"patches/{f.id}.{f.triages}.patch"
+    rt.store.put_artifact(job.slug, patch_name, patch)
+    events: list[Event] = [
+        FindingReproduced(
+            eid=f"{key}:reproduced", id=f.id, evidence=verdict.evidence or "", test=verdict.test, who=judge
+        ),
+        FindingResolved(
+            eid=f"{key}:resolved",
+            id=f.id,
+            verdict="accepted",
+            reason=verdict.reason or "",
+            test=verdict.test,
+            test_command=verdict.test_command,
+            who=judge,
+            patch=patch_name,
+        ),
+    ]
+    cfg = s.config
+    if cfg is None or not cfg.verify:
+        return events
+    check = verify_fix(
+        job.repo,
+        a.sha or "",
+        patch,
+        verdict.test_command or "",
+        worktrees=rt.worktrees,
+        name=f"{job.slug}.{safe_name(key)}.verify",
+        timeout=cfg.timeout or job.spec.default_timeout(),
+        out_dir=rt.run_dir(job.slug),
+    )
+    events += [verify_event(f"{key}:verify:{i}", f.id, run) for i, run in enumerate(check.runs)]
+    if not check.ok:
+        reason = check.reason or "verification failed"
+        signal = signals_of(check.runs, "verification")
+        events += [
+            RefuteVerdict(
+                eid=f"{key}:refuted",
+                id=f.id,
+                outcome="refuted",
+                reason=reason,
+                source="verification",
+                signal=signal[-1].model_dump() if signal else None,
+                cost_usd=0.0,
+            ),
+            FindingReopened(eid=f"{key}:reopened", id=f.id, reason=reason, who="jury", source="verification"),
+        ]
+    return events
+
+
+# --- reply ------------------------------------------------------------------------------------
+
+
+def reply(rt: Runtime, slug: str, key: str, stop: Stop) -> None:
+    job = load_job(rt, slug, key, stop)
+    if job is None:
+        return rt.kick(slug)
+    a, s = job.action, job.state
+    agent, n = a.agent or "", a.round
+    spec = job.spec
+    fs = [s.findings[i] for i in a.findings if i in s.findings]
+    outcomes = [SettledItem(id=f.id, verdict=f.status, claim=f.claim, loc=f.loc, reason=f.reason) for f in fs]
+    prompt = reply_prompt(round_n=n, agent=agent, outcomes=outcomes)
+    session = s.sessions.get(agent)
+    resume = bool(session and spec.resume_argv)
+    name = f"reply-{n}.{agent}.{sum(1 for r in s.replies if r.agent == agent) + 1}"
+    with agent_worktree(rt, job, s.tip or "") as wt:
+        run = run_agent(
+            rt,
+            job,
+            role="reply",
+            prompt=prompt,
+            worktree=wt,
+            name=name,
+            session=session if resume else None,
+            resume=resume,
+        )
+    error = run_failure(run)
+    contestable = {f.id for f in fs if f.status in ("rejected", "deferred")}
+    contests = [] if error else [c for c in parse_reply(run.report).contests if c.id in contestable]
+    events: list[Event] = [
+        ReplySent(
+            eid=f"{key}:sent",
+            agent=agent,
+            round=n,
+            resumed=resume,
+            session_id=session,
+            text=prompt,
+            findings=[f.id for f in fs],
+        )
+    ]
+    for c in contests:
+        events.append(FindingTurn(eid=f"{key}:turn:{c.id}", id=c.id, agent=agent, who=agent, text=c.text))
+    events.append(
+        ReplyAnswered(
+            eid=f"{key}:answered",
+            agent=agent,
+            round=n,
+            verdict="error" if error else ("contested" if contests else "clean"),
+            seconds=round(run.proc.seconds, 1),
+            report=run.report[-20000:],
+            contests=contests,
+            error=error,
+        )
+    )
+    finish(rt, job, events)
+
+
+# --- push -------------------------------------------------------------------------------------
+
+
+def push(rt: Runtime, slug: str, key: str, stop: Stop) -> None:
+    """Push the run's fixes to the reviewed branch (only when the run was started with --push)."""
+    job = load_job(rt, slug, key, stop)
+    if job is None:
+        return rt.kick(slug)
+    t = job.state.target
+    branch = t.branch or ""
+    remote = t.url and "origin" or "."
+    try:
+        git(["push", remote, f"refs/heads/{jury_branch(slug)}:refs/heads/{branch}"], job.repo)
+    except GitError as exc:
+        log.error("push.failed", slug=slug, error=str(exc))
+        return finish(rt, job, [], ok=False)
+    finish(
+        rt,
+        job,
+        [
+            CommitPushed(
+                eid=f"{key}:pushed",
+                sha=job.action.sha or "",
+                pushed=True,
+                subject=f"pushed {jury_branch(slug)} to {branch}",
+                branch=branch,
+            )
+        ],
+    )
+
+
+# --- refute -----------------------------------------------------------------------------------
+
+
+def claim_text(job: Job) -> str:
+    """The claim the refuter is asked to break, in plain words."""
+    s, fid = job.state, job.action.finding
+    if fid is None:
+        t = s.target
+        return (
+            f"The change under review ({t.branch or t.url}, head {str(t.head)[:12]}) together with the "
+            f"jury's accepted fixes (tree {str(job.action.sha)[:12]}) is correct: every reviewer found "
+            "nothing more, and the declared checks pass."
+        )
+    f = s.findings[fid]
+    if f.status == "rejected":
+        return (
+            f"Finding {f.id} at {f.loc} does not reproduce. The finding said: {f.claim}. "
+            f"The judge rejected it: {f.reason}"
+        )
+    return (
+        f"Finding {f.id} at {f.loc} is real and fixed: {f.claim}. The judge reproduced it and fixed it "
+        f"({f.reason}); its regression test ({f.test}) is run by `{f.test_command}`, which fails without the "
+        "fix and passes with it."
+    )
+
+
+def tree_of(rt: Runtime, job: Job, work: Path) -> str:
+    """The commit the claim is about: the tip, plus the finding's fix when it is not integrated yet."""
+    a, s = job.action, job.state
+    f = s.findings.get(a.finding or "")
+    if f is None or f.status != "accepted" or f.integrated or not f.patch:
+        return a.sha or s.tip or ""
+    patch = rt.store.get_artifact(job.slug, f.patch) or b""
+    return commit_deterministic(
+        job.repo, parent=a.sha or "", patch=patch, message=f"jury: candidate fix {f.id}", work=work
+    )
+
+
+def refute(rt: Runtime, slug: str, key: str, stop: Stop) -> None:
+    """The second opinion: gate on a real signal first, then an agent of another family tries to break
+    the claim, reading and running only the declared checks and read-only git. It never writes."""
+    import tempfile
+
+    job = load_job(rt, slug, key, stop)
+    if job is None:
+        return rt.kick(slug)
+    a, s, cfg = job.action, job.state, job.state.config
+    assert cfg is not None
+    f = s.findings.get(a.finding or "")
+    fid = f.id if f else None
+    events: list[Event] = []
+    signals: list[Signal] = []
+    if f is not None:
+        for v in f.verification:
+            kind = classify_command(v["command"]) or "test"
+            signals.append(
+                Signal(
+                    kind=kind,
+                    command=v["command"],
+                    exit_code=v.get("exitCode"),
+                    source="verification",
+                    output_tail=v.get("outputTail", ""),
+                    tree=v.get("tree"),
+                )
+            )
+    task_cmds = {f"task-{i}": c for i, c in enumerate(commands_in_task(cfg.task or ""), 1)}
+    commands = {**cfg.checks, **task_cmds}
+    timeout = cfg.timeout or 600.0
+    with tempfile.TemporaryDirectory(prefix="jury-refute-") as work:
+        tree = tree_of(rt, job, Path(work))
+    if commands:
+        runs = run_checks(
+            job.repo,
+            tree,
+            commands,
+            worktrees=rt.worktrees,
+            name=f"{slug}.{safe_name(key)}.checks",
+            timeout=timeout,
+            out_dir=rt.run_dir(slug),
+        )
+        events += [verify_event(f"{key}:check:{i}", fid, r) for i, r in enumerate(runs)]
+        signals += signals_of([r for r in runs if not (r.check or "").startswith("task-")], "declared")
+        signals += signals_of([r for r in runs if (r.check or "").startswith("task-")], "task")
+    g = gate(signals)
+    record = {
+        "finding": fid,
+        "had_signal": g.open,
+        "signal_kind": signals[0].kind if signals else None,
+        "signal_source": signals[0].source if signals else None,
+    }
+    if not g.open:
+        events.append(RefuteSkipped(eid=f"{key}:skipped", id=fid, reason=g.reason))
+        log_refutation(rt, slug, record | {"ran": False, "reason": g.reason, "changed_answer": False})
+        return finish(rt, job, events)
+    prompt = refute_prompt(
+        claim=claim_text(job),
+        finding_id=fid,
+        signals=g.signals,
+        commands=[*commands.values(), *([f.test_command] if f and f.test_command else [])],
+        base=s.target.base,
+    )
+    with agent_worktree(rt, job, tree) as wt:
+        run = run_agent(rt, job, role="refuter", prompt=prompt, worktree=wt, name=f"refute.{safe_name(key)}")
+        wrote = changed_paths(wt)
+    if wrote:
+        events.append(AgentWrote(eid=f"{key}:wrote", agent=a.agent or "", round=a.round, paths=wrote))
+    error = run_failure(run)
+    verdict = parse_refutation(run.report)
+    if error:
+        verdict = verdict.model_copy(
+            update={"outcome": "unclear", "reason": f"the refuter could not run: {error}"}
+        )
+    judge_family = agent_family(cfg.judge, cfg.agents[cfg.judge].model)
+    spec = job.spec
+    chosen_family = agent_family(spec.name, spec.model)
+    independent = independence(judge_family, run.model, chosen_family)
+    events.append(
+        RefuteVerdict(
+            eid=f"{key}:verdict",
+            id=fid,
+            outcome=verdict.outcome,
+            reason=verdict.reason,
+            source="refuter",
+            agent=a.agent,
+            model=run.model or spec.model,
+            independent=independent,
+            signal=g.signals[0].model_dump() if g.signals else None,
+            cost_usd=run.cost_usd,
+        )
+    )
+    if verdict.outcome == "refuted" and f is not None:
+        events.append(
+            FindingReopened(
+                eid=f"{key}:reopened",
+                id=f.id,
+                who=a.agent or "",
+                source="refuter",
+                reason=f"refuted by {a.agent}: {verdict.reason}",
+            )
+        )
+    log_refutation(
+        rt,
+        slug,
+        record
+        | {
+            "ran": True,
+            "outcome": verdict.outcome,
+            "changed_answer": verdict.outcome == "refuted",
+            "reviewer_agent": a.agent,
+            "reviewer_model": run.model or spec.model,
+            "independent": independent,
+            "cost_usd": run.cost_usd,
+        },
+    )
+    finish(rt, job, events)
+
+
+def verify_event(eid: str, fid: str | None, run: CommandRun) -> VerifyRan:
+    return VerifyRan(
+        eid=eid,
+        id=fid,
+        command=run.command,
+        tree=run.tree,
+        sha=run.sha,
+        exit_code=run.exit_code,
+        seconds=round(run.seconds, 2),
+        output_tail=run.output_tail[-2000:],
+        error=run.error,
+    )
+
+
+TASKS: dict[str, Callable[[Runtime, str, str, Stop], None]] = {
+    "review": review,
+    "triage": triage,
+    "reply": reply,
+    "push": push,
+    "refute": refute,
+}
