@@ -420,11 +420,87 @@ def agents(
     for col in ("agent", "installed", "roles", "model", "install"):
         table.add_column(col)
     for name, spec in sorted(cfg.agents.items()):
-        exe = spec.argv[0]
-        found = shutil.which(exe) or (exe if Path(exe).is_file() else None)
+        if spec.kind == "cli":
+            exe = spec.argv[0]
+            found = shutil.which(exe) or (exe if Path(exe).is_file() else None)
+        elif spec.kind == "check":
+            exe = (spec.command or "").split()[0] if spec.command else ""
+            found = shutil.which(exe) or (exe if exe and Path(exe).is_file() else None)
+        else:
+            found = spec.base_url  # an endpoint: nothing to install
         roles = "reviewer, judge" if spec.can_judge else "reviewer"
         table.add_row(name, "yes" if found else "no", roles, spec.model or "-", spec.install or "-")
     out.print(table)
+
+
+@app.command()
+def cancel(slug: str, dir: DirOpt = None) -> None:
+    """Cancel a run: its running agents are killed and it ends ``cancelled``."""
+    settings = settings_for(dir)
+    sock = settings.dir / "redis" / "redis.sock"
+    if not settings.redis_url and sock.exists():  # a run on this machine's embedded Redis
+        settings = settings.model_copy(update={"redis_url": f"unix://{sock}"})
+    if not settings.redis_url:
+        raise UsageError(
+            "no Redis to reach the run through: set JURY_REDIS_URL, or cancel while the "
+            "run's `jury review` is running on this machine"
+        )
+    from orchestrator.domain import RunCancel
+    from orchestrator.store import keys
+    from orchestrator.store.redis import from_url as redis_store
+    from workers.app import make_app
+
+    store = redis_store(settings.redis_url)
+    if not store.exists(slug):
+        raise UsageError(f"no run named {slug} (see `jury runs`)")
+    store.client.set(keys.cancel(store.prefix, slug), "1", ex=7 * 86400)
+    store.append(slug, [RunCancel(eid="cancel", who=os.environ.get("USER", "user"))])
+    make_app(settings).send_task("jury.coordinate", args=[slug])
+    out.print(f"cancelling {slug}", markup=False)
+
+
+@app.command()
+def refute(
+    claim: Annotated[str, typer.Option(help="The claim to try to refute.")],
+    repo: Annotated[Path, typer.Option(help="The repository the claim is about.")] = Path("."),
+    task: Annotated[str | None, typer.Option(help="The task text; commands named in it are signals.")] = None,
+    command: Annotated[
+        list[str] | None, typer.Option(help="A test, lint, typecheck or build command.")
+    ] = None,
+    refuter: Annotated[str | None, typer.Option(help="The refuting agent (default: another family).")] = None,
+    config: Annotated[Path | None, typer.Option("--config", help="A jury.toml to apply.")] = None,
+    timeout: Annotated[
+        float | None, typer.Option(help="Wall-clock seconds for each command and the agent.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the three-state record as JSON.")] = False,
+    dir: DirOpt = None,
+) -> None:
+    """The second opinion on its own. Exit 1 only on a concrete refutation."""
+    from orchestrator.second_opinion import second_opinion
+
+    settings = settings_for(dir)
+    if not repo.is_dir():
+        raise UsageError(f"no such directory: {repo}")
+    cfg = load_config(repo, config)
+    record = second_opinion(
+        settings,
+        cfg,
+        repo.resolve(),
+        claim=claim,
+        task=task,
+        commands=command or [],
+        refuter=refuter,
+        timeout=timeout,
+    )
+    if as_json:
+        sys.stdout.write(record.model_dump_json(indent=2) + "\n")
+    elif not record.ran:
+        out.print(f"not run: {record.skipped_reason}", markup=False)
+    else:
+        who = f"{record.reviewer_agent} ({record.reviewer_model or 'model unknown'}"
+        who += ", independent)" if record.independent else ", NOT independent)"
+        out.print(f"{record.outcome}: {record.reason}\n  by {who}", markup=False)
+    raise typer.Exit(1 if record.outcome == "refuted" else 0)
 
 
 @app.command()

@@ -401,6 +401,17 @@ class BudgetRefused(EventBase):
     reason: str
 
 
+class ToolRefused(EventBase):
+    """A model asked for a tool its role was not offered (or outside its worktree): refused at dispatch."""
+
+    t: Literal["tool.refused"] = "tool.refused"
+    key: str
+    agent: str
+    tool: str
+    role: str
+    reason: str
+
+
 class RunCancel(EventBase):
     t: Literal["run.cancel"] = "run.cancel"
     who: str = "user"
@@ -434,6 +445,7 @@ Event = Annotated[
     | BudgetReserved
     | BudgetSpent
     | BudgetRefused
+    | ToolRefused
     | RunCancel,
     Field(discriminator="t"),
 ]

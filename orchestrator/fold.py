@@ -294,7 +294,7 @@ def apply(s: RunState, e: Event) -> None:
                 "asked": True,
                 "ran": e.source == "refuter",
                 "outcome": e.outcome,
-                "ok": e.outcome != "refuted",
+                "ok": {"refuted": False, "not_refuted": True}.get(e.outcome),
                 "reason": e.reason,
                 "source": e.source,
                 "reviewer_agent": e.agent,

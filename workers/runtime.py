@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import redis
 import structlog
@@ -33,12 +34,15 @@ from orchestrator.domain import (
     BudgetSpent,
     Event,
     Role,
+    ToolRefused,
 )
 from orchestrator.fold import Dispatched, RunState, fold
 from orchestrator.store import keys
 from orchestrator.store.files import FileStore
 from orchestrator.store.redis import RedisStore
+from workers.agents.check import run_check_agent
 from workers.agents.cli import AgentRun, run_cli_agent
+from workers.agents.http import run_http_agent
 from workers.ledger import Ledger
 from workers.worktree import Worktrees
 
@@ -197,20 +201,14 @@ def run_agent(
     session: str | None = None,
     resume: bool = False,
 ) -> AgentRun:
-    """Run the job's agent: reserve its cost, ``agent.launch``, ``agent.alive`` while it runs, then
-    reconcile. Stops (killing the agent's group) when the job's ``stop`` says so."""
-    cfg = job.state.config
+    """Run the job's agent, whatever its kind: reserve its cost, ``agent.launch``, ``agent.alive`` while
+    it runs, then reconcile. Stops (killing the agent's group) when the job's ``stop`` says so.
+
+    An http agent reserves and reconciles each model call itself (``per_call_budget``, ``http_events``).
+    """
+    cfg, spec = job.state.config, job.spec
     assert cfg is not None and job.action.agent is not None
     agent, rnd, key = job.action.agent, job.action.round, job.action.key
-    reserve(rt, job)
-    rt.store.append(
-        job.slug,
-        [
-            AgentLaunch(
-                eid=f"{key}:launch", agent=agent, round=rnd, role=role, key=key, finding=job.action.finding
-            )
-        ],
-    )
     ticks = 0
 
     def alive(seconds: float, quiet: float) -> None:
@@ -230,25 +228,65 @@ def run_agent(
             ],
         )
 
-    spec = job.spec
-    run = run_cli_agent(
-        spec,
-        role=role,
-        prompt=prompt,
-        worktree=worktree,
-        out_dir=rt.run_dir(job.slug),
-        name=name,
-        session=session,
-        resume=resume,
-        timeout=cfg.timeout or spec.default_timeout(),
-        grace=rt.settings.kill_grace,
-        tick_every=cfg.alive_every,
-        on_tick=alive,
-        should_stop=job.stop,
-        max_output=rt.settings.max_output,
+    if spec.kind != "http":
+        reserve(rt, job)
+    rt.store.append(
+        job.slug,
+        [
+            AgentLaunch(
+                eid=f"{key}:launch", agent=agent, round=rnd, role=role, key=key, finding=job.action.finding
+            )
+        ],
     )
-    spent = reconcile(rt, job, run)
-    rt.store.append(job.slug, [spent])
+    out_dir, timeout = rt.run_dir(job.slug), cfg.timeout or spec.default_timeout()
+    if spec.kind == "http":
+        run = run_http_agent(
+            spec,
+            role=role,
+            prompt=prompt,
+            worktree=worktree,
+            out_dir=out_dir,
+            name=name,
+            timeout=timeout,
+            checks=cfg.checks,
+            reserve=per_call_budget(rt, job),
+            on_event=http_events(rt, job, role),
+            should_stop=job.stop,
+        )
+    elif spec.kind == "check":
+        run = run_check_agent(
+            spec,
+            role=role,
+            prompt=prompt,
+            worktree=worktree,
+            out_dir=out_dir,
+            name=name,
+            timeout=timeout,
+            base=job.state.target.base or "",
+            grace=rt.settings.kill_grace,
+            tick_every=cfg.alive_every,
+            on_tick=alive,
+            should_stop=job.stop,
+        )
+    else:
+        run = run_cli_agent(
+            spec,
+            role=role,
+            prompt=prompt,
+            worktree=worktree,
+            out_dir=out_dir,
+            name=name,
+            session=session,
+            resume=resume,
+            timeout=timeout,
+            grace=rt.settings.kill_grace,
+            tick_every=cfg.alive_every,
+            on_tick=alive,
+            should_stop=job.stop,
+            max_output=rt.settings.max_output,
+        )
+    if spec.kind != "http":
+        rt.store.append(job.slug, [reconcile(rt, job, run)])
     for suffix, data in ((".stdout.txt", run.stdout), (".stderr.txt", run.stderr)):
         rt.store.put_artifact(job.slug, name + suffix, data.encode())
     log.info(
@@ -256,12 +294,108 @@ def run_agent(
         slug=job.slug,
         key=key,
         agent=agent,
+        kind=spec.kind,
         exit_code=run.proc.exit_code,
         timed_out=run.proc.timed_out,
         seconds=round(run.proc.seconds, 1),
-        cost_usd=spent.amount,
+        cost_usd=run.cost_usd,
     )
     return run
+
+
+def per_call_budget(rt: Runtime, job: Job) -> Callable[[float], bool]:
+    """The http runner's ``reserve``: one ledger reservation per model call, ``budget.*`` events for each.
+
+    The launch event goes out with the first call; a refusal is recorded and stops the run's spending.
+    """
+    a = job.action
+    calls = 0
+
+    def take(amount: float) -> bool:
+        nonlocal calls
+        calls += 1
+        call_key = f"{a.key}:call{calls}"
+        res = rt.ledger.reserve(
+            slug=job.slug,
+            call_id=f"{job.slug}:{call_key}",
+            projection=amount,
+            run_ceiling=job.state.config.budget if job.state.config else None,
+            call_ceiling=rt.settings.call_ceiling,
+            day_ceiling=rt.settings.fleet_day_ceiling,
+        )
+        if not res.ok:
+            rt.store.append(
+                job.slug,
+                [
+                    BudgetRefused(
+                        eid=f"{call_key}:budget-refused",
+                        key=call_key,
+                        agent=a.agent or "",
+                        reason=res.reason or "refused",
+                    )
+                ],
+            )
+            return False
+        rt.store.append(
+            job.slug,
+            [
+                BudgetReserved(
+                    eid=f"{call_key}:reserved",
+                    key=call_key,
+                    agent=a.agent or "",
+                    amount=amount,
+                    finding=a.finding,
+                )
+            ],
+        )
+        return True
+
+    return take
+
+
+def http_events(rt: Runtime, job: Job, role: Role) -> Callable[[str, dict[str, Any]], None]:
+    """Turn the http runner's reports into events: the launch, each call's cost, every refused tool."""
+    a = job.action
+    calls = refusals = 0
+
+    def on_event(name: str, fields: dict[str, Any]) -> None:
+        nonlocal calls, refusals
+        if name == "http.call":
+            calls += 1
+            call_key = f"{a.key}:call{calls}"
+            cost = fields.get("cost_usd")
+            rt.ledger.reconcile(f"{job.slug}:{call_key}", cost)
+            rt.store.append(
+                job.slug,
+                [
+                    BudgetSpent(
+                        eid=f"{call_key}:spent",
+                        key=call_key,
+                        agent=a.agent or "",
+                        amount=cost,
+                        finding=a.finding,
+                    )
+                ],
+            )
+        elif name == "tool.refused":
+            refusals += 1
+            rt.store.append(
+                job.slug,
+                [
+                    ToolRefused(
+                        eid=f"{a.key}:refused-tool:{refusals}",
+                        key=a.key,
+                        agent=a.agent or "",
+                        tool=str(fields.get("tool")),
+                        role=role,
+                        reason=str(fields.get("reason")),
+                    )
+                ],
+            )
+        else:
+            log.info(f"agent.{name}", slug=job.slug, key=a.key, **fields)
+
+    return on_event
 
 
 def run_failure(run: AgentRun) -> str | None:
