@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ from orchestrator.domain import (
     Target,
     TargetEvent,
 )
-from orchestrator.errors import JuryError, UsageError
+from orchestrator.errors import JuryError, StoreError, UsageError
 from orchestrator.fold import RunState, apply, fold, run_json
 from orchestrator.progress import Progress, summary
 from orchestrator.store.base import EventStore
@@ -222,13 +223,27 @@ def resume_events(b: Backend, slug: str) -> list[Event]:
     ]
 
 
+STORE_PATIENCE = 120.0  # seconds ``follow`` waits for an unreachable store before giving up
+
+
 def follow(b: Backend, slug: str, console: Console) -> RunState:
     """Show the run until it ends; returns the final fold."""
     state = RunState(slug=slug)
-    seen = 0
+    seen, outage = 0, None
     with Progress(console, slug) as progress:
         while True:
-            new = b.store.wait(slug, after=seen, timeout=1.0)
+            try:
+                new = b.store.wait(slug, after=seen, timeout=1.0)
+            except StoreError as exc:  # Redis restarting: wait for it, for a while
+                outage = outage or time.monotonic()
+                if time.monotonic() - outage > STORE_PATIENCE:
+                    raise StoreError(
+                        f"the run's store has not answered for {STORE_PATIENCE:.0f}s: {exc}; "
+                        f"the run is kept: jury review --resume {slug}"
+                    ) from exc
+                time.sleep(1.0)
+                continue
+            outage = None
             seen += len(new)
             for e in new:
                 apply(state, e)

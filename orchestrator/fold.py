@@ -46,6 +46,7 @@ from orchestrator.domain import (
     RunResumed,
     Target,
     TargetEvent,
+    ToolRefused,
     VerifyRan,
 )
 
@@ -169,6 +170,7 @@ class RunState(Model):
     unknown_costs: int = 0  # calls whose cost is unknown (never counted as zero)
     budget_refused: str | None = None
     cancel_requested: bool = False
+    tool_refusals: list[dict[str, Any]] = Field(default_factory=list)  # tools refused to http agents
     final_check: dict[str, Any] | None = None  # the second opinion on the converged claim
     events: int = 0
     first_ts: str | None = None
@@ -328,6 +330,10 @@ def apply(s: RunState, e: Event) -> None:
             s.budget_refused = e.reason
         case RunCancel():
             s.cancel_requested = True
+        case ToolRefused():
+            s.tool_refusals.append(
+                {"agent": e.agent, "role": e.role, "tool": e.tool, "reason": e.reason, "key": e.key}
+            )
         case JudgeSession():
             s.judge_session = e.session_id
         case CommitPushed():

@@ -85,6 +85,8 @@ def event_line(e: Event) -> str | None:
             return f"  second opinion on {e.id or 'the converged claim'}: not run: {e.reason}"
         case BudgetRefused():
             return f"  budget refused {e.agent} for {e.key}: {e.reason}"
+        case ToolRefused():
+            return f"  refused {e.agent} ({e.role}) the tool {e.tool}: {e.reason}"
         case TargetEvent() if e.target.state:
             note = f" — {e.target.state_note}" if e.target.state_note else ""
             return f"run {e.target.state}{note}"
@@ -207,6 +209,10 @@ def summary(console: Console, s: RunState, where: str | None = None) -> None:
                 )
             if f.refutation is not None:
                 console.print(f"  {f.id} second opinion: {refutation_line(f.refutation)}", markup=False)
+    for r in s.tool_refusals:
+        console.print(
+            f"  refused {r['agent']} ({r['role']}) the tool {r['tool']}: {r['reason']}", markup=False
+        )
     if s.final_check is not None:
         console.print(
             f"  second opinion on the converged claim: {refutation_line(s.final_check)}", markup=False
