@@ -29,6 +29,7 @@ from orchestrator.domain import (
     ReplyAnswered,
     RoundStart,
     TargetEvent,
+    ToolRefused,
     VerifyRan,
 )
 from orchestrator.fold import RunState
