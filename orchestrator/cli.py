@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import structlog
 import typer
@@ -36,8 +36,12 @@ from orchestrator.domain import (
 from orchestrator.errors import JuryError, StoreError, UsageError
 from orchestrator.fold import RunState, apply, fold, run_json
 from orchestrator.progress import Progress, summary
+from orchestrator.store import keys
 from orchestrator.store.base import EventStore
 from orchestrator.store.files import FileStore
+
+if TYPE_CHECKING:
+    from orchestrator.store.redis import RedisStore
 
 app = typer.Typer(
     add_completion=False,
@@ -67,7 +71,7 @@ def settings_for(dir_: Path | None) -> Settings:
 class Backend:
     """The live store of a run and how to reach its workers."""
 
-    store: EventStore
+    store: RedisStore
     files: FileStore
     settings: Settings
     celery: Any
@@ -273,6 +277,8 @@ def run_review(
         b.store.create_run(slug)
         b.store.append(slug, events)
         b.sync(slug)
+        # Active from now on: the reaper kicks it again should this first kick be lost.
+        b.store.client.sadd(keys.active_runs(b.store.prefix), slug)
         b.kick(slug)
         if detach:
             console.print(slug)
