@@ -148,15 +148,15 @@ def pick_refuter(
     cfg: RepoConfig, reviewers: list[str], judge: str, forced: str | None
 ) -> tuple[str | None, str]:
     """The second opinion's agent: the user's choice, else a juror of another family than the judge."""
-    from orchestrator.refute import agent_family, choose_refuter
+    from orchestrator.refute import choose_refuter, spec_family
 
-    judge_family = agent_family(judge, cfg.agents[judge].model)
+    judge_family = spec_family(cfg.agents[judge])
     if forced is not None and forced not in cfg.agents:
         raise UsageError(f"--refuter: unknown agent '{forced}' (known: {', '.join(sorted(cfg.agents))})")
     names = [n for n in dict.fromkeys([*reviewers, judge]) if cfg.agents[n].kind != "check"]
-    candidates = {n: agent_family(n, cfg.agents[n].model) for n in names}
+    candidates = {n: spec_family(cfg.agents[n]) for n in names}
     if forced is not None:
-        candidates = {forced: agent_family(forced, cfg.agents[forced].model)}
+        candidates = {forced: spec_family(cfg.agents[forced])}
     choice = choose_refuter(judge_family, candidates, forced)
     return choice.agent, choice.reason
 

@@ -21,6 +21,8 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from orchestrator.domain import AgentSpec
+
 __all__ = [
     "AGENT_FAMILIES",
     "MIN_REFUTATION_REASON",
@@ -757,6 +759,13 @@ def agent_family(name: str, model: str | None) -> str | None:
         return AGENT_FAMILIES[key]
     head = re.split(r"[-_.:/ ]", key, maxsplit=1)[0]
     return AGENT_FAMILIES.get(head)
+
+
+def spec_family(spec: AgentSpec) -> str | None:
+    """An agent entry's family: its explicit ``family``, else ``agent_family`` of its name and model."""
+    if spec.family_override:
+        return spec.family_override.lower()
+    return agent_family(spec.name, spec.model)
 
 
 class RefuterChoice(BaseModel):

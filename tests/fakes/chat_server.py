@@ -2,15 +2,19 @@
 
 ``ChatServer`` listens on 127.0.0.1 (port 0) in a thread and answers ``POST /chat/completions`` and
 ``POST /v1/chat/completions``. Each model has its own queue of scripted replies (``answer``,
-``tool_call``, ``status``, ``slow``, ``malformed``); an empty queue answers 500 so a test that runs out
-of script fails loudly. Every request is recorded (path, headers, JSON body) for assertions.
+``tool_call``, ``status``, ``slow``, ``malformed``); when a model's queue is empty its *brain* answers,
+if it has one (``think``: a function of the recorded request, e.g. ``tests/fakes/scripted_models.py``),
+else 500, so a test that runs out of script fails loudly. Every request is recorded (path, headers, JSON
+body, arrival time) for assertions.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import defaultdict, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -33,10 +37,14 @@ class Recorded:
     path: str
     headers: dict[str, str]
     body: Any  # the parsed JSON body, or the raw text when it is not JSON
+    at: float = field(default_factory=time.monotonic)  # when it arrived (time.monotonic)
 
     @property
     def model(self) -> str | None:
         return self.body.get("model") if isinstance(self.body, dict) else None
+
+
+Brain = Callable[[Recorded], Reply]  # answers a model's request from what it was sent
 
 
 def _completion(message: dict[str, Any], usage: dict[str, Any] | None, extra: dict[str, Any]) -> Reply:
@@ -100,6 +108,7 @@ class ChatServer:
 
     def __init__(self) -> None:
         self.queues: dict[str, deque[Reply]] = defaultdict(deque)
+        self.brains: dict[str, Brain] = {}
         self.requests: list[Recorded] = []
         self.lock = threading.Lock()
         self.stopping = threading.Event()
@@ -119,6 +128,11 @@ class ChatServer:
         with self.lock:
             self.queues[model].extend(replies)
 
+    def think(self, model: str, brain: Brain) -> None:
+        """Let ``brain`` answer ``model``'s requests once its scripted queue is empty."""
+        with self.lock:
+            self.brains[model] = brain
+
     def requests_for(self, model: str) -> list[Recorded]:
         with self.lock:
             return [r for r in self.requests if r.model == model]
@@ -133,11 +147,17 @@ class ChatServer:
         self.httpd.server_close()
         self.thread.join(timeout=5)
 
-    def _next(self, model: str | None) -> Reply:
+    def _next(self, model: str | None, request: Recorded) -> Reply:
         with self.lock:
             queue = self.queues.get(model or "")
             if queue:
                 return queue.popleft()
+            brain = self.brains.get(model or "")
+        if brain is not None:
+            try:
+                return brain(request)
+            except Exception as exc:  # a broken brain is a test bug: answer loudly, never hang
+                return status(500, body=json.dumps({"error": f"brain failed: {type(exc).__name__}: {exc}"}))
         return status(500, body=json.dumps({"error": f"no scripted reply left for {model!r}"}))
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
@@ -156,12 +176,13 @@ class ChatServer:
                     body: Any = json.loads(raw)
                 except ValueError:
                     body = raw
+                request = Recorded(self.path, dict(self.headers.items()), body)
                 with server.lock:
-                    server.requests.append(Recorded(self.path, dict(self.headers.items()), body))
+                    server.requests.append(request)
                 if self.path not in ("/chat/completions", "/v1/chat/completions"):
                     reply = status(404, body='{"error": "not found"}')
                 else:
-                    reply = server._next(body.get("model") if isinstance(body, dict) else None)
+                    reply = server._next(body.get("model") if isinstance(body, dict) else None, request)
                 if reply.delay and server.stopping.wait(reply.delay):
                     return
                 try:

@@ -334,7 +334,7 @@ class _Session:
             {"role": "system", "content": _RULES.get(self.role, _RULES["reviewer"])},
             {"role": "user", "content": prompt},
         ]
-        tools = schemas_for(self.role)
+        tools = schemas_for(self.role, self.checks)
         for turn in range(1, self.spec.max_rounds + 1):
             self.check_clock()
             data = self.complete(url, messages, tools)

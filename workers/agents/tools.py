@@ -9,6 +9,7 @@ supervised, with a timeout and a scrubbed environment.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -270,10 +271,21 @@ def tools_for(role: str) -> set[str]:
     return set()
 
 
-def schemas_for(role: str) -> list[dict[str, Any]]:
-    """The OpenAI tool schemas of ``tools_for(role)``, in a stable order."""
+def schemas_for(role: str, checks: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """The OpenAI tool schemas of ``tools_for(role)``, in a stable order; ``run_command`` names the
+    declared checks it accepts, so a model learns them before it is refused."""
     allowed = tools_for(role)
-    return [schema for name, schema in TOOL_SCHEMAS.items() if name in allowed]
+    schemas = [schema for name, schema in TOOL_SCHEMAS.items() if name in allowed]
+    if not checks:
+        return schemas
+    listed = "; ".join(f"{name}: `{command}`" for name, command in checks.items())
+    out = []
+    for schema in schemas:
+        if schema["function"]["name"] == "run_command":
+            schema = copy.deepcopy(schema)
+            schema["function"]["description"] += f" The declared checks: {listed}."
+        out.append(schema)
+    return out
 
 
 # --- processes ------------------------------------------------------------------------------------
