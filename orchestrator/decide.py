@@ -282,7 +282,17 @@ def decide(s: RunState) -> list[Action]:
 
 def converge(s: RunState, cfg: JuryConfig, n: int) -> list[Action]:
     """Every reviewer is clean: a second opinion on that claim when checks are declared, the push, the end."""
-    if cfg.checks and cfg.refute and cfg.refuter and s.final_check is None:
+    if cfg.checks and cfg.refute and s.final_check is None:
+        if cfg.refuter is None:
+            return [
+                Emit(
+                    event=RefuteSkipped(
+                        eid=f"refute-skipped:final:{s.tip}",
+                        id=None,
+                        reason="no refuter of a different family from the judge's; name one with --refuter",
+                    )
+                )
+            ]
         key = f"refute:final:{s.tip}"
         if key in s.actions:
             return []

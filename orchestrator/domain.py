@@ -228,6 +228,7 @@ class AgentReport(EventBase):
     key: str | None = None
     error: str | None = None
     exit_code: int | None = None
+    model: str | None = None  # the model that answered, as far as the runner knows (after any fallback)
 
 
 class AgentWrote(EventBase):

@@ -274,7 +274,8 @@ def apply(s: RunState, e: Event) -> None:
                 f.test, f.test_command = e.test or f.test, e.test_command or f.test_command
                 f.patch, f.sha = e.patch or f.patch, e.sha or f.sha
                 f.version += 1
-                f.verification, f.refutation = [], None
+                if e.who != "jury":  # the judge's new answer gets fresh proof; a jury deferral keeps the last
+                    f.verification, f.refutation = [], None
         case FindingRefused():
             if (f := s.findings.get(e.id)) is not None:
                 f.refusals.append(e.reason)

@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 from orchestrator.config import RepoConfig, Settings
+from orchestrator.cost import cost_from_report
 from orchestrator.errors import TargetError, UsageError
 from orchestrator.prompts import refute_prompt
 from orchestrator.refute import (
@@ -132,7 +133,7 @@ def second_opinion(
         )
     return RefutationRecord.from_verdict(
         verdict,
-        cost_usd=run.cost_usd,
+        cost_usd=run.cost_usd if run.cost_usd is not None else cost_from_report(run.stdout),
         reviewer_model=run.model or spec.model,
         reviewer_agent=choice.agent,
         independent=choice.independent

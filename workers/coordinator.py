@@ -33,7 +33,16 @@ from orchestrator.fold import RunState, apply, fold, run_json
 from orchestrator.store import keys
 from workers.jobs import TASKS
 from workers.lease import Lease, is_done, mark_done
-from workers.runtime import BudgetExhausted, Job, Runtime, finish, jury_branch, throttled
+from workers.runtime import (
+    BudgetExhausted,
+    Job,
+    LeaseLost,
+    Runtime,
+    TaskStop,
+    finish,
+    jury_branch,
+    throttled,
+)
 from workers.worktree import commit_deterministic, update_ref
 
 log = structlog.get_logger()
@@ -206,33 +215,42 @@ def run_task(rt: Runtime, kind: str, slug: str, key: str) -> None:
     if not lease.acquire():
         log.info("task.busy", slug=slug, key=key)  # another worker holds it; its heartbeat keeps it alive
         return None
-    cancelled = throttled(lambda: rt.cancelled(slug))
-    stop = lambda: lease.lost.is_set() or cancelled()  # noqa: E731
+    stop = TaskStop(lease, throttled(lambda: rt.cancelled(slug)))
     with lease.heartbeat():
         if is_done(rt.client, name, rt.prefix):
             return rt.kick(slug)
         try:
-            TASKS[kind](rt, slug, key, stop)
-        except (StoreError, redis.RedisError) as exc:
-            # The log itself is out of reach (Redis restarting?): record nothing, mark nothing; the
-            # lease lapses and the reaper hands the action out again once the store is back.
-            log.warning("task.store_unavailable", slug=slug, key=key, error=str(exc))
+            try:
+                TASKS[kind](rt, slug, key, stop)
+            except (StoreError, redis.RedisError) as exc:
+                # The log itself is out of reach (Redis restarting?): record nothing, mark nothing; the
+                # lease lapses and the reaper hands the action out again once the store is back.
+                log.warning("task.store_unavailable", slug=slug, key=key, error=str(exc))
+                return None
+            except BudgetExhausted as exc:
+                log.warning("task.budget_refused", slug=slug, key=key, reason=str(exc))
+                record_failure(rt, slug, key, None, stop)
+            except LeaseLost:
+                raise
+            except Exception as exc:
+                log.exception("task.crashed", slug=slug, key=key, kind=kind)
+                record_failure(rt, slug, key, exc, stop)
+        except LeaseLost:
+            # Frozen past the lease's TTL (or cut off from Redis): the action went to another holder, or
+            # will go once the reaper sees it unclaimed. Record nothing, mark nothing.
+            log.warning("task.lease_lost", slug=slug, key=key)
             return None
-        except BudgetExhausted as exc:
-            log.warning("task.budget_refused", slug=slug, key=key, reason=str(exc))
-            record_failure(rt, slug, key, None)
-        except Exception as exc:
-            log.exception("task.crashed", slug=slug, key=key, kind=kind)
-            record_failure(rt, slug, key, exc)
         mark_done(rt.client, name, rt.prefix)
     return None
 
 
-def record_failure(rt: Runtime, slug: str, key: str, exc: BaseException | None) -> None:
+def record_failure(
+    rt: Runtime, slug: str, key: str, exc: BaseException | None, stop: TaskStop | None = None
+) -> None:
     state = fold(rt.store.read(slug), slug)
     action = state.actions.get(key)
     if action is not None and not action.done:
-        job = Job(slug=slug, state=state, action=action)
+        job = Job(slug=slug, state=state, action=action, stop=stop or (lambda: False))
         finish(rt, job, failure_events(job, exc) if exc is not None else [], ok=False)
     else:
         rt.kick(slug)

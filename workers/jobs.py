@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
 import structlog
 
+from orchestrator.cost import cost_from_report
 from orchestrator.domain import (
     AgentReport,
     AgentWrote,
@@ -96,7 +98,9 @@ def review(rt: Runtime, slug: str, key: str, stop: Stop) -> None:
             if code
             else "nothing parseable in its report: no FINDING/WHERE pair and no stop token"
         )
-    verdict = "error" if error else parsed.verdict
+    verdict: Literal["clean", "found", "error"] = (
+        "error" if error or parsed.verdict == "unparseable" else parsed.verdict
+    )
     events.append(
         AgentReport(
             eid=f"{key}:report",
@@ -113,6 +117,7 @@ def review(rt: Runtime, slug: str, key: str, stop: Stop) -> None:
             key=key,
             error=error,
             exit_code=run.proc.exit_code,
+            model=run.model,
         )
     )
     if not error:
@@ -170,6 +175,7 @@ def triage(rt: Runtime, slug: str, key: str, stop: Stop) -> None:
             key=key,
             error=error,
             exit_code=run.proc.exit_code,
+            model=run.model,
         )
     )
     if run.session_id:
@@ -270,6 +276,25 @@ def accept(rt: Runtime, job: Job, patch: bytes, verdict: JudgeVerdict) -> list[E
             ),
             FindingReopened(eid=f"{key}:reopened", id=f.id, reason=reason, who="jury", source="verification"),
         ]
+        log_refutation(
+            rt,
+            job.slug,
+            {
+                "finding": f.id,
+                "source": "verification",
+                "had_signal": bool(signal),
+                "signal_kind": signal[-1].kind if signal else None,
+                "signal_source": "verification" if signal else None,
+                "ran": True,
+                "outcome": "refuted",
+                "reason": reason,
+                "changed_answer": True,
+                "reviewer_agent": None,
+                "reviewer_model": None,
+                "independent": None,
+                "cost_usd": 0.0,
+            },
+        )
     return events
 
 
@@ -416,7 +441,9 @@ def refute(rt: Runtime, slug: str, key: str, stop: Stop) -> None:
     signals: list[Signal] = []
     if f is not None:
         for v in f.verification:
-            kind = classify_command(v["command"]) or "test"
+            kind = classify_command(v["command"])
+            if kind is None:
+                continue  # a plain program run is not a signal
             signals.append(
                 Signal(
                     kind=kind,
@@ -446,8 +473,9 @@ def refute(rt: Runtime, slug: str, key: str, stop: Stop) -> None:
         signals += signals_of([r for r in runs if not (r.check or "").startswith("task-")], "declared")
         signals += signals_of([r for r in runs if (r.check or "").startswith("task-")], "task")
     g = gate(signals)
-    record = {
+    record: dict[str, object] = {
         "finding": fid,
+        "source": "refuter",
         "had_signal": g.open,
         "signal_kind": signals[0].kind if signals else None,
         "signal_source": signals[0].source if signals else None,
@@ -456,15 +484,24 @@ def refute(rt: Runtime, slug: str, key: str, stop: Stop) -> None:
         events.append(RefuteSkipped(eid=f"{key}:skipped", id=fid, reason=g.reason))
         log_refutation(rt, slug, record | {"ran": False, "reason": g.reason, "changed_answer": False})
         return finish(rt, job, events)
+    allowed = {**commands, **({"test_command": f.test_command} if f and f.test_command else {})}
     prompt = refute_prompt(
         claim=claim_text(job),
         finding_id=fid,
         signals=g.signals,
-        commands=[*commands.values(), *([f.test_command] if f and f.test_command else [])],
+        commands=list(allowed.values()),
         base=s.target.base,
     )
     with agent_worktree(rt, job, tree) as wt:
-        run = run_agent(rt, job, role="refuter", prompt=prompt, worktree=wt, name=f"refute.{safe_name(key)}")
+        run = run_agent(
+            rt,
+            job,
+            role="refuter",
+            prompt=prompt,
+            worktree=wt,
+            name=f"refute.{safe_name(key)}",
+            checks=allowed,
+        )
         wrote = changed_paths(wt)
     if wrote:
         events.append(AgentWrote(eid=f"{key}:wrote", agent=a.agent or "", round=a.round, paths=wrote))
@@ -476,6 +513,8 @@ def refute(rt: Runtime, slug: str, key: str, stop: Stop) -> None:
         )
     judge_family = agent_family(cfg.judge, cfg.agents[cfg.judge].model)
     spec = job.spec
+    # a CLI agent's cost is in its output (claude's total_cost_usd), as the ledger reads it; None: unknown
+    cost = run.cost_usd if run.cost_usd is not None else cost_from_report(run.stdout)
     chosen_family = agent_family(spec.name, spec.model)
     independent = independence(judge_family, run.model, chosen_family)
     events.append(
@@ -489,7 +528,7 @@ def refute(rt: Runtime, slug: str, key: str, stop: Stop) -> None:
             model=run.model or spec.model,
             independent=independent,
             signal=g.signals[0].model_dump() if g.signals else None,
-            cost_usd=run.cost_usd,
+            cost_usd=cost,
         )
     )
     if verdict.outcome == "refuted" and f is not None:
@@ -513,7 +552,7 @@ def refute(rt: Runtime, slug: str, key: str, stop: Stop) -> None:
             "reviewer_agent": a.agent,
             "reviewer_model": run.model or spec.model,
             "independent": independent,
-            "cost_usd": run.cost_usd,
+            "cost_usd": cost,
         },
     )
     finish(rt, job, events)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -43,8 +44,9 @@ from orchestrator.store.redis import RedisStore
 from workers.agents.check import run_check_agent
 from workers.agents.cli import AgentRun, run_cli_agent
 from workers.agents.http import run_http_agent
+from workers.lease import Lease
 from workers.ledger import Ledger
-from workers.worktree import Worktrees
+from workers.worktree import Worktrees, repo_lock
 
 log = structlog.get_logger()
 
@@ -97,6 +99,28 @@ class BudgetExhausted(Exception):
     """The ledger refused the reservation for the next agent call; the run cannot afford it."""
 
 
+class LeaseLost(Exception):
+    """The task's lease lapsed or went to another holder: the action is someone else's now, so this task
+    records nothing (no result, no failure, no done marker) and leaves it to that holder or the reaper."""
+
+
+class TaskStop:
+    """A task's ``stop``: true once its lease is lost or its run is cancelled (cheap: no Redis call).
+
+    ``lost()`` asks Redis whether the lease is still ours, for the moments a task is about to record its
+    result: a lease can lapse between two heartbeats (a worker frozen past its TTL).
+    """
+
+    def __init__(self, lease: Lease, cancelled: Callable[[], bool]) -> None:
+        self.lease, self.cancelled = lease, cancelled
+
+    def __call__(self) -> bool:
+        return self.lease.lost.is_set() or self.cancelled()
+
+    def lost(self) -> bool:
+        return self.lease.lost.is_set() or not self.lease.held()
+
+
 @dataclass
 class Job:
     """One dispatched action, read back from the log."""
@@ -142,7 +166,23 @@ def safe_name(key: str) -> str:
 
 @contextmanager
 def agent_worktree(rt: Runtime, job: Job, sha: str) -> Iterator[Path]:
-    with rt.worktrees.checkout(job.repo, sha, name=f"{job.slug}.{safe_name(job.action.key)}") as wt:
+    """The job's checkout, named after its action and its task's lease (``<slug>.<key>.<holder>``).
+
+    Two holders of one action (a worker frozen past its lease, then woken) never share a checkout, so the
+    one that lost the action cannot remove the one its successor works in. Checkouts of the action left by
+    earlier holders (dead, or gone since) are removed first: whoever holds the lease now is the only one
+    entitled to one.
+    """
+    base = f"{job.slug}.{safe_name(job.action.key)}"
+    holder = job.stop.lease.token[:12] if isinstance(job.stop, TaskStop) else uuid.uuid4().hex[:12]
+    wts = rt.worktrees
+    if wts.root.is_dir():
+        stale = [p for p in wts.root.iterdir() if re.fullmatch(re.escape(base) + r"\.[0-9a-f]{12}", p.name)]
+        for path in stale:
+            log.warning("worktree.stale_holder", slug=job.slug, key=job.action.key, path=str(path))
+            with repo_lock(job.repo, wts.lock_dir):
+                wts._clear(job.repo, path)
+    with wts.checkout(job.repo, sha, name=f"{base}.{holder}") as wt:
         yield wt
 
 
@@ -200,11 +240,13 @@ def run_agent(
     name: str,
     session: str | None = None,
     resume: bool = False,
+    checks: dict[str, str] | None = None,
 ) -> AgentRun:
     """Run the job's agent, whatever its kind: reserve its cost, ``agent.launch``, ``agent.alive`` while
     it runs, then reconcile. Stops (killing the agent's group) when the job's ``stop`` says so.
 
-    An http agent reserves and reconciles each model call itself (``per_call_budget``, ``http_events``).
+    An http agent reserves and reconciles each model call itself (``per_call_budget``, ``http_events``);
+    it may run ``checks`` (default: the repository's declared checks) and read-only git.
     """
     cfg, spec = job.state.config, job.spec
     assert cfg is not None and job.action.agent is not None
@@ -248,7 +290,7 @@ def run_agent(
             out_dir=out_dir,
             name=name,
             timeout=timeout,
-            checks=cfg.checks,
+            checks=cfg.checks if checks is None else checks,
             reserve=per_call_budget(rt, job),
             on_event=http_events(rt, job, role),
             should_stop=job.stop,
@@ -285,6 +327,7 @@ def run_agent(
             should_stop=job.stop,
             max_output=rt.settings.max_output,
         )
+    ensure_held(job)  # a holder that lost its lease leaves the call to be settled by the one that has it
     if spec.kind != "http":
         rt.store.append(job.slug, [reconcile(rt, job, run)])
     for suffix, data in ((".stdout.txt", run.stdout), (".stderr.txt", run.stderr)):
@@ -414,7 +457,14 @@ def stderr_tail(run: AgentRun) -> str:
     return run.stderr.strip()[-300:]
 
 
+def ensure_held(job: Job) -> None:
+    """Raise ``LeaseLost`` when the job's task no longer holds its lease."""
+    if isinstance(job.stop, TaskStop) and job.stop.lost():
+        raise LeaseLost(f"{job.slug}:{job.action.key}")
+
+
 def finish(rt: Runtime, job: Job, events: list[Event], ok: bool = True) -> None:
+    ensure_held(job)
     rt.store.append(job.slug, [*events, job.done(ok)])
     rt.kick(job.slug)
 

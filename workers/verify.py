@@ -500,15 +500,13 @@ _CHECK_KINDS: dict[str, SignalKind] = {
 
 
 def signals_of(runs: list[CommandRun], source: SignalSource) -> list[Signal]:
-    """The runs as refuter signals. A verification run is a test signal whatever its command; a
-    declared check's kind is its command's, else its name's (``test``, ``lint`` ...); others are dropped."""
+    """The runs as refuter signals: a run's kind is its command's, else (a declared check) its name's
+    (``test``, ``lint`` ...). A plain program run is no signal (REFERENCE §3), even in verification."""
     out: list[Signal] = []
     for run in runs:
         kind = classify_command(run.command)
         if kind is None and run.check is not None:
             kind = _CHECK_KINDS.get(run.check.lower())
-        if kind is None and source == "verification":
-            kind = "test"
         if kind is None:
             continue
         out.append(

@@ -489,17 +489,18 @@ def test_command_run_passed() -> None:
     assert not CommandRun(**base, exit_code=None, error="command not found: x").passed
 
 
-def test_signals_of_verification_runs_are_tests() -> None:
+def test_signals_of_verification_keeps_tests_and_drops_plain_programs() -> None:
+    def run(command: str, tree: str, code: int) -> CommandRun:
+        return CommandRun(command=command, tree=tree, sha=None, exit_code=code, seconds=1, output_tail="")
+
     runs = [
-        CommandRun(
-            command="./run-one-test.sh", tree="fixed", sha="a" * 40, exit_code=0, seconds=1, output_tail=""
-        ),
-        CommandRun(
-            command="./run-one-test.sh", tree="reverted", sha=None, exit_code=1, seconds=1, output_tail="F"
-        ),
+        run("python3 -m pytest tests/test_x.py", "fixed", 0),
+        run("./run-one-test.sh", "fixed", 0),
+        run("python3 -m pytest tests/test_x.py", "reverted", 1),
+        run("./run-one-test.sh", "reverted", 1),
     ]
     signals = signals_of(runs, "verification")
-    assert [(s.kind, s.exit_code, s.tree) for s in signals] == [
-        ("test", 0, "fixed aaaaaaaaaaaa"),
-        ("test", 1, "reverted"),
+    assert [(s.kind, s.exit_code, s.tree, s.source) for s in signals] == [
+        ("test", 0, "fixed", "verification"),
+        ("test", 1, "reverted", "verification"),
     ]

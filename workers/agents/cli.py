@@ -179,4 +179,13 @@ def run_cli_agent(
         report_chars=len(report),
         session=session_id,
     )
-    return AgentRun(proc=proc, report=report, session_id=session_id, stdout=stdout, stderr=stderr, argv=argv)
+    # A CLI does not say which model answered: the configured one is the best knowledge there is.
+    return AgentRun(
+        proc=proc,
+        report=report,
+        session_id=session_id,
+        stdout=stdout,
+        stderr=stderr,
+        argv=argv,
+        model=spec.model,
+    )
