@@ -227,6 +227,14 @@ def resume_events(b: Backend, slug: str) -> list[Event]:
     ]
 
 
+def unique_slug(b: Backend, slug: str) -> str:
+    """``slug`` with the first ``-N`` suffix no run of the shared store has yet."""
+    for i in range(2, 1000):
+        if b.store.create_run(candidate := f"{slug}-{i}"):
+            return candidate
+    raise JuryError(f"cannot find a free run name after {slug}-999")
+
+
 STORE_PATIENCE = 120.0  # seconds ``follow`` waits for an unreachable store before giving up
 
 
@@ -274,7 +282,8 @@ def run_review(
         if detach and b.embedded:
             raise UsageError("--detach needs JURY_REDIS_URL and workers started with `jury worker`")
         events = resume_events(b, slug) if resume else (first or [])
-        b.store.create_run(slug)
+        if not b.store.create_run(slug) and not resume:
+            slug = unique_slug(b, slug)  # another host took this slug in the same minute
         b.store.append(slug, events)
         b.sync(slug)
         # Active from now on: the reaper kicks it again should this first kick be lost.
