@@ -24,9 +24,7 @@ from orchestrator.refute import (
     independence,
     parse_refutation,
 )
-from workers.agents.check import run_check_agent
-from workers.agents.cli import AgentRun, run_cli_agent
-from workers.agents.http import run_http_agent
+from workers.agents import run_seat
 from workers.verify import run_checks, signals_of
 from workers.worktree import GitError, Worktrees, changed_paths, rev_parse
 
@@ -86,40 +84,18 @@ def second_opinion(
     )
     limit = timeout or spec.default_timeout()
     with worktrees.checkout(repo, head, f"refute-{os.getpid()}") as wt, tempfile.TemporaryDirectory() as out:
-        run: AgentRun
-        if spec.kind == "http":
-            run = run_http_agent(
-                spec,
-                role="refuter",
-                prompt=prompt,
-                worktree=wt,
-                out_dir=Path(out),
-                name="refute",
-                timeout=limit,
-                checks=named,
-            )
-        elif spec.kind == "check":
-            run = run_check_agent(
-                spec,
-                role="refuter",
-                prompt=prompt,
-                worktree=wt,
-                out_dir=Path(out),
-                name="refute",
-                timeout=limit,
-                base=head,
-            )
-        else:
-            run = run_cli_agent(
-                spec,
-                role="refuter",
-                prompt=prompt,
-                worktree=wt,
-                out_dir=Path(out),
-                name="refute",
-                timeout=limit,
-                grace=settings.kill_grace,
-            )
+        run = run_seat(
+            spec,
+            role="refuter",
+            prompt=prompt,
+            worktree=wt,
+            out_dir=Path(out),
+            name="refute",
+            timeout=limit,
+            base=head,
+            checks=named,
+            grace=settings.kill_grace,
+        )
         wrote = changed_paths(wt)
     verdict = parse_refutation(run.report)
     if run.proc.error or run.proc.timed_out:
