@@ -50,6 +50,7 @@ from orchestrator.refute import (
     independence,
     parse_refutation,
 )
+from workers.agents.cli import AgentRun
 from workers.runtime import (
     Job,
     Runtime,
@@ -69,6 +70,30 @@ from workers.worktree import changed_paths, commit_deterministic, diff_patch, gi
 log = structlog.get_logger()
 
 Stop = Callable[[], bool]
+
+
+def report_event(
+    job: Job, run: AgentRun, name: str, verdict: Literal["clean", "found", "error"], error: str | None
+) -> AgentReport:
+    """The ``agent.report`` of the job's agent run, in codejury's shape."""
+    a = job.action
+    return AgentReport(
+        eid=f"{a.key}:report",
+        agent=a.agent or "",
+        round=a.round,
+        verdict=verdict,
+        seconds=round(run.proc.seconds, 1),
+        summary=error or summarize(run.report),
+        report=run.report[-20000:],
+        session_id=run.session_id,
+        raw_file=f"{name}.stdout.txt",
+        raw_bytes=run.proc.stdout_bytes,
+        role="judge" if a.kind == "triage" else "reviewer",
+        key=a.key,
+        error=error,
+        exit_code=run.proc.exit_code,
+        model=run.model,
+    )
 
 
 # --- review -----------------------------------------------------------------------------------
@@ -101,25 +126,7 @@ def review(rt: Runtime, slug: str, key: str, stop: Stop) -> None:
     verdict: Literal["clean", "found", "error"] = (
         "error" if error or parsed.verdict == "unparseable" else parsed.verdict
     )
-    events.append(
-        AgentReport(
-            eid=f"{key}:report",
-            agent=agent,
-            round=n,
-            verdict=verdict,
-            seconds=round(run.proc.seconds, 1),
-            summary=error or summarize(run.report),
-            report=run.report[-20000:],
-            session_id=run.session_id,
-            raw_file=f"{name}.stdout.txt",
-            raw_bytes=run.proc.stdout_bytes,
-            role="reviewer",
-            key=key,
-            error=error,
-            exit_code=run.proc.exit_code,
-            model=run.model,
-        )
-    )
+    events.append(report_event(job, run, name, verdict, error))
     if not error:
         for i, f in enumerate(parsed.findings, start=1):
             fid = f"r{n}-{agent}-{i}"
@@ -159,25 +166,7 @@ def triage(rt: Runtime, slug: str, key: str, stop: Stop) -> None:
     events: list[Event] = []
     verdict = parse_verdict(run.report)
     error = run_failure(run)
-    events.append(
-        AgentReport(
-            eid=f"{key}:report",
-            agent=judge,
-            round=n,
-            verdict="error" if error or verdict is None else "clean",
-            seconds=round(run.proc.seconds, 1),
-            summary=error or summarize(run.report),
-            report=run.report[-20000:],
-            session_id=run.session_id,
-            raw_file=f"{name}.stdout.txt",
-            raw_bytes=run.proc.stdout_bytes,
-            role="judge",
-            key=key,
-            error=error,
-            exit_code=run.proc.exit_code,
-            model=run.model,
-        )
-    )
+    events.append(report_event(job, run, name, "error" if error or verdict is None else "clean", error))
     if run.session_id:
         events.append(JudgeSession(eid=f"{key}:session", agent=judge, session_id=run.session_id, round=n))
 
