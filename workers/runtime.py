@@ -41,9 +41,8 @@ from orchestrator.fold import Dispatched, RunState, fold
 from orchestrator.store import keys
 from orchestrator.store.files import FileStore
 from orchestrator.store.redis import RedisStore
-from workers.agents.check import run_check_agent
-from workers.agents.cli import AgentRun, run_cli_agent
-from workers.agents.http import run_http_agent
+from workers.agents import run_seat
+from workers.agents.cli import AgentRun
 from workers.lease import Lease
 from workers.ledger import Ledger
 from workers.worktree import Worktrees, repo_lock
@@ -280,53 +279,26 @@ def run_agent(
             )
         ],
     )
-    out_dir, timeout = rt.run_dir(job.slug), cfg.timeout or spec.default_timeout()
-    if spec.kind == "http":
-        run = run_http_agent(
-            spec,
-            role=role,
-            prompt=prompt,
-            worktree=worktree,
-            out_dir=out_dir,
-            name=name,
-            timeout=timeout,
-            checks=cfg.checks if checks is None else checks,
-            reserve=per_call_budget(rt, job),
-            on_event=http_events(rt, job, role),
-            should_stop=job.stop,
-        )
-    elif spec.kind == "check":
-        run = run_check_agent(
-            spec,
-            role=role,
-            prompt=prompt,
-            worktree=worktree,
-            out_dir=out_dir,
-            name=name,
-            timeout=timeout,
-            base=job.state.target.base or "",
-            grace=rt.settings.kill_grace,
-            tick_every=cfg.alive_every,
-            on_tick=alive,
-            should_stop=job.stop,
-        )
-    else:
-        run = run_cli_agent(
-            spec,
-            role=role,
-            prompt=prompt,
-            worktree=worktree,
-            out_dir=out_dir,
-            name=name,
-            session=session,
-            resume=resume,
-            timeout=timeout,
-            grace=rt.settings.kill_grace,
-            tick_every=cfg.alive_every,
-            on_tick=alive,
-            should_stop=job.stop,
-            max_output=rt.settings.max_output,
-        )
+    run = run_seat(
+        spec,
+        role=role,
+        prompt=prompt,
+        worktree=worktree,
+        out_dir=rt.run_dir(job.slug),
+        name=name,
+        timeout=cfg.timeout or spec.default_timeout(),
+        base=job.state.target.base or "",
+        checks=cfg.checks if checks is None else checks,
+        grace=rt.settings.kill_grace,
+        tick_every=cfg.alive_every,
+        on_tick=alive,
+        should_stop=job.stop,
+        session=session,
+        resume=resume,
+        max_output=rt.settings.max_output,
+        reserve=per_call_budget(rt, job) if spec.kind == "http" else None,
+        on_event=http_events(rt, job, role) if spec.kind == "http" else None,
+    )
     ensure_held(job)  # a holder that lost its lease leaves the call to be settled by the one that has it
     if spec.kind != "http":
         rt.store.append(job.slug, [reconcile(rt, job, run)])
