@@ -34,11 +34,11 @@ from orchestrator.domain import (
     TargetEvent,
 )
 from orchestrator.errors import JuryError, StoreError, UsageError
-from orchestrator.fold import RunState, apply, fold, run_json
+from orchestrator.fold import RunState, apply, fold
 from orchestrator.progress import Progress, summary
 from orchestrator.store import keys
 from orchestrator.store.base import EventStore
-from orchestrator.store.files import FileStore
+from orchestrator.store.files import FileStore, mirror
 
 if TYPE_CHECKING:
     from orchestrator.store.redis import RedisStore
@@ -82,11 +82,7 @@ class Backend:
 
     def sync(self, slug: str) -> RunState:
         """Mirror the live log into the files under --dir and rewrite run.json."""
-        events = self.store.read(slug)
-        state = fold(events, slug)
-        self.files.append(slug, events)
-        self.files.write_state(slug, run_json(state))
-        return state
+        return mirror(self.store, self.files, slug)
 
 
 @contextmanager

@@ -59,7 +59,39 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     }
 
 
+def survive_broker_loss() -> None:
+    """Keep a worker alive when Redis goes away while it runs a task (kombu 5.7 / celery 5.7).
+
+    On a lost broker connection the consumer first ``collect()``s the connection, which drops the
+    transport's reference to it, then closes it. When the first close of the channel failed half-way
+    (the BRPOP socket already dead), the second one restores the unacknowledged messages of our running
+    acks-late tasks through a connection that no longer exists: ``_connparams`` dereferences ``None``,
+    the AttributeError is not one of the connection errors Celery ignores, and the worker dies with
+    "Unrecoverable error". The same happens, every time, when a task that outlived a short outage acks its
+    message on the dead channel. Turning that into the connection error it is lets Celery log it ("Couldn't
+    ack") and carry on; the messages stay in Redis's unacked set, restored after the visibility timeout
+    (a redelivered action finds its done marker and changes nothing); a lost action is re-sent sooner by
+    the reaper.
+    """
+    from kombu.transport import redis as kombu_redis
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    channel = kombu_redis.Channel
+    if getattr(channel._connparams, "jury_guard", False):
+        return
+    original = channel._connparams
+
+    def _connparams(self: Any, asynchronous: bool = False) -> Any:
+        if self.connection is None or self.connection.client is None:
+            raise RedisConnectionError("the broker connection is closed")
+        return original(self, asynchronous=asynchronous)
+
+    _connparams.jury_guard = True  # type: ignore[attr-defined]
+    channel._connparams = _connparams  # type: ignore[method-assign]
+
+
 def make_app(settings: Settings | None = None) -> Celery:
+    survive_broker_loss()
     app = Celery("jury", include=["workers.tasks"])
     app.conf.update(celery_config(settings or load_settings()))
     return app

@@ -29,8 +29,9 @@ from orchestrator.domain import (
     RoundStart,
 )
 from orchestrator.errors import GitError, StoreError
-from orchestrator.fold import RunState, apply, fold, run_json
+from orchestrator.fold import RunState, apply, fold
 from orchestrator.store import keys
+from orchestrator.store.files import mirror
 from workers.jobs import TASKS
 from workers.lease import Lease, is_done, mark_done
 from workers.runtime import (
@@ -84,7 +85,7 @@ def coordinate(rt: Runtime, slug: str) -> RunState:
             apply(state, ev)
             send(rt, d.kind, slug, d.key)
             log.info("action.dispatched", slug=slug, key=d.key, kind=d.kind)
-        sync_files(rt, slug, state)
+        mirror(rt.store, rt.files, slug, state)
         active = keys.active_runs(rt.prefix)
         if state.state in TERMINAL_STATES:
             rt.client.srem(active, slug)
@@ -92,18 +93,6 @@ def coordinate(rt: Runtime, slug: str) -> RunState:
             rt.client.sadd(active, slug)
     if state.state in TERMINAL_STATES:
         log.info("run.ended", slug=slug, state=state.state, reason=state.target.state_note)
-    return state
-
-
-def sync_files(rt: Runtime, slug: str, state: RunState | None = None) -> RunState:
-    """Mirror the live log into the plain-file record and rewrite ``run.json`` (the fold)."""
-    events = rt.store.read(slug)
-    if state is None or state.events != len({e.eid for e in events}):
-        state = fold(events, slug)
-    rt.files.append(slug, events)
-    doc = run_json(state)
-    rt.files.write_state(slug, doc)
-    rt.store.write_state(slug, doc)
     return state
 
 

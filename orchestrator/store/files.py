@@ -28,10 +28,12 @@ import structlog
 
 from orchestrator.domain import Event, dump_event, parse_event
 from orchestrator.errors import StoreError
+from orchestrator.fold import RunState, fold, run_json
 from orchestrator.store.base import (
     CREATED_FILE,
     EVENTS_FILE,
     LOCK_FILE,
+    EventStore,
     STATE_FILE,
     check_artifact_name,
     check_slug,
@@ -342,3 +344,17 @@ def _created_at(run_dir: Path) -> float:
         return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
     except (ValueError, KeyError, TypeError, AttributeError):
         return run_dir.stat().st_mtime
+
+
+def mirror(live: EventStore, files: FileStore, slug: str, state: RunState | None = None) -> RunState:
+    """Copy the live log of ``slug`` into the plain-file record and rewrite ``run.json`` (the fold) in
+    both. Whoever folds calls it, so the files are complete in the distributed deployment too.
+    ``state`` is used when it is the fold of exactly the live log; otherwise the log is folded again."""
+    events = live.read(slug)
+    if state is None or state.events != len({e.eid for e in events}):
+        state = fold(events, slug)
+    files.append(slug, events)
+    doc = run_json(state)
+    files.write_state(slug, doc)
+    live.write_state(slug, doc)
+    return state
