@@ -33,8 +33,8 @@ from orchestrator.store.base import (
     CREATED_FILE,
     EVENTS_FILE,
     LOCK_FILE,
-    EventStore,
     STATE_FILE,
+    EventStore,
     check_artifact_name,
     check_slug,
 )
