@@ -48,13 +48,16 @@ from workers.worktree import commit_deterministic, update_ref
 
 log = structlog.get_logger()
 
+COORDINATE_LOCK_SECONDS = 20.0  # well above a coordinate pass (fold, git integration, file mirror)
+
 
 # --- the coordinator ---------------------------------------------------------------------------
 
 
 def coordinate(rt: Runtime, slug: str) -> RunState:
     """Fold the log, append what decide emits until it only dispatches, dispatch each action once."""
-    with rt.store.lock(slug):
+    # A short lock: a coordinator that dies holding it stalls the run only this long.
+    with rt.store.lock(slug, timeout=COORDINATE_LOCK_SECONDS):
         state = fold(rt.store.read(slug), slug)
         for _ in range(200):
             actions = decide(state)

@@ -56,6 +56,7 @@ from workers.runtime import (
     Runtime,
     agent_worktree,
     finish,
+    holder_name,
     jury_branch,
     load_job,
     log_refutation,
@@ -245,7 +246,7 @@ def accept(rt: Runtime, job: Job, patch: bytes, verdict: JudgeVerdict) -> list[E
         patch,
         verdict.test_command or "",
         worktrees=rt.worktrees,
-        name=f"{job.slug}.{safe_name(key)}.verify",
+        name=holder_name(job, "verify"),
         timeout=cfg.timeout or job.spec.default_timeout(),
         out_dir=rt.run_dir(job.slug),
     )
@@ -454,7 +455,7 @@ def refute(rt: Runtime, slug: str, key: str, stop: Stop) -> None:
             tree,
             commands,
             worktrees=rt.worktrees,
-            name=f"{slug}.{safe_name(key)}.checks",
+            name=holder_name(job, "checks"),
             timeout=timeout,
             out_dir=rt.run_dir(slug),
         )

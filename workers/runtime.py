@@ -163,6 +163,16 @@ def safe_name(key: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", key)
 
 
+def holder_of(job: Job) -> str:
+    """Who runs the job now: its task's lease token (short), so two holders never share a name."""
+    return job.stop.lease.token[:12] if isinstance(job.stop, TaskStop) else uuid.uuid4().hex[:12]
+
+
+def holder_name(job: Job, what: str) -> str:
+    """A checkout name for ``what`` (verify, checks ...) that belongs to the job's current holder."""
+    return f"{job.slug}.{safe_name(job.action.key)}.{what}.{holder_of(job)}"
+
+
 @contextmanager
 def agent_worktree(rt: Runtime, job: Job, sha: str) -> Iterator[Path]:
     """The job's checkout, named after its action and its task's lease (``<slug>.<key>.<holder>``).
@@ -173,7 +183,7 @@ def agent_worktree(rt: Runtime, job: Job, sha: str) -> Iterator[Path]:
     entitled to one.
     """
     base = f"{job.slug}.{safe_name(job.action.key)}"
-    holder = job.stop.lease.token[:12] if isinstance(job.stop, TaskStop) else uuid.uuid4().hex[:12]
+    holder = holder_of(job)
     wts = rt.worktrees
     if wts.root.is_dir():
         stale = [p for p in wts.root.iterdir() if re.fullmatch(re.escape(base) + r"\.[0-9a-f]{12}", p.name)]
