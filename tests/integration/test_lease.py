@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
-from collections.abc import Iterator
 
 import pytest
 import redis
@@ -16,23 +14,6 @@ from structlog.testing import capture_logs
 
 from orchestrator.store import keys
 from workers.lease import Lease, expired_without_done, is_done, mark_done, once
-
-REDIS_URL = "redis://127.0.0.1:6379/0"
-
-
-@pytest.fixture
-def client() -> Iterator[redis.Redis]:
-    c = redis.Redis.from_url(REDIS_URL, decode_responses=False)
-    yield c
-    c.close()
-
-
-@pytest.fixture
-def prefix(client: redis.Redis) -> Iterator[str]:
-    p = f"jurytest-lease-{uuid.uuid4().hex[:12]}"
-    yield p
-    for key in client.scan_iter(match=keys.scan_pattern(p), count=500):
-        client.delete(key)
 
 
 def _wait_until(predicate, seconds: float = 3.0) -> bool:  # type: ignore[no-untyped-def]

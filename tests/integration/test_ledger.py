@@ -3,33 +3,16 @@
 from __future__ import annotations
 
 import threading
-import uuid
-from collections.abc import Iterator
 
 import pytest
 import redis
 from structlog.testing import capture_logs
 
 from orchestrator.store import keys
+from tests.integration.conftest import REDIS_URL
 from workers.ledger import Ledger, LedgerError, LedgerTotals, Reservation, to_micro, utc_day
 
-REDIS_URL = "redis://127.0.0.1:6379/0"
 DAY = "20990101"
-
-
-@pytest.fixture
-def client() -> Iterator[redis.Redis]:
-    c = redis.Redis.from_url(REDIS_URL, decode_responses=False)
-    yield c
-    c.close()
-
-
-@pytest.fixture
-def prefix(client: redis.Redis) -> Iterator[str]:
-    p = f"jurytest-ledger-{uuid.uuid4().hex[:12]}"
-    yield p
-    for key in client.scan_iter(match=keys.scan_pattern(p), count=500):
-        client.delete(key)
 
 
 @pytest.fixture
