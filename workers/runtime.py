@@ -195,34 +195,46 @@ def agent_worktree(rt: Runtime, job: Job, sha: str) -> Iterator[Path]:
         yield wt
 
 
-def reserve(rt: Runtime, job: Job) -> float:
-    """Reserve the projected cost of the job's agent call in the ledger, or raise ``BudgetExhausted``."""
-    cfg, spec, a = job.state.config, job.spec, job.action
-    assert cfg is not None
-    amount = projection(spec.expect_seconds, spec.usd_per_minute, spec.model, prices())
+def reserve_call(rt: Runtime, job: Job, call_key: str, amount: float) -> str | None:
+    """Reserve ``amount`` for one call of the job's agent in the ledger, with its ``budget.*`` event;
+    the refusal's reason, or None when reserved."""
+    a, cfg = job.action, job.state.config
     res = rt.ledger.reserve(
         slug=job.slug,
-        call_id=f"{job.slug}:{a.key}",
+        call_id=f"{job.slug}:{call_key}",
         projection=amount,
-        run_ceiling=cfg.budget,
+        run_ceiling=cfg.budget if cfg else None,
         call_ceiling=rt.settings.call_ceiling,
         day_ceiling=rt.settings.fleet_day_ceiling,
     )
     if not res.ok:
         reason = res.reason or "refused"
-        rt.store.append(
-            job.slug,
-            [BudgetRefused(eid=f"{a.key}:budget-refused", key=a.key, agent=a.agent or "", reason=reason)],
+        event: Event = BudgetRefused(
+            eid=f"{call_key}:budget-refused", key=call_key, agent=a.agent or "", reason=reason
         )
-        raise BudgetExhausted(reason)
+        rt.store.append(job.slug, [event])
+        return reason
     rt.store.append(
         job.slug,
         [
             BudgetReserved(
-                eid=f"{a.key}:reserved", key=a.key, agent=a.agent or "", amount=amount, finding=a.finding
+                eid=f"{call_key}:reserved",
+                key=call_key,
+                agent=a.agent or "",
+                amount=amount,
+                finding=a.finding,
             )
         ],
     )
+    return None
+
+
+def reserve(rt: Runtime, job: Job) -> float:
+    """Reserve the projected cost of the job's agent call in the ledger, or raise ``BudgetExhausted``."""
+    spec = job.spec
+    amount = projection(spec.expect_seconds, spec.usd_per_minute, spec.model, prices())
+    if (refused := reserve_call(rt, job, job.action.key, amount)) is not None:
+        raise BudgetExhausted(refused)
     return amount
 
 
@@ -339,41 +351,7 @@ def per_call_budget(rt: Runtime, job: Job) -> Callable[[float], bool]:
     def take(amount: float) -> bool:
         nonlocal calls
         calls += 1
-        call_key = f"{a.key}:call{calls}"
-        res = rt.ledger.reserve(
-            slug=job.slug,
-            call_id=f"{job.slug}:{call_key}",
-            projection=amount,
-            run_ceiling=job.state.config.budget if job.state.config else None,
-            call_ceiling=rt.settings.call_ceiling,
-            day_ceiling=rt.settings.fleet_day_ceiling,
-        )
-        if not res.ok:
-            rt.store.append(
-                job.slug,
-                [
-                    BudgetRefused(
-                        eid=f"{call_key}:budget-refused",
-                        key=call_key,
-                        agent=a.agent or "",
-                        reason=res.reason or "refused",
-                    )
-                ],
-            )
-            return False
-        rt.store.append(
-            job.slug,
-            [
-                BudgetReserved(
-                    eid=f"{call_key}:reserved",
-                    key=call_key,
-                    agent=a.agent or "",
-                    amount=amount,
-                    finding=a.finding,
-                )
-            ],
-        )
-        return True
+        return reserve_call(rt, job, f"{a.key}:call{calls}", amount) is None
 
     return take
 
