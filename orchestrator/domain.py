@@ -59,6 +59,9 @@ class AgentSpec(BaseModel):
     env: dict[str, str] = Field(default_factory=dict)
     env_pass: list[str] = Field(default_factory=list)
     install: str | None = None
+    # Directories (``~/`` is the worker's HOME) the agent keeps its own state in; inside the sandbox they
+    # are the only parts of HOME it sees, read-write (e.g. ``["~/.codex"]``).
+    state_dirs: list[str] = Field(default_factory=list)
     usd_per_minute: float | None = None  # what a minute of this agent costs when it reports no cost
     # http agents
     base_url: str | None = None
@@ -115,6 +118,22 @@ class Target(Model):
     base: str | None = None  # merge-base of the head with the trunk
 
 
+class SandboxSettings(Model):
+    """The operator's ``[sandbox]`` table: how Jury confines what runs the reviewed code and the agents.
+
+    ``mode = "bwrap"`` (the default) runs every such process under bubblewrap and refuses to run where it
+    cannot; ``"none"`` runs them unconfined, and every record and summary says so. ``network`` opens the
+    network to code runs (checks, verification, check agents, tool commands); CLI agents always have it.
+    The limits apply to code runs: address space, processes and the size of any one file written.
+    """
+
+    mode: Literal["bwrap", "none"] = "bwrap"
+    network: bool = False
+    memory_mb: int = Field(default=8192, ge=64)
+    max_procs: int = Field(default=1024, ge=8)
+    max_file_mb: int = Field(default=1024, ge=1)
+
+
 class JuryConfig(Model):
     reviewers: list[str]
     judge: str
@@ -135,6 +154,10 @@ class JuryConfig(Model):
     checks: dict[str, str] = Field(default_factory=dict)  # declared commands, e.g. {"test": "pytest -q"}
     task: str | None = None  # the user's task text (--task): commands named there are signals
     budget: float | None = None  # USD ceiling for the run; None: no ceiling
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
+    # What the configuration loader set aside and why, shown in the record and every summary: keys of an
+    # untrusted repository's jury.toml that were ignored, a PR that changed jury.toml (never applied).
+    config_notes: list[str] = Field(default_factory=list)
 
 
 def now_iso() -> str:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +18,9 @@ import redis
 from orchestrator.demo import make_sample_repo
 
 FAKE = Path(__file__).parent / "fakes" / "agent.py"
-TEST_DB = 14  # the e2e tests' Redis database; flushed around each test that uses it
+# The e2e tests' Redis databases: each test session takes one of these for itself (a file lock held for
+# the whole session), so two sessions on one machine never flush each other's keys.
+TEST_DBS = range(1, 16)
 
 
 def fake_agent(name: str, mode: str, judge_mode: str | None = None) -> str:
@@ -85,10 +89,30 @@ def jury(state_dir: Path, fake_state: Path):
     return run
 
 
+@pytest.fixture(scope="session")
+def test_db() -> Iterator[int]:
+    """A Redis database number no other test session on this machine holds (flock on a file per db)."""
+    lock_dir = Path(tempfile.gettempdir()) / "jury-test-dbs"
+    lock_dir.mkdir(exist_ok=True)
+    for db in TEST_DBS:
+        fh = (lock_dir / f"db{db}.lock").open("w")
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.close()
+            continue
+        try:
+            yield db
+        finally:
+            fh.close()
+        return
+    pytest.fail(f"every test Redis database ({TEST_DBS.start}..{TEST_DBS.stop - 1}) is held by a session")
+
+
 @pytest.fixture
-def shared_redis() -> Iterator[str]:
-    """A URL to a database of the machine's Redis, empty before and after the test."""
-    url = f"redis://127.0.0.1:6379/{TEST_DB}"
+def shared_redis(test_db: int) -> Iterator[str]:
+    """A URL to this session's database of the machine's Redis, empty before and after the test."""
+    url = f"redis://127.0.0.1:6379/{test_db}"
     client = redis.Redis.from_url(url)
     try:
         client.ping()
