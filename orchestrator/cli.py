@@ -565,9 +565,25 @@ def worker(
     celery.worker_main([*argv, "--beat"] if beat else argv)
 
 
+def usage_error_types() -> tuple[type[Any], ...]:
+    """The classes of click's usage errors: typer may vendor its own click, so both are looked up.
+
+    ``typer.BadParameter`` derives from the ``ClickException`` that typer really raises, whichever
+    click that is; the standalone ``click`` package's class is added when it is installed.
+    """
+    found = {cls for cls in typer.BadParameter.__mro__ if cls.__name__ == "ClickException"}
+    try:
+        import click
+
+        found.add(click.ClickException)
+    except ImportError:
+        pass
+    return tuple(found)
+
+
 def main() -> None:
     try:
-        code = app(standalone_mode=False)  # click returns the code of a typer.Exit here
+        code = app(prog_name="jury", standalone_mode=False)  # click returns the code of a typer.Exit here
     except JuryError as exc:
         err.print(f"jury: {exc}", markup=False, highlight=False)
         sys.exit(exc.exit_code)
@@ -576,13 +592,9 @@ def main() -> None:
     except (typer.Abort, KeyboardInterrupt):
         err.print("jury: interrupted")
         sys.exit(130)
-    except Exception as exc:  # click usage errors arrive as ClickException
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(2)
-        raise
+    except usage_error_types() as exc:
+        exc.show()
+        sys.exit(2)
     sys.exit(code if isinstance(code, int) else 0)
 
 

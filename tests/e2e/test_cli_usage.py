@@ -1,0 +1,21 @@
+"""Usage errors are a message and exit 2, never a traceback."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("nosuch",), "No such command 'nosuch'"),
+        (("review", "--nosuch"), "No such option: --nosuch"),
+        (("show",), "Missing argument"),
+    ],
+)
+def test_usage_error_is_a_message_and_exit_2(jury, args: tuple[str, ...], said: str) -> None:
+    r = jury(*args)
+    assert r.code == 2, r.out + r.err
+    assert said in r.err
+    assert "Traceback" not in r.err
+    assert "Usage: jury" in r.err
