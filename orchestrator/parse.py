@@ -297,6 +297,27 @@ def _opt_bool(value: Any) -> bool | None:
     return None
 
 
+# What a string ``reproduced`` may say that is not a reproduction: codejury's schema gives the observation
+# itself as a string, so any other non-empty text is taken as the evidence of a reproduction.
+_NOT_REPRODUCED = frozenset({"no", "false", "0", "not reproduced", "unknown", "maybe", "unclear"})
+
+
+def _reproduced(value: Any) -> tuple[bool | None, str | None]:
+    """``reproduced`` as (whether, evidence): a boolean as Jury asks for it, or codejury's string, which is
+    the evidence and means reproduced unless it says no, false, null or nothing (REFERENCE §2)."""
+    if not isinstance(value, str):
+        return _opt_bool(value), None
+    text = value.strip()
+    word = text.lower().rstrip(".!")
+    if word in _NULLS:
+        return None, None
+    if word in _NOT_REPRODUCED:
+        return False if word in ("no", "false", "0", "not reproduced") else None, None
+    if word in ("yes", "true"):
+        return True, None
+    return True, text
+
+
 def parse_verdict(text: str) -> JudgeVerdict | None:
     """The last balanced JSON object with a ``verdict`` key, normalized; None when there is none."""
     found: dict[str, Any] | None = None
@@ -315,13 +336,14 @@ def parse_verdict(text: str) -> JudgeVerdict | None:
     verdict = raw.strip().lower() if isinstance(raw, str) else None
     if verdict not in _VERDICTS:
         return None
+    reproduced, observed = _reproduced(chosen.get("reproduced"))
     return JudgeVerdict(
         verdict=cast(Literal["accepted", "rejected", "deferred"], verdict),
-        reproduced=_opt_bool(chosen.get("reproduced")),
+        reproduced=reproduced,
         reason=_opt_str(chosen.get("reason")),
         test=_opt_str(chosen.get("test")),
         test_command=_opt_str(chosen.get("test_command", chosen.get("testCommand"))),
-        evidence=_opt_str(chosen.get("evidence")),
+        evidence=_opt_str(chosen.get("evidence")) or observed,
     )
 
 

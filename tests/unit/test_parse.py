@@ -415,6 +415,39 @@ def test_acceptance_refusal(verdict: JudgeVerdict, expected: str | None) -> None
     assert acceptance_refusal(verdict) == expected
 
 
+@pytest.mark.parametrize(
+    ("reproduced", "evidence", "expected", "expected_evidence"),
+    [
+        pytest.param(
+            "median([1, 2, 3, 4]) returned 3", None, True, "median([1, 2, 3, 4]) returned 3", id="obs"
+        ),
+        pytest.param("  saw 3, wanted 2.5 ", "pytest: 3 != 2.5", True, "pytest: 3 != 2.5", id="both"),
+        pytest.param("yes", None, True, None, id="yes"),
+        pytest.param("True", None, True, None, id="true-string"),
+        pytest.param(True, None, True, None, id="bool"),
+        pytest.param("no", None, False, None, id="no"),
+        pytest.param("False.", None, False, None, id="false-string"),
+        pytest.param("Not reproduced", None, False, None, id="not-reproduced"),
+        pytest.param("", None, None, None, id="empty"),
+        pytest.param("   ", None, None, None, id="blank"),
+        pytest.param("null", None, None, None, id="null-string"),
+        pytest.param(None, None, None, None, id="null"),
+        pytest.param("maybe", None, None, None, id="maybe"),
+        pytest.param(1, None, None, None, id="number"),
+    ],
+)
+def test_reproduced_in_codejurys_string_form(
+    reproduced: object, evidence: str | None, expected: bool | None, expected_evidence: str | None
+) -> None:
+    # codejury's verdict schema gives "reproduced" as the observation itself (issue 9, point 6)
+    doc = {**FULL, "reproduced": reproduced, "evidence": evidence}
+    v = parse_verdict(json.dumps(doc))
+    assert v is not None
+    assert v.reproduced is expected
+    assert v.evidence == expected_evidence
+    assert (acceptance_refusal(v) is None) is (expected is True)
+
+
 def test_parsed_then_refused_end_to_end() -> None:
     v = parse_verdict('Done.\n{"verdict": "accepted", "reproduced": true, "reason": "r", "test": "n/a"}')
     assert v is not None
