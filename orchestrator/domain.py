@@ -17,7 +17,7 @@ from pydantic.alias_generators import to_camel
 
 RunStateName = Literal["queued", "review", "converged", "human", "failed", "cancelled"]
 TERMINAL_STATES: frozenset[str] = frozenset({"converged", "human", "failed", "cancelled"})
-ReportFormat = Literal["whole", "tail", "result-json", "opencode-json", "stream-json"]
+ReportFormat = Literal["whole", "tail", "result-json", "opencode-json", "stream-json", "codex-json"]
 Role = Literal["reviewer", "judge", "reply", "refuter"]
 
 

@@ -16,6 +16,7 @@ from typing import Any, Literal, cast
 from pydantic import BaseModel, ConfigDict
 
 from orchestrator.domain import Contest
+from orchestrator.transcript import codex_message
 
 STOP_TOKEN = "NO NEW FINDINGS"
 NO_CONTEST = "NO CONTEST"
@@ -478,6 +479,8 @@ def extract_report(stdout: str, stderr: str, fmt: str) -> str:
             found = texts[-1] if texts else None
         elif fmt == "stream-json":
             found = _stream_text(stdout)
+        elif fmt == "codex-json":
+            found = codex_message(stdout)
         else:
             found = None
         return (found if found is not None else stdout).strip()
