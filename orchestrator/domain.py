@@ -12,7 +12,7 @@ import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
 RunStateName = Literal["queued", "review", "converged", "human", "failed", "cancelled"]
@@ -132,6 +132,17 @@ class SandboxSettings(Model):
     memory_mb: int = Field(default=8192, ge=64)
     max_procs: int = Field(default=1024, ge=8)
     max_file_mb: int = Field(default=1024, ge=1)
+    # Host paths (``~/...`` or absolute) visible read-only inside besides the read-only root, e.g. a
+    # toolchain installed under HOME (``~/.pyenv``, ``~/.local/bin``), which the private HOME hides.
+    ro_paths: list[str] = Field(default_factory=list)
+
+    @field_validator("ro_paths")
+    @classmethod
+    def _paths(cls, value: list[str]) -> list[str]:
+        for p in value:
+            if not (p.startswith("~/") or p.startswith("/")) or ".." in p.split("/"):
+                raise ValueError(f"{p!r} must start with '~/' or '/' and not contain '..'")
+        return value
 
 
 class JuryConfig(Model):

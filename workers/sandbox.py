@@ -1,27 +1,59 @@
 """The sandbox: what a process that runs the reviewed code (or an agent reading it) may see and do.
 
-API CONTRACT (stub: being implemented; callers may already build ``Jail`` values and pass them to
-``workers.supervise.run_supervised(..., jail=...)``).
+The code under review is hostile: its tests, its ``conftest.py``, whatever an agent runs while reading it.
+Every such process runs under bubblewrap (``bwrap``), built here from a ``Jail``:
 
-- ``Jail`` describes one confined run: the worktree (writable or read-only), the git directories mounted
-  read-only, network on or off, the HOME state directories an agent keeps, the limits, and the variables
-  passed by name. The environment inside is an allow-list: PATH, LANG, LC_*, TZ, TERM, a private HOME,
-  the jail's ``env`` and the values of ``env_pass`` taken from the worker's environment; never the
-  worker's own environment.
-- ``sandbox_problem(settings)`` is None when the sandbox works on this machine, else the reason (used
-  by ``jury doctor`` and before any job that would need it).
-- ``SandboxUnavailable`` is raised by ``require_sandbox`` where a job needs the sandbox and cannot
-  have it; the job ends the run ``human`` with the reason.
+- new user, pid, ipc, uts and cgroup namespaces, and a new network namespace unless the jail has network
+  (CLI agents do; code runs only when the operator sets ``[sandbox] network = true``);
+- the root filesystem read-only; a private ``/tmp`` and ``/run`` (no host sockets); an empty private HOME
+  (a tmpfs over the worker's real HOME path) holding only the jail's ``state_dirs``, read-write;
+- the worktree read-write (or read-only: a reviewer's, enforced by the kernel), bound after the HOME
+  tmpfs since worktrees may live under HOME; the worktree's git directories read-only after it, so a
+  ``conftest.py`` cannot plant a ``filter`` in the repository's ``config`` that Jury's own git would run;
+- ``--die-with-parent`` and a pid namespace: when Jury kills bwrap (timeout, cancel) the whole namespace
+  dies, ``setsid`` grandchildren included; ``--new-session`` keeps the terminal out of reach;
+- all capabilities dropped; resource limits (address space, processes, file size) set before exec;
+- an allow-listed environment: PATH, LANG, LC_*, TZ, TERM, the private HOME, the jail's ``env``, then
+  the values of ``env_pass`` from the worker's environment; never the worker's own environment. It is
+  handed to bwrap through exec, not as ``--setenv`` arguments, so a secret in ``env_pass`` never shows
+  in a process listing.
+
+``sandbox_problem(settings)`` is None when the sandbox works on this machine (it runs ``true`` under a
+probe jail once per process and settings), else the reason; ``require_sandbox`` raises
+``SandboxUnavailable`` with it, and the job that needed the sandbox ends the run ``human``. With
+``[sandbox] mode = "none"`` nothing is confined, but the environment is still the allow-list.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+import pwd
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
+
+import structlog
 
 from orchestrator.domain import SandboxSettings
 from orchestrator.errors import JuryError
+
+log = structlog.get_logger()
+
+BWRAP_ENV = "JURY_BWRAP"  # overrides the bwrap binary (tests: a missing one)
+INSTALL_HINT = "bubblewrap (bwrap) is not installed: apt-get install bubblewrap"
+ALLOWED_ENV: tuple[str, ...] = ("PATH", "LANG", "TZ", "TERM")  # plus every LC_*
+PROBE_SECONDS = 20.0
+MIB = 1024 * 1024
+# Kept only when the worker runs as root: a process that maps uid 0 of its parent namespace into a new
+# user namespace needs CAP_SETFCAP there (Linux 5.12+), so without it an agent that sandboxes itself with
+# bubblewrap (codex) cannot start its own sandbox inside Jury's. See ``Jail.nested``.
+NESTED_CAP = "CAP_SETFCAP"
 
 
 class SandboxUnavailable(JuryError):
@@ -42,11 +74,298 @@ class Jail:
     env: Mapping[str, str] = field(default_factory=dict)  # set inside, after the allow-list
     env_pass: tuple[str, ...] = ()  # names whose values pass from the worker's environment
     limits: bool = True  # memory / processes / file size from ``settings`` (code runs; agents: False)
+    # The process may start its own user namespaces (an agent with its own bubblewrap, e.g. codex). Only
+    # matters when the worker is root; it keeps CAP_SETFCAP inside the sandbox's own user namespace.
+    nested: bool = False
+
+    @property
+    def confined(self) -> bool:
+        return self.settings.mode == "bwrap"
+
+    @property
+    def has_network(self) -> bool:
+        return self.settings.network if self.network is None else self.network
+
+
+@dataclass(frozen=True)
+class Confined:
+    """What ``run_supervised`` executes for a jailed command: the argv, its environment, its limits."""
+
+    argv: list[str]
+    env: dict[str, str]
+    limits: tuple[tuple[int, int], ...]  # (resource.RLIMIT_*, value) set in the child before exec
+
+
+# --- the pieces -----------------------------------------------------------------------------------
+
+
+def bwrap_binary(environ: Mapping[str, str] | None = None) -> str | None:
+    """The bwrap to run: ``$JURY_BWRAP`` when set (a path or a name on PATH), else ``bwrap`` on PATH."""
+    env = os.environ if environ is None else environ
+    wanted = env.get(BWRAP_ENV) or "bwrap"
+    if os.sep in wanted:
+        return wanted if os.path.isfile(wanted) and os.access(wanted, os.X_OK) else None
+    return shutil.which(wanted)
+
+
+def real_home(base_env: Mapping[str, str]) -> Path:
+    """The worker's HOME: ``$HOME`` in ``base_env`` when absolute, else the passwd entry's."""
+    home = base_env.get("HOME", "")
+    if not os.path.isabs(home):
+        home = pwd.getpwuid(os.getuid()).pw_dir
+    return Path(os.path.normpath(home))
+
+
+def private_home(base_env: Mapping[str, str]) -> Path:
+    """Where HOME is inside: the real HOME's path (tools that wrote it into configs still find it), or
+    ``/tmp/home`` when the real one is ``/`` (a tmpfs over the root would hide the system)."""
+    home = real_home(base_env)
+    return Path("/tmp/home") if home == Path("/") else home
+
+
+def state_dir_path(entry: str, home: Path) -> Path:
+    """``~/x`` expanded against ``home``, or an absolute path; ValueError for anything else, or for a path
+    that is HOME itself, the root, or climbs with ``..`` (it would hand the whole HOME back)."""
+    if entry.startswith("~/"):
+        path = home / entry[2:]
+    elif entry.startswith("/"):
+        path = Path(entry)
+    else:
+        raise ValueError(f"state dir {entry!r} must start with '~/' or '/'")
+    if ".." in path.parts or "\0" in entry:
+        raise ValueError(f"state dir {entry!r} must not contain '..'")
+    path = Path(os.path.normpath(path))
+    if path == Path("/") or path == home or home.is_relative_to(path):
+        raise ValueError(f"state dir {entry!r} would expose all of HOME")
+    return path
+
+
+def git_dirs_of(worktree: Path) -> tuple[Path, ...]:
+    """The git directories a worktree uses: its admin dir and the repository's common dir (which holds
+    ``config`` and the objects), read from ``.git`` and ``commondir`` without running git in it."""
+    dot_git = worktree / ".git"
+    if dot_git.is_dir():
+        return (dot_git.resolve(),)
+    try:
+        text = dot_git.read_text(encoding="utf-8").strip()
+    except OSError:
+        return ()
+    if not text.startswith("gitdir:"):
+        return ()
+    admin = Path(text.removeprefix("gitdir:").strip())
+    if not admin.is_absolute():
+        admin = worktree / admin
+    admin = admin.resolve()
+    dirs = [admin]
+    try:
+        common = Path((admin / "commondir").read_text(encoding="utf-8").strip())
+        dirs.append((common if common.is_absolute() else admin / common).resolve())
+    except OSError:
+        pass
+    return tuple(dict.fromkeys(dirs))
+
+
+def jail_env(jail: Jail, base_env: Mapping[str, str]) -> dict[str, str]:
+    """The environment inside: the allow-list from ``base_env``, HOME, ``jail.env``, then ``env_pass``."""
+    env = {k: v for k, v in base_env.items() if k in ALLOWED_ENV or k.startswith("LC_")}
+    env["HOME"] = str(private_home(base_env) if jail.confined else real_home(base_env))
+    env.update(jail.env)
+    for name in jail.env_pass:
+        if name in base_env:
+            env[name] = base_env[name]
+    return env
+
+
+def _under(path: Path, root: Path) -> bool:
+    return path != root and path.is_relative_to(root)
+
+
+def _visible(jail: Jail, home: Path) -> list[Path]:
+    """Host paths shown read-only over the private HOME and /tmp: the jail's ``ro_paths``, the operator's
+    ``[sandbox] ro_paths``, and the worker's own Python installation when it lives there (a pyenv or a
+    venv under HOME: verification runs the worker's interpreter). A program elsewhere under HOME, even on
+    PATH, stays hidden unless listed: a half-visible toolchain (pyenv's shims without pyenv) fails
+    where a hidden one lets PATH fall through to the system's."""
+    wanted = [*jail.ro_paths, *(state_dir_path(p, home) for p in jail.settings.ro_paths)]
+    for prefix in {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}:
+        p = Path(prefix).resolve()
+        if _under(p, home) or _under(p, Path("/tmp")):
+            wanted.append(p)
+    return list(dict.fromkeys(wanted))
+
+
+@dataclass
+class _Layout:
+    """The sandbox's filesystem: tmpfs mounts that hide host trees, then binds (flag, source, target)."""
+
+    hidden: list[Path]
+    binds: list[tuple[str, Path, Path]]
+
+    def visible(self, path: Path) -> bool:
+        """Whether the host ``path`` shows inside at the same place."""
+        path = Path(os.path.normpath(path))
+        for _flag, src, dst in self.binds:
+            if src == dst and (path == dst or path.is_relative_to(dst)):
+                return True
+        return not any(path == h or path.is_relative_to(h) for h in self.hidden)
+
+
+def _layout(jail: Jail, env: Mapping[str, str], *, create: bool) -> _Layout:
+    home, inside_home = real_home(env), private_home(env)
+    binds: list[tuple[str, Path, Path]] = []
+    # DNS may be a stub resolver's file under /run (systemd-resolved): agents with network need it.
+    if jail.has_network:
+        binds.append(("--ro-bind-try", Path("/run/systemd/resolve"), Path("/run/systemd/resolve")))
+    for entry in jail.state_dirs:
+        path = state_dir_path(entry, home)
+        if create:
+            path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        target = inside_home / path.relative_to(home) if _under(path, home) else path.resolve()
+        binds.append(("--bind", path.resolve(), target))
+    binds += [("--ro-bind-try", p, p) for p in _visible(jail, home)]
+    worktree = jail.worktree.resolve()
+    binds.append(("--bind" if jail.writable else "--ro-bind", worktree, worktree))
+    binds += [("--ro-bind", d, d) for d in jail.git_dirs]
+    return _Layout(hidden=[Path("/tmp"), Path("/run"), inside_home], binds=binds)
+
+
+def bwrap_argv(
+    jail: Jail, argv: list[str], cwd: Path, *, base_env: Mapping[str, str] | None = None, bwrap: str = "bwrap"
+) -> list[str]:
+    """The bwrap command line that runs ``argv`` in ``cwd`` inside ``jail`` (the environment is separate:
+    ``jail_env``). Creates missing state directories on the host. ValueError for a bad state dir."""
+    layout = _layout(jail, os.environ if base_env is None else base_env, create=True)
+    out = [
+        bwrap,
+        "--unshare-user",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+    ]
+    if not jail.has_network:
+        out.append("--unshare-net")
+    out += ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    if jail.nested and os.geteuid() == 0:
+        out += ["--cap-add", NESTED_CAP]
+    out += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    for hidden in layout.hidden:  # /tmp, /run (no host sockets), then HOME
+        out += ["--tmpfs", str(hidden)]
+    for flag, src, dst in layout.binds:  # the worktree after HOME (it may live there), git dirs after it
+        out += [flag, str(src), str(dst)]
+    out += ["--chdir", str(cwd.resolve()), "--", *argv]
+    return out
+
+
+def program_visible(jail: Jail, argv0: str, cwd: Path, base_env: Mapping[str, str]) -> bool:
+    """Whether ``argv0`` names an executable the jailed process can run: on the PATH it will have (the
+    parts of it the sandbox shows) or, with a ``/``, relative to ``cwd``. Lets a missing program be a
+    start error, as it is outside, instead of bwrap's own exit 1."""
+    layout = _layout(jail, base_env, create=False)
+
+    def runnable(p: Path) -> bool:
+        return (
+            p.is_file()
+            and os.access(p, os.X_OK)
+            and layout.visible(Path(os.path.abspath(p)))
+            and layout.visible(p.resolve())
+        )
+
+    if "/" in argv0:
+        return runnable(cwd / argv0)
+    path = jail_env(jail, base_env).get("PATH", os.defpath)
+    return any(runnable(Path(d or ".") / argv0) for d in path.split(os.pathsep) if d)
+
+
+def limits_of(jail: Jail) -> tuple[tuple[int, int], ...]:
+    """The rlimits of a code run: address space, processes and the size of one file, from the settings.
+
+    RLIMIT_NPROC counts the processes of the real uid and is not enforced for root (or any process with
+    CAP_SYS_RESOURCE / CAP_SYS_ADMIN in the initial namespace): there the pid namespace, which dies with
+    bwrap, is what bounds a fork bomb's lifetime.
+    """
+    if not jail.limits:
+        return ()
+    s = jail.settings
+    return (
+        (resource.RLIMIT_AS, s.memory_mb * MIB),
+        (resource.RLIMIT_NPROC, s.max_procs),
+        (resource.RLIMIT_FSIZE, s.max_file_mb * MIB),
+    )
+
+
+def set_limits(limits: tuple[tuple[int, int], ...]) -> Callable[[], None] | None:
+    """A ``preexec_fn`` part that lowers each limit (never raises one above the worker's hard limit)."""
+    if not limits:
+        return None
+
+    def apply() -> None:
+        for res, value in limits:
+            _soft, hard = resource.getrlimit(res)
+            cap = value if hard == resource.RLIM_INFINITY else min(value, hard)
+            resource.setrlimit(res, (cap, cap))
+
+    return apply
+
+
+def confine(jail: Jail, argv: list[str], cwd: Path, base_env: Mapping[str, str]) -> Confined:
+    """``argv`` as it runs in ``jail``: under bwrap (mode bwrap) or as is (mode none), always with the
+    allow-listed environment and the jail's limits. ``SandboxUnavailable`` when bwrap cannot run here."""
+    env = jail_env(jail, base_env)
+    limits = limits_of(jail)
+    if not jail.confined:
+        return Confined(argv=list(argv), env=env, limits=limits)
+    require_sandbox(jail.settings)
+    binary = bwrap_binary()
+    assert binary is not None  # require_sandbox found it
+    if argv and not program_visible(jail, argv[0], cwd, base_env):
+        raise FileNotFoundError(2, "no such program in the sandbox", argv[0])
+    return Confined(argv=bwrap_argv(jail, argv, cwd, base_env=base_env, bwrap=binary), env=env, limits=limits)
+
+
+# --- is it there? ---------------------------------------------------------------------------------
 
 
 def sandbox_problem(settings: SandboxSettings) -> str | None:
     """None when runs can be confined as ``settings`` ask (or ``mode`` is none); else why not."""
-    raise NotImplementedError
+    if settings.mode == "none":
+        return None
+    binary = bwrap_binary()
+    if binary is None:
+        wanted = os.environ.get(BWRAP_ENV)
+        return INSTALL_HINT + (f" ({BWRAP_ENV}={wanted} is not an executable)" if wanted else "")
+    return _probe(binary, settings.model_dump_json())
+
+
+@cache
+def _probe(binary: str, settings_json: str) -> str | None:
+    """Run ``true`` in a jail like a code run's (network per the settings, limits on); once per process."""
+    settings = SandboxSettings.model_validate_json(settings_json)
+    with tempfile.TemporaryDirectory(prefix="jury-probe-") as tmp:
+        wt = Path(tmp)
+        jail = Jail(worktree=wt, settings=settings)
+        argv = bwrap_argv(jail, ["true"], wt, bwrap=binary)
+        apply = set_limits(limits_of(jail))
+        try:
+            p = subprocess.run(
+                argv,
+                env=jail_env(jail, os.environ),
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=PROBE_SECONDS,
+                preexec_fn=apply,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"bubblewrap ({binary}) cannot run: {exc}"
+    if p.returncode == 0:
+        log.info("sandbox.ok", bwrap=binary)
+        return None
+    err = p.stderr.decode("utf-8", errors="replace").strip()[-500:] or f"exit {p.returncode}"
+    why = f"bubblewrap ({binary}) cannot create its sandbox here: {err}"
+    if "namespace" in err.lower() or "permitted" in err.lower():
+        why += " (are unprivileged user namespaces disabled? see kernel.unprivileged_userns_clone)"
+    log.warning("sandbox.unavailable", bwrap=binary, reason=why)
+    return why
 
 
 def require_sandbox(settings: SandboxSettings) -> None:

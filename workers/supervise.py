@@ -7,6 +7,10 @@ PR_SET_PDEATHSIG=SIGKILL, so it dies with the worker even if the worker is kille
 
 With ``max_output`` each stream goes through a pipe to a reader thread (``_CappedOutput``) that keeps the
 head and the tail of what the agent printed and drops the middle, so a runaway agent cannot fill the disk.
+
+With a ``Jail`` (``workers.sandbox``) the command runs under bubblewrap with the jail's allow-listed
+environment and resource limits; killing the group then kills bwrap, and with it the sandbox's whole pid
+namespace, so even a process that left the group with ``setsid`` dies.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from pathlib import Path
 from typing import IO
 
 import structlog
+
+from workers.sandbox import Jail, SandboxUnavailable, confine, set_limits
 
 log = structlog.get_logger()
 
@@ -313,6 +319,19 @@ def _pdeathsig_preexec() -> Callable[[], None] | None:
     return set_pdeathsig
 
 
+def _preexec(*parts: Callable[[], None] | None) -> Callable[[], None] | None:
+    """One ``preexec_fn`` running each given part in order (None when there is none)."""
+    steps = [p for p in parts if p is not None]
+    if not steps:
+        return None
+
+    def run() -> None:
+        for step in steps:
+            step()
+
+    return run
+
+
 def _start_error(exc: OSError, argv: list[str], cwd: Path) -> str:
     if isinstance(exc, FileNotFoundError | NotADirectoryError) and exc.filename == str(cwd):
         return f"working directory not found: {cwd}"
@@ -336,6 +355,7 @@ def run_supervised(
     on_tick: Callable[[float, float], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
     max_output: int | None = None,
+    jail: Jail | None = None,
 ) -> ProcResult:
     """Run ``argv`` to completion, timeout or cancellation; never raises for a missing executable.
 
@@ -344,6 +364,10 @@ def run_supervised(
     group, wait up to ``grace`` for the leader, then SIGKILL; the group is always SIGKILLed at the end.
     ``max_output`` caps each output file at its first and last ``max_output / 2`` bytes around a marker
     line (``ProcResult.stdout_dropped`` / ``stderr_dropped`` count what went); None keeps everything.
+
+    With ``jail``, ``argv`` runs confined (``workers.sandbox.confine``): ``env`` is then only the worker
+    environment the jail's allow-list and ``env_pass`` draw from, never the child's environment itself.
+    A sandbox that cannot run is a start error (``ProcResult.error``), never an unconfined run.
     """
     if not argv:
         raise ValueError("empty argv")
@@ -352,7 +376,31 @@ def run_supervised(
     stdout_path.parent.mkdir(parents=True, exist_ok=True)
     stderr_path.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    preexec = _pdeathsig_preexec()
+    limits = None
+    if jail is not None:
+        try:
+            confined = confine(jail, argv, cwd, env)
+        except (SandboxUnavailable, ValueError, OSError) as exc:
+            if isinstance(exc, FileNotFoundError):
+                error = _start_error(exc, argv, cwd)
+            else:
+                error = f"sandbox unavailable: {exc}"
+            log.warning("proc.start_failed", argv0=argv[0], cwd=str(cwd), error=error, sandbox=True)
+            stdout_path.write_bytes(b"")
+            stderr_path.write_bytes(b"")
+            return ProcResult(
+                exit_code=None,
+                timed_out=False,
+                cancelled=False,
+                seconds=time.monotonic() - started,
+                stdout_path=stdout_path,
+                stderr_path=stderr_path,
+                stdout_bytes=0,
+                stderr_bytes=0,
+                error=error,
+            )
+        argv, env, limits = confined.argv, confined.env, set_limits(confined.limits)
+    preexec = _preexec(_pdeathsig_preexec(), limits)
     with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
         try:
             proc = subprocess.Popen(
@@ -364,7 +412,7 @@ def run_supervised(
                 stderr=err if max_output is None else subprocess.PIPE,
                 start_new_session=True,
                 close_fds=True,
-                preexec_fn=preexec,  # PDEATHSIG: see _pdeathsig_preexec
+                preexec_fn=preexec,  # PDEATHSIG (see _pdeathsig_preexec), then the jail's rlimits
             )
         except OSError as exc:
             error = _start_error(exc, argv, cwd)
@@ -390,7 +438,15 @@ def run_supervised(
         ]
         for output in outputs:
             output.start()
-    log.info("proc.started", pid=pid, argv0=argv[0], cwd=str(cwd), timeout=timeout, max_output=max_output)
+    log.info(
+        "proc.started",
+        pid=pid,
+        argv0=argv[0],
+        cwd=str(cwd),
+        timeout=timeout,
+        max_output=max_output,
+        sandbox=None if jail is None else jail.settings.mode,
+    )
     timed_out = cancelled = False
     sizes = (0, 0)
     last_growth = started

@@ -3,7 +3,8 @@
 ``verify_fix`` runs the judge's test command on the fixed tree (it must pass) and on the tree with the fix
 reverted but the tests kept (it must fail), and checks that the patch does not weaken existing tests.
 ``run_checks`` runs declared checks (test, lint ...) on one tree. Commands are split with shlex and run as
-argv under ``run_supervised`` (own process group, stdin closed, scrubbed environment); never a shell.
+argv under ``run_supervised`` in the sandbox (``workers.sandbox``: the worktree the only writable tree, no
+network, an allow-listed environment, output capped); never a shell.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import os
 import re
 import shlex
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -19,9 +21,11 @@ from typing import Literal
 import structlog
 from pydantic import BaseModel
 
+from orchestrator.domain import SandboxSettings
 from orchestrator.errors import GitError
 from orchestrator.refute import Signal, SignalKind, SignalSource, classify_command
-from workers.supervise import run_supervised, scrub_env
+from workers.sandbox import Jail, git_dirs_of
+from workers.supervise import run_supervised
 from workers.worktree import Worktrees, commit_deterministic, git, git_bytes
 
 log = structlog.get_logger()
@@ -41,6 +45,7 @@ __all__ = [
 ]
 
 OUTPUT_TAIL = 4000  # characters of output kept per run
+RUN_MAX_OUTPUT = 2_000_000  # bytes kept per stream of a command's output file (head and tail)
 _LITERAL = {"GIT_LITERAL_PATHSPECS": "1"}  # paths from the patch are paths, not globs
 _SHELL_TOKENS = frozenset({"&&", "||", ";", "|", "&", ">", ">>", "<", "<<", "2>", "2>&1", "&>", "|&"})
 _ASSIGN_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
@@ -281,30 +286,41 @@ def run_command(
     cwd: Path,
     *,
     timeout: float,
-    env: dict[str, str] | None = None,
+    env: Mapping[str, str] | None = None,
     out_dir: Path,
     label: str = "command",
+    sandbox: SandboxSettings | None = None,
+    max_output: int = RUN_MAX_OUTPUT,
 ) -> CommandOutcome:
-    """Run a shell-free ``command`` in ``cwd``; never raises for a bad command.
+    """Run a shell-free ``command`` in ``cwd`` (a worktree), in the sandbox; never raises for a bad command.
 
-    Leading ``NAME=value`` words are set in its environment. The environment is ``env``, else the
-    worker's, scrubbed. Output goes to ``out_dir/<label>.out|.err``; the outcome keeps its last
-    ``OUTPUT_TAIL`` characters. A command that cannot be split or needs a shell is an error, not a run.
+    The command runs the reviewed code, so it is jailed (``workers.sandbox``) as ``sandbox`` says (default:
+    bubblewrap, no network, limits on): ``cwd`` is the only writable tree, its git directories are
+    read-only, and the environment is the allow-list plus ``env`` plus the leading ``NAME=value`` words.
+    Each output stream is capped at ``max_output`` bytes (head and tail) in ``out_dir/<label>.out|.err``;
+    the outcome keeps its last ``OUTPUT_TAIL`` characters. A command that cannot be split or needs a
+    shell, or a sandbox that cannot run, is an error, not a run.
     """
     split = split_command(command)
     if isinstance(split, str):
         return CommandOutcome(exit_code=None, seconds=0.0, output_tail="", timed_out=False, error=split)
     argv, assigns = split
-    run_env = dict(env) if env is not None else scrub_env(os.environ)
-    run_env.update(assigns)
+    jail = Jail(
+        worktree=cwd,
+        settings=sandbox or SandboxSettings(),
+        git_dirs=git_dirs_of(cwd),
+        env={**(env or {}), **assigns},
+    )
     name = _label(label)
     res = run_supervised(
         argv,
         cwd=cwd,
-        env=run_env,
+        env=dict(os.environ),
         stdout_path=out_dir / f"{name}.out",
         stderr_path=out_dir / f"{name}.err",
         timeout=timeout,
+        max_output=max_output,
+        jail=jail,
     )
     tail = _combine(
         _read_tail(res.stdout_path, OUTPUT_TAIL), _read_tail(res.stderr_path, OUTPUT_TAIL), OUTPUT_TAIL
@@ -329,8 +345,11 @@ def _run(
     out_dir: Path,
     label: str,
     check: str | None = None,
+    sandbox: SandboxSettings | None = None,
 ) -> CommandRun:
-    outcome = run_command(command, wt, timeout=timeout, env=env, out_dir=out_dir, label=label)
+    outcome = run_command(
+        command, wt, timeout=timeout, env=env, out_dir=out_dir, label=label, sandbox=sandbox
+    )
     return CommandRun(
         command=command,
         tree=tree,
@@ -345,8 +364,9 @@ def _run(
 
 
 def _verify_env() -> dict[str, str]:
+    """What verification sets inside the sandbox, on top of its allow-list."""
     # No bytecode: a stale .pyc of the fixed code must not answer for the reverted source.
-    return scrub_env(os.environ, extra={"PYTHONDONTWRITEBYTECODE": "1"})
+    return {"PYTHONDONTWRITEBYTECODE": "1"}
 
 
 def _reset_to_index(wt: Path) -> None:
@@ -374,6 +394,7 @@ def verify_fix(
     name: str,
     timeout: float,
     out_dir: Path,
+    sandbox: SandboxSettings | None = None,
 ) -> Verification:
     """Check ``patch`` (a fix with its regression test) against ``parent``, mechanically.
 
@@ -417,6 +438,7 @@ def verify_fix(
             timeout=timeout,
             out_dir=out_dir,
             label=f"{name}-fixed",
+            sandbox=sandbox,
         )
         runs.append(fixed)
         if not fixed.passed:
@@ -437,6 +459,7 @@ def verify_fix(
             timeout=timeout,
             out_dir=out_dir,
             label=f"{name}-reverted",
+            sandbox=sandbox,
         )
         runs.append(reverted)
         log.info(
@@ -465,6 +488,7 @@ def run_checks(
     name: str,
     timeout: float,
     out_dir: Path,
+    sandbox: SandboxSettings | None = None,
 ) -> list[CommandRun]:
     """Run each declared check (name -> command, in order) on a checkout of ``sha`` (tree "final").
 
@@ -473,7 +497,7 @@ def run_checks(
     runs: list[CommandRun] = []
     with worktrees.checkout(repo, sha, name) as wt:
         commit = git(["rev-parse", "HEAD"], wt).strip()
-        env = scrub_env(os.environ)
+        env: dict[str, str] = {}  # the sandbox's allow-list only
         for check, command in checks.items():
             run = _run(
                 command,
@@ -485,6 +509,7 @@ def run_checks(
                 out_dir=out_dir,
                 label=f"{name}-{check}",
                 check=check,
+                sandbox=sandbox,
             )
             runs.append(run)
             _reset_to_index(wt)

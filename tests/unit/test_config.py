@@ -81,7 +81,7 @@ def test_catalog_entry_is_usable(name: str) -> None:
 @pytest.mark.parametrize(
     ("name", "report", "expect_seconds"),
     [
-        ("codex", "whole", 1200),
+        ("codex", "codex-json", 1200),
         ("claude", "result-json", 900),
         ("opencode", "opencode-json", 600),
         ("qwen", "result-json", 600),
@@ -205,7 +205,7 @@ CMD = '["x", "{prompt}"]'
         (
             f'[agents.foo]\nargv = {CMD}\nreport = "xml"\n',
             "agents.foo.report",
-            "must be one of whole, tail, result-json, opencode-json, stream-json",
+            "must be one of whole, tail, result-json, opencode-json, stream-json, codex-json",
         ),
         (
             f"[agents.foo]\nargv = {CMD}\nsession_from = '(unclosed'\n",
