@@ -50,6 +50,7 @@ from orchestrator.refute import (
     independence,
     parse_refutation,
 )
+from orchestrator.transcript import broken_reason
 from workers.agents.cli import AgentRun
 from workers.runtime import (
     Job,
@@ -127,6 +128,10 @@ def review(rt: Runtime, slug: str, key: str, stop: Stop) -> None:
     verdict: Literal["clean", "found", "error"] = (
         "error" if error or parsed.verdict == "unparseable" else parsed.verdict
     )
+    if verdict == "clean" and (broken := broken_reason(run.commands, agent)):
+        # It saw nothing through its commands: "nothing found" from it is no review and no vote to
+        # converge. Findings from such a run still go to the judge, who must reproduce them anyway.
+        verdict, error = "error", broken
     events.append(report_event(job, run, name, verdict, error))
     if not error:
         for i, f in enumerate(parsed.findings, start=1):
@@ -167,6 +172,8 @@ def triage(rt: Runtime, slug: str, key: str, stop: Stop) -> None:
     events: list[Event] = []
     verdict = parse_verdict(run.report)
     error = run_failure(run)
+    if error is None and verdict is not None and verdict.verdict == "rejected":
+        error = broken_reason(run.commands, judge)  # "does not reproduce" when nothing could run
     events.append(report_event(job, run, name, "error" if error or verdict is None else "clean", error))
     if run.session_id:
         events.append(JudgeSession(eid=f"{key}:session", agent=judge, session_id=run.session_id, round=n))
@@ -497,6 +504,8 @@ def refute(rt: Runtime, slug: str, key: str, stop: Stop) -> None:
         events.append(AgentWrote(eid=f"{key}:wrote", agent=a.agent or "", round=a.round, paths=wrote))
     error = run_failure(run)
     verdict = parse_refutation(run.report)
+    if error is None and verdict.outcome == "not_refuted":
+        error = broken_reason(run.commands, a.agent or "")  # "could not break it" when nothing could run
     if error:
         verdict = verdict.model_copy(
             update={"outcome": "unclear", "reason": f"the refuter could not run: {error}"}

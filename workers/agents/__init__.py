@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.domain import AgentSpec, Role
+from orchestrator.transcript import http_tools
 from workers.agents.check import run_check_agent
 from workers.agents.cli import AgentRun, run_cli_agent
 from workers.agents.http import run_http_agent
@@ -47,7 +48,9 @@ def run_seat(
         "should_stop": should_stop,
     }
     if spec.kind == "http":
-        return run_http_agent(spec, checks=checks, reserve=reserve, on_event=on_event, **common)
+        run = run_http_agent(spec, checks=checks, reserve=reserve, on_event=on_event, **common)
+        run.commands = http_tools(run.stderr)  # its tool calls, from the loop's own transcript
+        return run
     if spec.kind == "check":
         return run_check_agent(spec, base=base, grace=grace, tick_every=tick_every, on_tick=on_tick, **common)
     return run_cli_agent(

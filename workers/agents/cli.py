@@ -13,12 +13,14 @@ import structlog
 
 from orchestrator.domain import AgentSpec, Role
 from orchestrator.parse import extract_report, find_session
+from orchestrator.transcript import Commands, codex_thread, codex_usage, commands_of
 from workers.supervise import ProcResult, run_supervised, scrub_env
 
 log = structlog.get_logger()
 
 _PLACEHOLDER_RE = re.compile(r"\{(prompt|prompt_file|worktree|session|model)\}")
 MODEL_ARGS = "{model_args}"
+ROLLOUT_MAX_BYTES = 32 * 1024 * 1024  # the tail of a codex session file that is read (its last turn)
 
 
 def _expand_one(element: str, values: Mapping[str, str | None]) -> str:
@@ -90,6 +92,8 @@ class AgentRun:
 
     ``cost_usd`` is None when unknown (never 0 for unknown); ``model`` is the model that actually
     answered (after any fallback); ``usage`` holds token counts when the runner knows them.
+    ``commands`` is what the agent's transcript says of the commands it ran (None: it says nothing), so
+    a run whose every command failed is never taken for a clean review.
     """
 
     proc: ProcResult
@@ -101,6 +105,28 @@ class AgentRun:
     cost_usd: float | None = None
     model: str | None = None
     usage: dict[str, int] = field(default_factory=dict)
+    commands: Commands | None = None
+
+
+def codex_rollout_text(env: Mapping[str, str], thread: str | None) -> str | None:
+    """The tail of codex's session file for ``thread`` (under ``$CODEX_HOME``, else ``~/.codex``, of the
+    environment codex ran with), or None when there is none. It is the only place codex 0.171 reports
+    the commands its own sandbox could not start."""
+    base = env.get("CODEX_HOME") or (str(Path(env["HOME"]) / ".codex") if env.get("HOME") else None)
+    if not base or not thread:
+        return None
+    try:
+        found = sorted(p for p in Path(base).glob(f"sessions/*/*/*/rollout-*-{thread}.jsonl") if p.is_file())
+        if not found:
+            return None
+        with found[-1].open("rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, size - ROLLOUT_MAX_BYTES))
+            text = fh.read().decode("utf-8", errors="replace")
+    except OSError as exc:
+        log.warning("agent.cli.rollout_unreadable", thread=thread, error=str(exc))
+        return None
+    return text.split("\n", 1)[-1] if size > ROLLOUT_MAX_BYTES else text  # drop a torn first line
 
 
 def run_cli_agent(
@@ -165,7 +191,9 @@ def run_cli_agent(
     stdout = stdout_path.read_bytes().decode("utf-8", errors="replace")
     stderr = stderr_path.read_bytes().decode("utf-8", errors="replace")
     report = extract_report(stdout, stderr, spec.report)
-    session_id = find_session(spec.session_from, stdout, stderr) or session
+    thread = codex_thread(stdout) if spec.report == "codex-json" else None
+    commands = commands_of(spec.kind, spec.report, stdout, stderr, codex_rollout_text(env, thread))
+    session_id = thread or find_session(spec.session_from, stdout, stderr) or session
     log.info(
         "agent.cli.done",
         agent=spec.name,
@@ -178,6 +206,8 @@ def run_cli_agent(
         seconds=round(proc.seconds, 3),
         report_chars=len(report),
         session=session_id,
+        commands_run=commands.run if commands else None,
+        commands_failed=commands.failed if commands else None,
     )
     # A CLI does not say which model answered: the configured one is the best knowledge there is.
     return AgentRun(
@@ -188,4 +218,6 @@ def run_cli_agent(
         stderr=stderr,
         argv=argv,
         model=spec.model,
+        usage=codex_usage(stdout) if spec.report == "codex-json" else {},
+        commands=commands,
     )
