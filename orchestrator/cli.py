@@ -23,7 +23,14 @@ from rich.console import Console
 from rich.table import Table
 
 from orchestrator import logs
-from orchestrator.config import RepoConfig, Settings, load_config, load_settings, resolve_jury
+from orchestrator.config import (
+    RepoConfig,
+    Settings,
+    load_config,
+    load_settings,
+    operator_config_file,
+    resolve_jury,
+)
 from orchestrator.domain import (
     TERMINAL_STATES,
     Event,
@@ -160,10 +167,13 @@ def pick_refuter(
 def new_run(
     settings: Settings, what: str, opts: RunOptions, extra_agents: dict[str, Any] | None = None
 ) -> tuple[str, list[Event]]:
-    from orchestrator.target import make_slug, resolve
+    from orchestrator.target import make_slug, repo_config, resolve
 
-    target = resolve(what, branch=opts.branch, trunk=opts.trunk, state_dir=settings.dir)
-    cfg = load_config(Path(target.path or what) if not target.url else None, opts.config)
+    target = resolve(
+        what, branch=opts.branch, trunk=opts.trunk, state_dir=settings.dir, forge_hosts=settings.forge_hosts
+    )
+    # The repository's jury.toml from the trunk side, cut down to what it may set; the operator's file last.
+    cfg = load_config(repo_config(target), operator_config_file(settings, opts.config))
     if extra_agents:
         cfg.agents.update(extra_agents)
     names, judge_name, n_rounds = resolve_jury(cfg, split_names(opts.reviewers), opts.judge, opts.rounds)
@@ -195,6 +205,8 @@ def new_run(
         checks=cfg.checks,
         task=opts.task,
         budget=budget,
+        sandbox=cfg.sandbox,
+        config_notes=cfg.notes,
     )
     base = make_slug(target.repo or "repo", target.id or "run", target.attempt or "")
     slug, i = base, 1
@@ -309,7 +321,12 @@ def review(
     judge: Annotated[str | None, typer.Option(help="The judge agent.")] = None,
     rounds: Annotated[int | None, typer.Option(help="Round cap (default 10).")] = None,
     timeout: Annotated[float | None, typer.Option(help="Wall-clock seconds per agent run.")] = None,
-    config: Annotated[Path | None, typer.Option("--config", help="A jury.toml to apply.")] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config", help="The operator's config file (default $JURY_CONFIG, else ~/.jury/config.toml)."
+        ),
+    ] = None,
     push: Annotated[bool, typer.Option(help="Push accepted fixes to the reviewed branch.")] = False,
     refute: Annotated[bool, typer.Option(help="Give settled claims a second opinion.")] = True,
     refuter: Annotated[
@@ -437,11 +454,16 @@ def show(
 
 @app.command()
 def agents(
-    config: Annotated[Path | None, typer.Option("--config", help="A jury.toml to apply.")] = None,
-    repo: Annotated[Path | None, typer.Option(help="A repository whose jury.toml applies.")] = None,
+    config: Annotated[Path | None, typer.Option("--config", help="The operator's config file.")] = None,
+    repo: Annotated[
+        Path | None, typer.Option(help="A repository whose trunk-side jury.toml applies.")
+    ] = None,
 ) -> None:
     """Which catalog agents are installed, with their roles and install hints."""
-    cfg = load_config(repo, config)
+    from orchestrator.target import checkout_config
+
+    settings = load_settings()
+    cfg = load_config(checkout_config(repo) if repo else None, operator_config_file(settings, config))
     table = Table(box=None, header_style="bold")
     for col in ("agent", "installed", "roles", "model", "install"):
         table.add_column(col)
@@ -494,7 +516,7 @@ def refute(
         list[str] | None, typer.Option(help="A test, lint, typecheck or build command.")
     ] = None,
     refuter: Annotated[str | None, typer.Option(help="The refuting agent (default: another family).")] = None,
-    config: Annotated[Path | None, typer.Option("--config", help="A jury.toml to apply.")] = None,
+    config: Annotated[Path | None, typer.Option("--config", help="The operator's config file.")] = None,
     timeout: Annotated[
         float | None, typer.Option(help="Wall-clock seconds for each command and the agent.")
     ] = None,
@@ -503,11 +525,12 @@ def refute(
 ) -> None:
     """The second opinion on its own. Exit 1 only on a concrete refutation."""
     from orchestrator.second_opinion import second_opinion
+    from orchestrator.target import checkout_config
 
     settings = settings_for(dir)
     if not repo.is_dir():
         raise UsageError(f"no such directory: {repo}")
-    cfg = load_config(repo, config)
+    cfg = load_config(checkout_config(repo), operator_config_file(settings, config))
     record = second_opinion(
         settings,
         cfg,

@@ -45,6 +45,7 @@ from workers.agents import run_seat
 from workers.agents.cli import AgentRun
 from workers.lease import Lease
 from workers.ledger import Ledger
+from workers.sandbox import require_sandbox
 from workers.worktree import Worktrees, repo_lock
 
 log = structlog.get_logger()
@@ -143,7 +144,11 @@ class Job:
 
 
 def load_job(rt: Runtime, slug: str, key: str, stop: Callable[[], bool] | None = None) -> Job | None:
-    """The action to run, or None when it already ran or the run has ended (then it is marked done)."""
+    """The action to run, or None when it already ran or the run has ended (then it is marked done).
+
+    ``SandboxUnavailable`` when the action would run code or an agent and the run's sandbox cannot run on
+    this worker: nothing has started yet, and the caller ends the run ``human`` with the reason.
+    """
     state = fold(rt.store.read(slug), slug)
     action = state.actions.get(key)
     if action is None:
@@ -156,6 +161,8 @@ def load_job(rt: Runtime, slug: str, key: str, stop: Callable[[], bool] | None =
     if state.state in TERMINAL_STATES or state.cancel_requested:
         rt.store.append(slug, [job.done(ok=False)])
         return None
+    if action.kind != "push" and state.config is not None:
+        require_sandbox(state.config.sandbox)  # no sandbox, no run: SandboxUnavailable ends the run human
     return job
 
 
@@ -320,6 +327,7 @@ def run_agent(
         max_output=rt.settings.max_output,
         reserve=per_call_budget(rt, job) if spec.kind == "http" else None,
         on_event=http_events(rt, job, role) if spec.kind == "http" else None,
+        sandbox=cfg.sandbox,
     )
     ensure_held(job)  # a holder that lost its lease leaves the call to be settled by the one that has it
     if spec.kind != "http":

@@ -1,0 +1,344 @@
+"""A real local HTTP server that speaks the GitHub REST v3 and GitLab REST v4 calls Jury's forge uses.
+
+``ForgeServer`` listens on 127.0.0.1 (port 0) in a thread. The GitHub API is under ``/github``
+(``server.github_api``), the GitLab one under ``/gitlab/api/v4`` (``server.gitlab_api``). It keeps state
+(PRs/MRs with their diffs, reviews, comments, discussions, check runs, statuses) that tests seed and
+inspect, and does what the forges do that a client must cope with:
+
+- pagination over ``per_page`` (capped by ``max_per_page`` so two PRs can make two pages), with ``Link``
+  headers (and GitLab's ``X-Next-Page``);
+- ETags on every GET answer and 304 to a matching ``If-None-Match`` (``full`` and ``not_modified`` count
+  per path, so a test can tell a reused body from a resent one);
+- refusals: writes without a known token (401), check runs for a token that is not an app (403), inline
+  comments on lines outside the diff (422 on GitHub, 400 on GitLab);
+- scripted faults (``fail_next``): 429/403/5xx with any headers and message, for the next N requests
+  whose path contains a string.
+
+Routes live in ``forge_server_github`` and ``forge_server_gitlab``; every request is recorded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+from collections import Counter, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+GITHUB_PREFIX = "/github"
+GITLAB_PREFIX = "/gitlab/api/v4"
+
+
+@dataclass
+class User:
+    login: str
+    id: int
+    app: bool = False  # a GitHub App may write check runs; a personal token may not
+
+
+@dataclass
+class FakePR:
+    """A PR (GitHub) or MR (GitLab). ``diff`` maps a path to the new-side lines the diff shows."""
+
+    number: int
+    title: str
+    head_sha: str
+    base: str = "main"
+    head_branch: str = "feature"
+    body: str = ""
+    draft: bool = False
+    labels: list[str] = field(default_factory=list)
+    updated_at: datetime = field(default_factory=lambda: datetime(2024, 5, 1, tzinfo=UTC))
+    author: str = "contributor"
+    fork: bool = False
+    base_sha: str = "b" * 40
+    start_sha: str = "s" * 40
+    diff: dict[str, set[int]] = field(default_factory=dict)
+    heads: list[str] = field(default_factory=list)  # every head it had, oldest first
+
+    def __post_init__(self) -> None:
+        if not self.heads:
+            self.heads = [self.head_sha]
+
+    def push(self, sha: str, when: datetime | None = None) -> None:
+        self.head_sha = sha
+        self.heads.append(sha)
+        if when is not None:
+            self.updated_at = when
+
+
+@dataclass
+class Repo:
+    """One repository's or project's state (the same shape on both forges)."""
+
+    path: str
+    id: int
+    prs: dict[int, FakePR] = field(default_factory=dict)
+    reviews: list[dict[str, Any]] = field(default_factory=list)  # GitHub
+    comments: list[dict[str, Any]] = field(default_factory=list)  # GitHub review comments
+    check_runs: list[dict[str, Any]] = field(default_factory=list)  # GitHub
+    statuses: list[dict[str, Any]] = field(default_factory=list)  # both; newest last
+    discussions: dict[int, list[dict[str, Any]]] = field(default_factory=dict)  # GitLab, per MR iid
+
+    def add(self, pr: FakePR) -> FakePR:
+        self.prs[pr.number] = pr
+        return pr
+
+
+@dataclass
+class Fault:
+    status: int
+    headers: dict[str, str]
+    message: str
+    match: str
+    left: int
+
+
+@dataclass
+class Recorded:
+    method: str
+    path: str  # without the query
+    query: dict[str, list[str]]
+    headers: dict[str, str]  # names lower-cased
+    body: Any
+    status: int = 0
+
+
+@dataclass
+class Reply:
+    status: int
+    data: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+class HttpError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def iso(when: datetime) -> str:
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class ForgeServer:
+    """The server; use as a context manager (``with ForgeServer() as server``)."""
+
+    def __init__(self) -> None:
+        from tests.fakes import forge_server_github, forge_server_gitlab
+
+        self.lock = threading.RLock()
+        self.users: dict[str, User] = {}
+        self.github: dict[str, Repo] = {}
+        self.gitlab: dict[str, Repo] = {}
+        self.requests: list[Recorded] = []
+        self.full: Counter[str] = Counter()  # "GET /path" -> 200 answers with a body
+        self.not_modified: Counter[str] = Counter()  # "GET /path" -> 304 answers
+        self.faults: deque[Fault] = deque()
+        self.max_per_page = 100
+        self.extra_headers: dict[str, str] = {}  # sent with every successful answer
+        self.next_link_base: str | None = None  # point "next" links at another origin (an attack)
+        self._ids = 1000
+        self.routes: list[tuple[str, str, Any]] = [
+            *((m, GITHUB_PREFIX + p, h) for m, p, h in forge_server_github.routes(self)),
+            *((m, GITLAB_PREFIX + p, h) for m, p, h in forge_server_gitlab.routes(self)),
+        ]
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.httpd.daemon_threads = False
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, name="forge-server", daemon=True
+        )
+
+    # --- set-up ------------------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    @property
+    def github_api(self) -> str:
+        return self.url + GITHUB_PREFIX
+
+    @property
+    def gitlab_api(self) -> str:
+        return self.url + GITLAB_PREFIX
+
+    def user(self, token: str, login: str, *, app: bool = False) -> User:
+        with self.lock:
+            found = self.users[token] = User(login, self.next_id(), app)
+            return found
+
+    def github_repo(self, path: str) -> Repo:
+        with self.lock:
+            return self.github.setdefault(path, Repo(path, self.next_id()))
+
+    def gitlab_project(self, path: str) -> Repo:
+        with self.lock:
+            return self.gitlab.setdefault(path, Repo(path, self.next_id()))
+
+    def fail_next(
+        self,
+        count: int,
+        status: int,
+        *,
+        headers: dict[str, str] | None = None,
+        message: str = "scripted failure",
+        match: str = "",
+    ) -> None:
+        """Answer the next ``count`` requests whose path contains ``match`` with ``status``."""
+        with self.lock:
+            self.faults.append(Fault(status, dict(headers or {}), message, match, count))
+
+    def next_id(self) -> int:
+        with self.lock:
+            self._ids += 1
+            return self._ids
+
+    def calls(self, method: str | None = None, contains: str = "") -> list[Recorded]:
+        with self.lock:
+            return [r for r in self.requests if (method is None or r.method == method) and contains in r.path]
+
+    def __enter__(self) -> ForgeServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(timeout=5)
+
+    # --- serving -----------------------------------------------------------------------------------
+
+    def _fault(self, path: str) -> Fault | None:
+        with self.lock:
+            for fault in self.faults:
+                if fault.match in path and fault.left > 0:
+                    fault.left -= 1
+                    if fault.left == 0:
+                        self.faults.remove(fault)
+                    return fault
+        return None
+
+    def _route(self, method: str, path: str) -> tuple[Any, dict[str, str]] | None:
+        for route_method, pattern, handler in self.routes:
+            if route_method != method:
+                continue
+            found = re.fullmatch(pattern, path)
+            if found:
+                return handler, found.groupdict()
+        return None
+
+    def paginate(self, request: Recorded, items: list[Any], *, default: int) -> Reply:
+        """One page of ``items`` by ``page``/``per_page``, with ``Link`` and ``X-Next-Page``."""
+        per_page = min(int(request.query.get("per_page", [default])[0]), self.max_per_page)
+        page = max(int(request.query.get("page", ["1"])[0]), 1)
+        chunk = items[(page - 1) * per_page : page * per_page]
+        headers: dict[str, str] = {"X-Page": str(page)}
+        last = max((len(items) + per_page - 1) // per_page, 1)
+        links = []
+        if page < last:
+            query = {k: v[0] for k, v in request.query.items()}
+            here = (self.next_link_base or self.url) + request.path
+            links.append(f'<{here}?{urlencode({**query, "page": page + 1})}>; rel="next"')
+            links.append(f'<{here}?{urlencode({**query, "page": last})}>; rel="last"')
+            headers["X-Next-Page"] = str(page + 1)
+        else:
+            headers["X-Next-Page"] = ""
+        if links:
+            headers["Link"] = ", ".join(links)
+        return Reply(200, chunk, headers)
+
+    def _handle(self, handler: BaseHTTPRequestHandler, method: str) -> None:
+        split = urlsplit(handler.path)
+        length = int(handler.headers.get("Content-Length") or 0)
+        raw = handler.rfile.read(length).decode("utf-8", errors="replace") if length else ""
+        try:
+            body: Any = json.loads(raw) if raw else None
+        except ValueError:
+            body = raw
+        request = Recorded(
+            method,
+            split.path,
+            parse_qs(split.query),
+            {k.lower(): v for k, v in handler.headers.items()},
+            body,
+        )
+        with self.lock:
+            self.requests.append(request)
+        reply = self._answer(request)
+        request.status = reply.status
+        payload = b"" if reply.status == 304 else json.dumps(reply.data).encode()
+        headers = {"Content-Type": "application/json", **reply.headers}
+        if method == "GET" and reply.status == 200:
+            tag = hashlib.sha1(payload + headers.get("Link", "").encode()).hexdigest()
+            etag = f'W/"{tag}"'
+            headers["ETag"] = etag
+            key = f"GET {request.path}"
+            if request.headers.get("if-none-match") == etag:
+                reply, payload = Reply(304), b""
+                request.status = 304
+                headers = {"ETag": etag}
+                with self.lock:
+                    self.not_modified[key] += 1
+            else:
+                with self.lock:
+                    self.full[key] += 1
+        if reply.status < 400:
+            headers.update(self.extra_headers)
+        try:
+            handler.send_response(reply.status)
+            for name, value in headers.items():
+                handler.send_header(name, value)
+            handler.send_header("Content-Length", str(len(payload)))
+            handler.end_headers()
+            handler.wfile.write(payload)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def _answer(self, request: Recorded) -> Reply:
+        fault = self._fault(request.path)
+        if fault is not None:
+            return Reply(fault.status, {"message": fault.message}, fault.headers)
+        routed = self._route(request.method, request.path)
+        if routed is None:
+            return Reply(404, {"message": "Not Found"})
+        handler, params = routed
+        try:
+            with self.lock:
+                return handler(request, **params)
+        except HttpError as exc:
+            return Reply(exc.status, {"message": exc.message})
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.0"  # one request per connection: nothing idles at shutdown
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+            def do_GET(self) -> None:
+                server._handle(self, "GET")
+
+            def do_POST(self) -> None:
+                server._handle(self, "POST")
+
+            def do_PUT(self) -> None:
+                server._handle(self, "PUT")
+
+            def do_PATCH(self) -> None:
+                server._handle(self, "PATCH")
+
+        return Handler
+
+
+Handler = Callable[..., Reply]
