@@ -71,6 +71,7 @@ class Jail:
     git_dirs: tuple[Path, ...] = ()  # mounted read-only: the worktree's git admin and common dirs
     state_dirs: tuple[str, ...] = ()  # an agent's HOME state dirs, bound read-write ("~/.codex")
     ro_paths: tuple[Path, ...] = ()  # extra host paths visible read-only (beyond the read-only root)
+    rw_paths: tuple[Path, ...] = ()  # extra host directories writable inside (a verification's reports)
     env: Mapping[str, str] = field(default_factory=dict)  # set inside, after the allow-list
     env_pass: tuple[str, ...] = ()  # names whose values pass from the worker's environment
     limits: bool = True  # memory / processes / file size from ``settings`` (code runs; agents: False)
@@ -225,6 +226,7 @@ def _layout(jail: Jail, env: Mapping[str, str], *, create: bool) -> _Layout:
     binds += [("--ro-bind-try", p, p) for p in _visible(jail, home)]
     worktree = jail.worktree.resolve()
     binds.append(("--bind" if jail.writable else "--ro-bind", worktree, worktree))
+    binds += [("--bind", p.resolve(), p.resolve()) for p in jail.rw_paths]
     binds += [("--ro-bind", d, d) for d in jail.git_dirs]
     return _Layout(hidden=[Path("/tmp"), Path("/run"), inside_home], binds=binds)
 

@@ -13,6 +13,7 @@ import os
 import re
 import shlex
 import tempfile
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,10 +24,17 @@ from pydantic import BaseModel
 
 from orchestrator.domain import SandboxSettings
 from orchestrator.errors import GitError
-from orchestrator.refute import Signal, SignalKind, SignalSource, classify_command
+from workers import coverage_check, suite
+from workers.coverage_check import FileCoverage
+from workers.proof import NamedTest, fixed_problem, named_table, reverted_problem
 from workers.sandbox import Jail, git_dirs_of
+from workers.signals import signals_of
+from workers.suite import SuiteCache, SuiteDelta, SuiteSide
 from workers.supervise import run_supervised
-from workers.worktree import Worktrees, commit_deterministic, git, git_bytes
+from workers.testcommand import TestCommand, added_test_names, instrument, read_test_command, split_command
+from workers.testreport import TestReport, read_report, unread
+from workers.weakening import is_test_path, name_status, test_config_changes, weakening
+from workers.worktree import Worktrees, git
 
 log = structlog.get_logger()
 
@@ -47,10 +55,9 @@ __all__ = [
 OUTPUT_TAIL = 4000  # characters of output kept per run
 RUN_MAX_OUTPUT = 2_000_000  # bytes kept per stream of a command's output file (head and tail)
 _LITERAL = {"GIT_LITERAL_PATHSPECS": "1"}  # paths from the patch are paths, not globs
-_SHELL_TOKENS = frozenset({"&&", "||", ";", "|", "&", ">", ">>", "<", "<<", "2>", "2>&1", "&>", "|&"})
-_ASSIGN_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
-Tree = Literal["fixed", "reverted", "final"]
+Tree = Literal["fixed", "reverted", "final", "head"]
+REPORT_MAX = 20_000_000  # bytes of a runner's report file read back
 
 
 class CommandRun(BaseModel):
@@ -68,6 +75,7 @@ class CommandRun(BaseModel):
     timed_out: bool = False
     error: str | None = None
     check: str | None = None  # the declared check's name (run_checks)
+    ran: str | None = None  # the command line actually run, when Jury added its report options
 
     @property
     def passed(self) -> bool:
@@ -75,13 +83,25 @@ class CommandRun(BaseModel):
 
 
 class Verification(BaseModel):
-    """The verdict of mechanical verification: ``ok`` only when the test fails without the fix, passes
-    with it, and no existing test is weakened; ``reason`` says why not."""
+    """The verdict of mechanical verification: ``ok`` only when the named tests fail without the fix and
+    pass with it, run the changed code, and no existing test is weakened; ``reason`` says why not.
+
+    The table: ``tests`` (both trees' outcomes of the named tests), ``coverage`` (the changed lines each
+    touched file had run, or why not measured), ``suite`` (the repository's suite on the head and the
+    fixed tree), ``config_changes`` (test configuration and existing tests the fix edited), ``seconds``
+    (what the whole verification cost, every run included)."""
 
     runs: list[CommandRun]
     weakening: list[str]
     ok: bool
     reason: str | None
+    runner: str | None = None
+    tests: list[NamedTest] = []
+    coverage: list[FileCoverage] = []
+    coverage_note: str | None = None
+    suite: SuiteDelta | None = None
+    config_changes: list[str] = []
+    seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -95,154 +115,7 @@ class CommandOutcome:
     error: str | None
 
 
-# --- test paths and weakening -----------------------------------------------------------------------
-
-_TEST_DIRS = frozenset({"tests", "test", "__tests__", "spec", "specs"})
-_TEST_NAME_RE = re.compile(
-    r"^(?:test_.*\.py|.*_test\.py|conftest\.py|.*_test\.go|.*\.(?:test|spec)\.(?:js|ts|jsx|tsx|mjs|cjs|mts|cts)"
-    r"|.*_spec\.rb|.*Tests?\.(?:java|kt|scala|cs)|.*Spec\.(?:java|kt|scala|groovy)|.*Test\.php|test_.*\.rs)$"
-)
-
-
-def is_test_path(path: str) -> bool:
-    """Whether ``path`` (repo-relative, ``/``-separated) is a test file: under a tests/test/__tests__/spec
-    directory, or named like one (``test_*.py``, ``*_test.go``, ``*.spec.ts``, ``FooTest.java`` ...)."""
-    parts = path.replace("\\", "/").strip("/").split("/")
-    if any(p.lower() in _TEST_DIRS for p in parts[:-1]):
-        return True
-    return bool(_TEST_NAME_RE.match(parts[-1]))
-
-
-_ASSERTION_RE = re.compile(
-    r"\bassert|\bexpect\s*\(|\bshould\b|\.should|\bt\.(?:Error|Fatal|Fail)|\brequire\.|"
-    r"\b(?:CHECK|REQUIRE|EXPECT|ASSERT|STATIC_ASSERT)(?:_\w+)?\s*\(|pytest\.raises|\bverify\s*\(",
-    re.IGNORECASE,
-)
-_TEST_DEF_RE = re.compile(
-    r"^\s*(?:async\s+)?def\s+test\w*|^\s*class\s+Test\w*|^\s*func\s+Test\w*|^\s*(?:pub\s+)?fn\s+test_\w*|"
-    r"^\s*(?:it|test|describe)(?:\.\w+)?\s*\(|@Test\b|#\[test\]|^\s*(?:public\s+)?void\s+test\w*\s*\("
-)
-_COMMENT_RE = re.compile(r"^\s*(?:#(?!\[)|//|/\*|\*|--|<!--)")
-
-
-def _norm(line: str) -> str:
-    return " ".join(line.split())
-
-
-@dataclass
-class _FileDiff:
-    removed: list[tuple[int, str]]  # (line number at parent, text)
-    added: set[str]  # whitespace-normalized
-
-
-_HUNK_RE = re.compile(r"^@@ -(\d+)(?:,\d+)? \+\d+(?:,\d+)? @@")
-
-
-def _file_diff(repo: Path, parent: str, new: str, old_path: str, new_path: str) -> _FileDiff:
-    raw = git(
-        [
-            "diff",
-            "-U0",
-            "--no-color",
-            "--no-ext-diff",
-            "--no-textconv",
-            "-M",
-            parent,
-            new,
-            "--",
-            old_path,
-            new_path,
-        ],
-        repo,
-        env=_LITERAL,
-    )
-    out = _FileDiff(removed=[], added=set())
-    old_line = 0
-    in_hunks = False
-    for line in raw.splitlines():
-        m = _HUNK_RE.match(line)
-        if m:
-            old_line, in_hunks = int(m[1]), True
-            continue
-        if not in_hunks:
-            continue
-        if line.startswith("-"):
-            out.removed.append((old_line, line[1:]))
-            old_line += 1
-        elif line.startswith("+"):
-            out.added.add(_norm(line[1:]))
-    return out
-
-
-def _name_status(repo: Path, a: str, b: str, *, renames: bool) -> list[tuple[str, str, str]]:
-    """(status letter, old path, new path) of each file changed between trees/commits ``a`` and ``b``."""
-    raw = git_bytes(["diff", "--name-status", "-z", "-M" if renames else "--no-renames", a, b], repo).decode(
-        "utf-8", errors="surrogateescape"
-    )
-    fields = raw.split("\0")
-    out: list[tuple[str, str, str]] = []
-    i = 0
-    while i < len(fields) and fields[i]:
-        status = fields[i][0]
-        if status in "RC":
-            out.append((status, fields[i + 1], fields[i + 2]))
-            i += 3
-        else:
-            out.append((status, fields[i + 1], fields[i + 1]))
-            i += 2
-    return out
-
-
-def weakening(repo: Path, parent: str, patch: bytes) -> list[str]:
-    """Why ``patch`` weakens tests that exist at ``parent`` (empty: it does not); each names file and line.
-
-    Flags: an existing test file deleted (or moved to a non-test path); a removed assertion line in an
-    existing test file, unless the same line (whitespace aside) is added back in that file (a move); a
-    removed test function. GitError when the patch does not apply at ``parent``.
-    """
-    with tempfile.TemporaryDirectory(prefix="jury-weak-") as tmp:
-        new = commit_deterministic(repo, parent, patch, "jury weakening check", Path(tmp))
-    reasons: list[str] = []
-    for status, old, path in _name_status(repo, parent, new, renames=True):
-        if status == "A" or not is_test_path(old):
-            continue
-        if status == "D":
-            reasons.append(f"{old}: existing test file deleted")
-            continue
-        if status == "R" and not is_test_path(path):
-            reasons.append(f"{old}: existing test file moved out of the tests ({path})")
-            continue
-        diff = _file_diff(repo, parent, new, old, path)
-        for n, text in diff.removed:
-            if _COMMENT_RE.match(text) or _norm(text) in diff.added:
-                continue
-            shown = _norm(text)[:200]
-            if _TEST_DEF_RE.search(text):
-                reasons.append(f"{old}:{n}: test removed: {shown}")
-            elif _ASSERTION_RE.search(text):
-                reasons.append(f"{old}:{n}: assertion removed or changed: {shown}")
-    return reasons
-
-
 # --- running commands -------------------------------------------------------------------------------
-
-
-def split_command(command: str) -> tuple[list[str], dict[str, str]] | str:
-    """``(argv, env assignments)`` of a shell-free command, or why it cannot be run without a shell."""
-    try:
-        tokens = shlex.split(command)
-    except ValueError as exc:
-        return f"cannot split {command!r}: {exc}"
-    assigns: dict[str, str] = {}
-    while tokens and _ASSIGN_RE.match(tokens[0]):
-        name, _, value = tokens.pop(0).partition("=")
-        assigns[name] = value
-    if not tokens:
-        return f"no program in {command!r}"
-    ops = [t for t in tokens if t in _SHELL_TOKENS]
-    if ops:
-        return f"{command!r} needs a shell ({ops[0]}); give one plain command"
-    return tokens, assigns
 
 
 def _read_tail(path: Path, limit: int) -> str:
@@ -291,6 +164,7 @@ def run_command(
     label: str = "command",
     sandbox: SandboxSettings | None = None,
     max_output: int = RUN_MAX_OUTPUT,
+    scratch: Path | None = None,
 ) -> CommandOutcome:
     """Run a shell-free ``command`` in ``cwd`` (a worktree), in the sandbox; never raises for a bad command.
 
@@ -299,7 +173,8 @@ def run_command(
     read-only, and the environment is the allow-list plus ``env`` plus the leading ``NAME=value`` words.
     Each output stream is capped at ``max_output`` bytes (head and tail) in ``out_dir/<label>.out|.err``;
     the outcome keeps its last ``OUTPUT_TAIL`` characters. A command that cannot be split or needs a
-    shell, or a sandbox that cannot run, is an error, not a run.
+    shell, or a sandbox that cannot run, is an error, not a run. ``scratch`` is a directory outside the
+    worktree the command may also write (a test runner's report, coverage data).
     """
     split = split_command(command)
     if isinstance(split, str):
@@ -310,6 +185,7 @@ def run_command(
         settings=sandbox or SandboxSettings(),
         git_dirs=git_dirs_of(cwd),
         env={**(env or {}), **assigns},
+        rw_paths=(scratch,) if scratch is not None else (),  # where the runner writes its report
     )
     name = _label(label)
     res = run_supervised(
@@ -346,9 +222,10 @@ def _run(
     label: str,
     check: str | None = None,
     sandbox: SandboxSettings | None = None,
+    scratch: Path | None = None,
 ) -> CommandRun:
     outcome = run_command(
-        command, wt, timeout=timeout, env=env, out_dir=out_dir, label=label, sandbox=sandbox
+        command, wt, timeout=timeout, env=env, out_dir=out_dir, label=label, sandbox=sandbox, scratch=scratch
     )
     return CommandRun(
         command=command,
@@ -384,6 +261,158 @@ def _failed(outcome: CommandRun, with_fix: bool) -> str:
     return f"the test fails {where} (exit {outcome.exit_code})"
 
 
+@dataclass
+class Reported:
+    """A test command run with its runner's report (None: a command Jury reads no report from)."""
+
+    run: CommandRun
+    report: TestReport | None
+    coverage_data: Path | None = None
+
+
+def _read_file(path: Path, limit: int = REPORT_MAX) -> str | None:
+    try:
+        with path.open("rb") as fh:
+            return fh.read(limit).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+
+
+def run_reported(
+    tc: TestCommand,
+    wt: Path,
+    *,
+    tree: Tree,
+    sha: str | None,
+    env: dict[str, str],
+    timeout: float,
+    out_dir: Path,
+    label: str,
+    scratch: Path,
+    sandbox: SandboxSettings | None = None,
+    python: str | None = None,
+    rcfile: Path | None = None,
+    bind: Path | None = None,
+) -> Reported:
+    """Run ``tc`` through ``_run`` (so in the sandbox) with its runner's report written to ``scratch``,
+    and read the report back: a JUnit or JSON file, or the runner's result lines in its output. With
+    ``python`` and ``rcfile`` a Python runner runs under coverage (data in ``scratch``). ``bind`` (default
+    ``scratch``) is the directory the sandbox lets the command write, holding ``scratch`` and ``rcfile``."""
+    scratch.mkdir(parents=True, exist_ok=True)
+    inst = instrument(tc, str(scratch), python=python, rcfile=str(rcfile) if rcfile else None)
+    for stale in (inst.path, inst.coverage):
+        if stale:
+            Path(stale).unlink(missing_ok=True)
+    run = _run(
+        shlex.join(inst.argv),
+        wt,
+        tree=tree,
+        sha=sha,
+        env={**env, **tc.env},
+        timeout=timeout,
+        out_dir=out_dir,
+        label=label,
+        sandbox=sandbox,
+        scratch=bind or scratch,
+    )
+    run = run.model_copy(update={"command": tc.command, "ran": shlex.join(inst.argv)})
+    if inst.kind == "none":
+        return Reported(run, None)
+    name = _label(label)
+    text = _read_file(Path(inst.path)) if inst.path else _read_file(out_dir / f"{name}.{inst.stream[3:]}")
+    if text is None:
+        why = "the command could not start" if run.error else f"the runner wrote no {inst.kind} report"
+        return Reported(run, unread(why))
+    data = Path(inst.coverage) if inst.coverage and Path(inst.coverage).exists() else None
+    return Reported(run, read_report(inst.kind, text, str(wt.resolve())), data)
+
+
+class _Verifier:
+    """One verification in one worktree: its runs, sharing their settings. Each run goes through
+    ``run_reported`` / ``_run``, so through ``run_command`` and the sandbox."""
+
+    def __init__(
+        self,
+        wt: Path,
+        scratch: Path,
+        name: str,
+        timeout: float,
+        out_dir: Path,
+        sandbox: SandboxSettings | None,
+    ):
+        self.wt, self.scratch, self.name = wt, scratch, name
+        self.timeout, self.out_dir, self.sandbox = timeout, out_dir, sandbox
+        self.env = _verify_env()
+        self.python: str | None = None
+        self.rcfile: Path | None = None
+
+    def under_coverage(self, tc: TestCommand) -> None:
+        """Python runners run under coverage.py: the command's own interpreter, Jury's coverage package
+        alone on PYTHONPATH after the command's own entries, Jury's rcfile."""
+        self.rcfile, shim = coverage_check.prepare(self.scratch)
+        self.python = tc.python or coverage_check.interpreter_of(
+            tc.prefix[0], self.wt, os.environ.get("PATH", "")
+        )
+        self.env["PYTHONPATH"] = ":".join(filter(None, [tc.env.get("PYTHONPATH"), str(shim)]))
+
+    def reported(
+        self, tc: TestCommand, tree: Tree, sha: str, label: str, *, coverage: bool = False
+    ) -> Reported:
+        return run_reported(
+            tc,
+            self.wt,
+            tree=tree,
+            sha=sha,
+            env=self.env,
+            timeout=self.timeout,
+            out_dir=self.out_dir,
+            label=f"{self.name}-{label}",
+            scratch=self.scratch / label,
+            sandbox=self.sandbox,
+            python=self.python if coverage else None,
+            rcfile=self.rcfile if coverage else None,
+            bind=self.scratch,
+        )
+
+    def coverage_json(
+        self, tc: TestCommand, data: Path, sha: str, files: list[str]
+    ) -> tuple[str | None, str]:
+        """coverage's JSON report of ``data`` for ``files`` (None and why when there is none)."""
+        assert self.python is not None and self.rcfile is not None
+        argv = coverage_check.json_argv(self.python, tc.py_flags, data.parent, self.rcfile, files)
+        run = _run(
+            shlex.join(argv),
+            self.wt,
+            tree="fixed",
+            sha=sha,
+            env=self.env,
+            timeout=self.timeout,
+            out_dir=self.out_dir,
+            label=f"{self.name}-coverage",
+            sandbox=self.sandbox,
+            scratch=self.scratch,
+        )
+        text = _read_file(data.parent / "coverage.json")
+        return (
+            text,
+            "" if text is not None else f"coverage json failed: {run.error or run.output_tail[-300:]}",
+        )
+
+    def side(self, stc: TestCommand, tree: Literal["head", "fixed"], sha: str) -> SuiteSide:
+        """One run of the suite, as the suite delta keeps it."""
+        r = self.reported(stc, tree, sha, f"suite-{tree}")
+        return suite.side_of(
+            tree,
+            sha,
+            stc.command,
+            r.report if r.report is not None else unread("no report"),
+            exit_code=r.run.exit_code,
+            seconds=r.run.seconds,
+            timed_out=r.run.timed_out,
+            error=r.run.error,
+        )
+
+
 def verify_fix(
     repo: Path,
     parent: str,
@@ -395,20 +424,43 @@ def verify_fix(
     timeout: float,
     out_dir: Path,
     sandbox: SandboxSettings | None = None,
+    checks: dict[str, str] | None = None,
+    suite_cache: SuiteCache | None = None,
 ) -> Verification:
-    """Check ``patch`` (a fix with its regression test) against ``parent``, mechanically.
+    """Check ``patch`` (a fix with its regression test) against ``parent``, mechanically, in the sandbox.
 
-    In a worktree at ``parent`` with the patch applied, ``test_command`` must exit 0 (the fixed tree);
-    with every non-test file the patch touched put back as at ``parent`` (added ones deleted) and the
-    test files kept, it must exit non-zero (the reverted tree); and ``weakening`` must find nothing.
-    Never raises for a bad patch or command: ``ok`` False with the reason. The worktree is always removed.
+    Before anything runs: the patch applies, adds or changes a test and some code, weakens no existing
+    test (``weakening``), and ``test_command`` is a test command Jury can verify (``read_test_command``;
+    ``checks`` are the declared ones). Then, each run reading the runner's own report: on the fixed tree
+    the named tests pass (under coverage for Python, which must show the changed lines run by a test); on
+    the reverted tree (every non-test file put back, added ones deleted, tests kept) a test the fix added
+    or changed FAILS; and the suite on the fixed tree keeps every test that passed on the head
+    (``suite_cache`` holds the head's result per tree). Never raises for a bad patch or command: ``ok``
+    False with the first reason. The worktree and the scratch directory are always removed.
     """
+    started = time.monotonic()
     runs: list[CommandRun] = []
+    table: dict[str, object] = {}
 
     def verdict(reason: str | None, weak: list[str]) -> Verification:
-        return Verification(runs=runs, weakening=weak, ok=reason is None, reason=reason)
+        seconds = round(time.monotonic() - started, 3)
+        v = Verification.model_validate(
+            {
+                "runs": runs,
+                "weakening": weak,
+                "ok": reason is None,
+                "reason": reason,
+                "seconds": seconds,
+                **table,
+            }
+        )
+        log.info("verify.done", name=name, ok=v.ok, reason=reason, seconds=seconds, runner=v.runner)
+        return v
 
-    with worktrees.checkout(repo, parent, name) as wt:
+    with (
+        worktrees.checkout(repo, parent, name) as wt,
+        tempfile.TemporaryDirectory(prefix="jury-verify-") as tmp,
+    ):
         try:
             git(["apply", "--index", "--binary", "--whitespace=nowarn", "-"], wt, input=patch)
         except GitError as exc:
@@ -420,29 +472,49 @@ def verify_fix(
         split = split_command(test_command)
         if isinstance(split, str):
             return verdict(f"test_command cannot be run: {split}", weak)
-        changes = _name_status(wt, "HEAD", git(["write-tree"], wt).strip(), renames=False)
+        fixed_tree = git(["write-tree"], wt).strip()
+        table["config_changes"] = test_config_changes(wt, "HEAD", fixed_tree)
+        changes = name_status(wt, "HEAD", fixed_tree, renames=False)
         tests = [p for s, _, p in changes if s != "D" and is_test_path(p)]
         code = [(s, p) for s, _, p in changes if not is_test_path(p)]
         if not tests:
             return verdict("the fix adds or changes no test file", weak)
         if not code:
             return verdict("the fix changes only test files: there is nothing to revert", weak)
-        env = _verify_env()
-        fixed_tree = git(["write-tree"], wt).strip()
-        fixed = _run(
-            test_command,
-            wt,
-            tree="fixed",
-            sha=fixed_tree,
-            env=env,
-            timeout=timeout,
-            out_dir=out_dir,
-            label=f"{name}-fixed",
-            sandbox=sandbox,
+        added = added_test_names(
+            git(["diff", "--no-color", "--no-ext-diff", "HEAD", fixed_tree, "--", *tests], wt, env=_LITERAL)
         )
-        runs.append(fixed)
-        if not fixed.passed:
-            return verdict(_failed(fixed, with_fix=True), weak)
+        tc = read_test_command(test_command, checks=checks or {}, changed_tests=tests, added_names=added)
+        if isinstance(tc, str):
+            return verdict(tc, weak)
+        table["runner"] = tc.runner
+        if weak:
+            shown = "; ".join(weak[:3]) + (f" (and {len(weak) - 3} more)" if len(weak) > 3 else "")
+            return verdict(f"the fix weakens existing tests: {shown}", weak)
+        v = _Verifier(wt, Path(tmp), name, timeout, out_dir, sandbox)
+        measured = tc.runner in ("pytest", "unittest")
+        if measured:
+            v.under_coverage(tc)
+        fixed = v.reported(tc, "fixed", fixed_tree, "fixed", coverage=measured)
+        runs.append(fixed.run)
+        table["tests"] = named_table(tc, fixed.report, None, tests, added)
+        if not fixed.run.passed:
+            return verdict(_failed(fixed.run, with_fix=True) + _first_bad(fixed.report), weak)
+        if (problem := fixed_problem(tc, fixed.report, tests, added)) is not None:
+            return verdict(problem, weak)
+        if measured:
+            cov = coverage_check.measure(
+                wt,
+                code,
+                fixed_tree,
+                fixed.coverage_data,
+                lambda f: v.coverage_json(tc, fixed.coverage_data, fixed_tree, f),
+            )
+            table["coverage"] = cov
+            if (problem := coverage_check.coverage_problem(cov)) is not None:
+                return verdict(problem, weak)
+        else:
+            table["coverage_note"] = f"coverage not measured ({tc.runner or 'a declared check'})"
         _reset_to_index(wt)
         for status, path in code:
             if status == "A":
@@ -450,33 +522,23 @@ def verify_fix(
             else:
                 git(["checkout", parent, "--", path], wt, env=_LITERAL)
         reverted_tree = git(["write-tree"], wt).strip()
-        reverted = _run(
-            test_command,
-            wt,
-            tree="reverted",
-            sha=reverted_tree,
-            env=env,
-            timeout=timeout,
-            out_dir=out_dir,
-            label=f"{name}-reverted",
-            sandbox=sandbox,
-        )
-        runs.append(reverted)
-        log.info(
-            "verify.ran",
-            name=name,
-            fixed=fixed.exit_code,
-            reverted=reverted.exit_code,
-            weakening=len(weak),
-        )
-        if reverted.error:
-            return verdict(_failed(reverted, with_fix=False), weak)
-        if reverted.exit_code == 0:
-            return verdict("the test passes without the fix", weak)
-        if weak:
-            shown = "; ".join(weak[:3]) + (f" (and {len(weak) - 3} more)" if len(weak) > 3 else "")
-            return verdict(f"the fix weakens existing tests: {shown}", weak)
-        return verdict(None, weak)
+        reverted = v.reported(tc, "reverted", reverted_tree, "reverted", coverage=measured)
+        runs.append(reverted.run)
+        table["tests"] = named_table(tc, fixed.report, reverted.report, tests, added)
+        if reverted.run.error:
+            return verdict(_failed(reverted.run, with_fix=False), weak)
+        if (
+            problem := reverted_problem(tc, reverted.report, reverted.run.exit_code, tests, added)
+        ) is not None:
+            return verdict(problem, weak)
+        delta = suite.measure(wt, tc, checks or {}, fixed_tree, suite_cache, v.side)
+        table["suite"] = delta
+        return verdict(suite.delta_problem(delta), weak)
+
+
+def _first_bad(report: TestReport | None) -> str:
+    bad = [r for r in (report.results if report else []) if r.outcome not in ("passed", "skipped")]
+    return f": {bad[0].id} {bad[0].outcome}" if bad else ""
 
 
 def run_checks(
@@ -514,34 +576,3 @@ def run_checks(
             runs.append(run)
             _reset_to_index(wt)
     return runs
-
-
-_CHECK_KINDS: dict[str, SignalKind] = {
-    "test": "test",
-    "typecheck": "typecheck",
-    "lint": "lint",
-    "build": "build",
-}
-
-
-def signals_of(runs: list[CommandRun], source: SignalSource) -> list[Signal]:
-    """The runs as refuter signals: a run's kind is its command's, else (a declared check) its name's
-    (``test``, ``lint`` ...). A plain program run is no signal (REFERENCE §3), even in verification."""
-    out: list[Signal] = []
-    for run in runs:
-        kind = classify_command(run.command)
-        if kind is None and run.check is not None:
-            kind = _CHECK_KINDS.get(run.check.lower())
-        if kind is None:
-            continue
-        out.append(
-            Signal(
-                kind=kind,
-                command=run.command,
-                exit_code=run.exit_code,
-                source=source,
-                output_tail=run.output_tail,
-                tree=run.tree if run.sha is None else f"{run.tree} {run.sha[:12]}",
-            )
-        )
-    return out

@@ -233,9 +233,16 @@ def test_genuine_fix_verifies(
         pytest.param(
             {"calc.py": CALC_FIXED, "tests/test_even.py": GOOD_TEST},
             "no-such-test-runner-xyz tests",
-            "test_command cannot be run with the fix: command not found: no-such-test-runner-xyz",
+            "not a test command Jury can verify: `no-such-test-runner-xyz` is not pytest",
+            0,
+            id="not-a-runner",
+        ),
+        pytest.param(
+            {"calc.py": CALC_FIXED, "tests/test_even.py": GOOD_TEST},
+            "/nonexistent/bin/python3 -m unittest tests.test_even",
+            "test_command cannot be run with the fix: ",
             1,
-            id="missing-program",
+            id="missing-interpreter",
         ),
     ],
 )
@@ -267,7 +274,7 @@ def test_rewritten_assertion_is_weakening(repo: Path, wts: Worktrees, tmp_path: 
         },
     )
     v = verify(repo, wts, tmp_path, patch, f"{PY} -m unittest tests.test_calc tests.test_even")
-    assert [r.exit_code == 0 for r in v.runs] == [True, False]
+    assert v.runs == []  # read from the patch alone: refuted before anything runs
     assert v.weakening == [
         "tests/test_calc.py:11: assertion removed or changed: self.assertEqual(double(2), 4)"
     ]
