@@ -1,83 +1,69 @@
-"""Settings and agent configuration, read and validated in one place.
-
-Two sources, two shapes:
+"""Settings and agent configuration: who may configure what, read and validated in one place.
 
 - ``Settings``: process-wide knobs from ``JURY_*`` environment variables (``load_settings``).
-- ``RepoConfig``: the agent catalog and the ``[jury]`` defaults, merged in order from the built-in
-  catalog (``config/agents/*.toml``), the repository's own ``jury.toml`` and an explicit ``--config``
-  file (``load_config``). Each ``[agents.NAME]`` table adds an agent or overrides one key by key; the
-  ``[checks]`` table names shell-free commands (``test = "pytest -q"``) that agents may run.
+- ``RepoConfig``: the agent catalog, the ``[jury]`` defaults and the ``[checks]`` commands for one run
+  (``load_config``), from three layers, each later one overriding the earlier key by key:
+
+  1. the built-in catalog, ``config/agents/*.toml``;
+  2. the reviewed repository's ``jury.toml`` as the trunk side has it (a ``RepoFile``, read by
+     ``orchestrator.target`` at the merge-base, never from the working tree or the PR head), cut down
+     to what the repository may set (``orchestrator.trust``: untrusted, only ``[jury]``, ``[checks]``
+     and ``model`` / ``expect_seconds`` of existing agents);
+  3. the operator's file (``operator_config_file``: ``--config FILE``, else ``$JURY_CONFIG``, else
+     ``$JURY_DIR/config.toml``), which may set everything and alone holds ``[trust]`` and ``[sandbox]``.
+
+  The operator's agents exist before the repository's file is read, so a repository may choose them in
+  ``[jury]`` and tune their model. What was set aside, and whether the repository was trusted, is kept
+  in ``RepoConfig.notes`` for the run's record and summary.
 
 Every failure is a ``ConfigError`` whose message names the file, the agent and the key to fix.
 """
 
 from __future__ import annotations
 
-import re
-import shlex
 import tomllib
+from collections.abc import Collection
 from pathlib import Path
-from typing import Any, get_args
-from urllib.parse import urlsplit
+from typing import Annotated, Any
 
+import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from orchestrator.domain import AgentKind, AgentSpec, CheckParser, CheckScope, ReportFormat
+from orchestrator.agent_keys import (
+    ALLOWED_AGENT_KEYS,
+    SECRET_NAME_RE,
+    Invalid,
+    check_agent,
+    check_checks,
+    check_keys,
+    string_list,
+)
+from orchestrator.domain import AgentSpec, SandboxSettings
 from orchestrator.errors import ConfigError
+from orchestrator.trust import (
+    HOST_RE,
+    OPERATOR_TABLES,
+    Ignored,
+    check_tables,
+    filter_repo,
+    is_trusted,
+    parse_sandbox,
+    parse_trust,
+)
+
+__all__ = ["ALLOWED_AGENT_KEYS", "SECRET_NAME_RE"]  # re-exported: the agent keys' own module is agent_keys
+
+log = structlog.get_logger()
 
 ENV_PREFIX = "JURY_"
 REPO_CONFIG_NAME = "jury.toml"
+OPERATOR_CONFIG_NAME = "config.toml"  # under JURY_DIR (default ~/.jury)
 DEFAULT_REVIEWERS: tuple[str, ...] = ("codex", "claude")
 DEFAULT_JUDGE = "codex"
 DEFAULT_ROUNDS = 10
-
-ALLOWED_AGENT_KEYS: tuple[str, ...] = (
-    "argv",
-    "judge_argv",
-    "resume_argv",
-    "session_from",
-    "new_session",
-    "report",
-    "expect_seconds",
-    "model",
-    "model_args",
-    "env",
-    "env_pass",
-    "install",
-    "usd_per_minute",
-    "kind",
-    "base_url",
-    "api_key_env",
-    "family",
-    "price",
-    "fallback",
-    "max_rounds",
-    "timeout",
-    "command",
-    "parser",
-    "scope",
-)
 ALLOWED_JURY_KEYS: tuple[str, ...] = ("reviewers", "judge", "rounds")
-ALLOWED_TABLES: tuple[str, ...] = ("agents", "jury", "checks")
-PLACEHOLDERS: frozenset[str] = frozenset(
-    {"prompt", "prompt_file", "worktree", "session", "model_args", "model"}
-)
-REPORT_FORMATS: tuple[str, ...] = get_args(ReportFormat)
-AGENT_KINDS: tuple[str, ...] = get_args(AgentKind)
-CHECK_PARSERS: tuple[str, ...] = get_args(CheckParser)
-CHECK_SCOPES: tuple[str, ...] = get_args(CheckScope)
-PRICE_KEYS: tuple[str, ...] = ("input", "output")
 LOG_LEVELS: tuple[str, ...] = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
-
-# An environment variable name that may hold a secret: never stored in config, scrubbed from agents' env.
-SECRET_NAME_RE = re.compile(
-    r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|AUTH|SESSION|COOKIE|PRIVATE", re.IGNORECASE
-)
-
-_PLACEHOLDER_RE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
-_ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_AGENT_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
 # --- process settings -------------------------------------------------------------------------------
@@ -88,7 +74,10 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
 
-    redis_url: str | None = None  # None: run the embedded Redis under ``dir``
+    # A CA file for a rediss:// URL signed by a private CA (declared before redis_url, which it checks).
+    redis_tls_ca: Path | None = None
+    # None: run the embedded Redis under ``dir``. It may hold the password: never in a repr or a message.
+    redis_url: str | None = Field(default=None, repr=False, validate_default=True)
     dir: Path = Field(default=Path("~/.jury"), validate_default=True)
     alive_every: float = Field(default=30.0, gt=0)
     visibility_timeout: int = Field(default=6 * 3600, gt=0)
@@ -103,11 +92,44 @@ class Settings(BaseSettings):
     call_ceiling: float | None = Field(default=None, ge=0)  # USD ceiling per agent call
     fleet_day_ceiling: float | None = Field(default=None, ge=0)  # USD ceiling for all runs per UTC day
     max_output: int = Field(default=8 * 1024 * 1024, gt=0)  # bytes kept per agent stream (head + tail)
+    config: Path | None = None  # the operator's file; None: ``<dir>/config.toml`` when it exists
+    # Enterprise forges a PR URL may name besides github.com and gitlab.com: "git.corp.example,host:8443"
+    forge_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    retention: int = Field(default=7 * 86400, gt=0)  # seconds an ended run's Redis keys are kept
+
+    @field_validator("redis_url", mode="after")
+    @classmethod
+    def _secure_redis(cls, value: str | None, info: Any) -> str | None:
+        """A rediss:// URL verifies its server (``orchestrator.store.urls``); a CA needs a rediss:// URL."""
+        from orchestrator.store.urls import secure_url
+
+        ca = info.data.get("redis_tls_ca")
+        if value is None:
+            if ca is not None:
+                raise ValueError("JURY_REDIS_TLS_CA is set but JURY_REDIS_URL is not")
+            return None
+        return secure_url(value, ca)
 
     @field_validator("dir", mode="after")
     @classmethod
     def _expand_dir(cls, value: Path) -> Path:
         return value.expanduser()
+
+    @field_validator("config", mode="after")
+    @classmethod
+    def _expand_config(cls, value: Path | None) -> Path | None:
+        return value.expanduser() if value is not None else None
+
+    @field_validator("forge_hosts", mode="before")
+    @classmethod
+    def _split_hosts(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        hosts = [h.strip().lower() for h in value.split(",") if h.strip()]
+        for host in hosts:
+            if not HOST_RE.fullmatch(host):
+                raise ValueError(f"{host!r} is not a host name (HOST or HOST:PORT, comma separated)")
+        return hosts
 
     @field_validator("log_level", mode="after")
     @classmethod
@@ -137,7 +159,7 @@ def load_settings() -> Settings:
         raise ConfigError("invalid setting: " + "; ".join(problems)) from exc
 
 
-# --- agent catalog and jury.toml --------------------------------------------------------------------
+# --- agent catalog and the configuration layers -----------------------------------------------------
 
 
 class JuryDefaults(BaseModel):
@@ -150,19 +172,43 @@ class JuryDefaults(BaseModel):
     rounds: int = DEFAULT_ROUNDS
 
 
+class RepoFile(BaseModel):
+    """The reviewed repository's ``jury.toml`` as its trunk side holds it, and who the repository is.
+
+    ``text`` is None when the trunk side has no such file. ``identity`` is what ``[trust] repos`` is
+    matched against: the repository's absolute top-level path, or ``host/owner/repo`` for a PR URL.
+    ``local`` is a path given on the command line, trusted by default. ``notes`` are what the reader
+    found on the way (the PR changes the file, it is not a regular file...).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    source: str  # how messages name it, e.g. "/src/app/jury.toml at merge-base 1a2b3c4d5e6f"
+    identity: str
+    local: bool = False
+    text: str | None = None
+    notes: list[str] = Field(default_factory=list)
+
+
 class RepoConfig(BaseModel):
-    """The merged configuration for one repository; ``source`` lists the files read, in order."""
+    """The merged configuration for one run; ``source`` names the files read, in order."""
 
     model_config = ConfigDict(extra="forbid")
 
     agents: dict[str, AgentSpec]
     jury: JuryDefaults
-    source: list[Path]
+    source: list[str]
     checks: dict[str, str] = Field(default_factory=dict)  # the ``[checks]`` table: name -> command
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)  # the operator's ``[sandbox]``
+    repo_trusted: bool | None = None  # None: no repository file was read
+    notes: list[str] = Field(default_factory=list)  # what was set aside and why, for the run's record
 
 
-class _Invalid(Exception):
-    """A value failed its check; the caller prefixes where it was found."""
+class _Operator(BaseModel):
+    source: str
+    data: dict[str, Any]  # its agents, jury and checks tables
+    trust: list[str]
+    sandbox: SandboxSettings
 
 
 def config_dir() -> Path:
@@ -182,248 +228,22 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
 
 
-def _placeholders(text: str) -> set[str]:
-    return set(_PLACEHOLDER_RE.findall(text))
-
-
-def _string_list(value: object, *, non_empty: bool) -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise _Invalid("must be a non-empty list of strings" if non_empty else "must be a list of strings")
-    if non_empty and (not value or not value[0].strip()):
-        raise _Invalid("must be a non-empty list of strings")
-    return list(value)
-
-
-def _check_placeholders(args: list[str], *, allow_model_args: bool) -> set[str]:
-    found: set[str] = set()
-    for arg in args:
-        names = _placeholders(arg)
-        unknown = sorted(names - PLACEHOLDERS)
-        if unknown:
-            allowed = " ".join(f"{{{p}}}" for p in sorted(PLACEHOLDERS))
-            raise _Invalid(f"unknown placeholder '{{{unknown[0]}}}' (allowed: {allowed})")
-        if "model_args" in names:
-            if not allow_model_args:
-                raise _Invalid("cannot contain '{model_args}'")
-            if arg != "{model_args}":
-                raise _Invalid(f"'{{model_args}}' must be a list element of its own, not in {arg!r}")
-        found |= names
-    return found
-
-
-def _command(key: str, value: object) -> list[str]:
-    args = _string_list(value, non_empty=True)
-    found = _check_placeholders(args, allow_model_args=True)
-    if not found & {"prompt", "prompt_file"}:
-        raise _Invalid("must pass the prompt: use '{prompt}' or '{prompt_file}' (stdin is closed)")
-    if key == "resume_argv" and "session" not in found:
-        raise _Invalid("must pass the session: use '{session}'")
-    return args
-
-
-def _shell_free(value: object) -> str:
-    """A command string that ``shlex`` splits into at least one word."""
-    if not isinstance(value, str) or not value.strip():
-        raise _Invalid("must be a non-empty command string")
+def _parse_toml(source: str, text: str) -> dict[str, Any]:
     try:
-        words = shlex.split(value)
-    except ValueError as exc:
-        raise _Invalid(f"cannot be split into words: {exc}") from None
-    if not words:
-        raise _Invalid("must be a non-empty command string")
-    return value
-
-
-def _positive(value: object, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise _Invalid(f"must be a positive {what}")
-    return float(value)
-
-
-def _one_of(value: object, allowed: tuple[str, ...]) -> str:
-    if value not in allowed:
-        raise _Invalid(f"must be one of {', '.join(allowed)}")
-    return str(value)
-
-
-def _base_url(value: object) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise _Invalid("must be a non-empty URL")
-    parts = urlsplit(value.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise _Invalid("must be an http:// or https:// URL")
-    if parts.username or parts.password:
-        raise _Invalid("must not hold credentials; name the key's variable in api_key_env")
-    return value.strip().rstrip("/")
-
-
-def _price(value: object) -> dict[str, float]:
-    if not isinstance(value, dict):
-        raise _Invalid("must be a table { input = USD, output = USD } per million tokens")
-    keys = set(value)
-    if keys != set(PRICE_KEYS):
-        extra = sorted(keys - set(PRICE_KEYS))
-        raise _Invalid(f"unknown key {extra[0]!r}" if extra else "needs both input and output")
-    out: dict[str, float] = {}
-    for key in PRICE_KEYS:
-        v = value[key]
-        if isinstance(v, bool) or not isinstance(v, int | float) or v < 0:
-            raise _Invalid(f"{key}: must be a number >= 0 (USD per million tokens)")
-        out[key] = float(v)
-    return out
-
-
-def _check_value(key: str, value: object) -> object:
-    """The value of one agent key, checked; raises ``_Invalid`` with what is wrong."""
-    if key == "kind":
-        return _one_of(value, AGENT_KINDS)
-    if key == "base_url":
-        return _base_url(value)
-    if key == "api_key_env":
-        if not isinstance(value, str) or not _ENV_NAME_RE.fullmatch(value):
-            raise _Invalid("must be the NAME of an environment variable (not the key itself)")
-        return value
-    if key == "family":
-        if not isinstance(value, str) or not value.strip():
-            raise _Invalid("must be a non-empty string")
-        return value.strip()
-    if key == "price":
-        return _price(value)
-    if key == "usd_per_minute":
-        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
-            raise _Invalid("must be a number >= 0 (USD per minute of the agent's run)")
-        return float(value)
-    if key == "fallback":
-        models = _string_list(value, non_empty=False)
-        if any(not m.strip() for m in models):
-            raise _Invalid("must be a list of model ids")
-        return models
-    if key == "max_rounds":
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise _Invalid("must be a whole number >= 1")
-        return value
-    if key == "timeout":
-        return _positive(value, "number of seconds")
-    if key == "command":
-        return _shell_free(value)
-    if key == "parser":
-        return _one_of(value, CHECK_PARSERS)
-    if key == "scope":
-        return _one_of(value, CHECK_SCOPES)
-    if key in ("argv", "judge_argv", "resume_argv"):
-        return _command(key, value)
-    if key == "model_args":
-        args = _string_list(value, non_empty=False)
-        _check_placeholders(args, allow_model_args=False)
-        return args
-    if key == "session_from":
-        if not isinstance(value, str) or not value:
-            raise _Invalid("must be a non-empty string (a regex)")
-        try:
-            groups = re.compile(value).groups
-        except re.error as exc:
-            raise _Invalid(f"invalid regex: {exc}") from exc
-        if groups != 1:
-            raise _Invalid(f"must have exactly one capturing group (the session id), has {groups}")
-        return value
-    if key == "new_session":
-        if not isinstance(value, bool):
-            raise _Invalid("must be true or false")
-        return value
-    if key == "report":
-        return _one_of(value, REPORT_FORMATS)
-    if key == "expect_seconds":
-        return _positive(value, "number of seconds")
-    if key in ("model", "install"):
-        if not isinstance(value, str) or not value.strip():
-            raise _Invalid("must be a non-empty string")
-        return value
-    if key == "env_pass":
-        names = _string_list(value, non_empty=False)
-        for name in names:
-            if not _ENV_NAME_RE.fullmatch(name):
-                raise _Invalid(f"{name!r} is not an environment variable name")
-        return names
-    if key == "env":
-        if not isinstance(value, dict):
-            raise _Invalid('must be a table of NAME = "value"')
-        return value
-    raise _Invalid("unchecked key")  # unreachable: keys are filtered against ALLOWED_AGENT_KEYS first
-
-
-def _check_env(where: str, env: dict[str, Any]) -> dict[str, str]:
-    for name, val in env.items():
-        if not _ENV_NAME_RE.fullmatch(name):
-            raise ConfigError(f"{where}.env: {name!r} is not an environment variable name")
-        if SECRET_NAME_RE.search(name):
-            raise ConfigError(
-                f"{where}.env.{name}: looks like a secret; keep secrets out of jury.toml — "
-                "set it in the worker's environment and list it in env_pass"
-            )
-        if not isinstance(val, str):
-            raise ConfigError(f"{where}.env.{name}: must be a string")
-    return dict(env)
-
-
-def _check_agent(path: Path, name: str, table: object, base: AgentSpec | None) -> AgentSpec:
-    """The agent ``name`` after applying ``table`` (from ``path``) over ``base`` (None: a new agent)."""
-    where = f"{path}: agents.{name}"
-    if not _AGENT_NAME_RE.fullmatch(name):
-        raise ConfigError(f"{where}: bad agent name (use letters, digits, '.', '-' and '_')")
-    if not isinstance(table, dict):
-        raise ConfigError(f"{where}: must be a table ([agents.{name}])")
-    for key in table:
-        if key not in ALLOWED_AGENT_KEYS:
-            raise ConfigError(f"{where}: unknown key {key!r} (allowed: {', '.join(ALLOWED_AGENT_KEYS)})")
-    fields: dict[str, Any] = base.model_dump(by_alias=True) if base is not None else {"name": name}
-    for key, value in table.items():
-        try:
-            fields[key] = _check_value(key, value)
-        except _Invalid as exc:
-            raise ConfigError(f"{where}.{key}: {exc}") from None
-        if key == "env":
-            fields[key] = _check_env(where, fields[key])
-    _check_kind(where, fields, new=base is None)
-    try:
-        return AgentSpec.model_validate(fields)
-    except ValidationError as exc:  # a check above is missing; still name the place
-        raise ConfigError(f"{where}: {exc}") from exc
-
-
-def _check_kind(where: str, fields: dict[str, Any], *, new: bool) -> None:
-    """The keys the agent's kind needs are set (after merging over the base agent)."""
-    kind = fields.get("kind", "cli")
-    if kind == "cli" and not fields.get("argv"):
-        raise ConfigError(f"{where}: new agent needs argv" if new else f"{where}: a cli agent needs argv")
-    if kind == "http":
-        for key in ("base_url", "model"):
-            if not fields.get(key):
-                raise ConfigError(f"{where}: an http agent needs {key}")
-    if kind == "check" and not fields.get("command"):
-        raise ConfigError(f"{where}: a check agent needs command")
-
-
-def _check_checks(path: Path, table: object, current: dict[str, str]) -> dict[str, str]:
-    """``current`` with the ``[checks]`` table of ``path`` applied (name -> shell-free command)."""
-    where = f"{path}: [checks]"
-    if not isinstance(table, dict):
-        raise ConfigError(f'{where}: must be a table of name = "command"')
-    merged = dict(current)
-    for name, value in table.items():
-        if not _AGENT_NAME_RE.fullmatch(name):
-            raise ConfigError(f"{where}.{name}: bad check name (use letters, digits, '.', '-' and '_')")
-        try:
-            merged[name] = _shell_free(value)
-        except _Invalid as exc:
-            raise ConfigError(f"{where}.{name}: {exc}") from None
-    return merged
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source}: invalid TOML: {exc}") from exc
 
 
 def _check_jury(
-    path: Path, table: object, agents: dict[str, AgentSpec], current: JuryDefaults
+    source: str,
+    table: object,
+    agents: dict[str, AgentSpec],
+    current: JuryDefaults,
+    ignored_agents: set[str],
 ) -> JuryDefaults:
-    """``current`` with the ``[jury]`` table of ``path`` applied, its agents checked against ``agents``."""
-    where = f"{path}: [jury]"
+    """``current`` with the ``[jury]`` table of ``source`` applied, its agents checked against ``agents``."""
+    where = f"{source}: [jury]"
     if not isinstance(table, dict):
         raise ConfigError(f"{where}: must be a table")
     for key in table:
@@ -432,19 +252,19 @@ def _check_jury(
     merged = current.model_copy()
     if "reviewers" in table:
         try:
-            reviewers = _string_list(table["reviewers"], non_empty=True)
-        except _Invalid as exc:
+            reviewers = string_list(table["reviewers"], non_empty=True)
+        except Invalid as exc:
             raise ConfigError(f"{where}.reviewers: {exc}") from None
         for name in reviewers:
             if name not in agents:
-                raise ConfigError(f"{where}.reviewers: {_unknown(name, agents)}")
+                raise ConfigError(f"{where}.reviewers: {_unknown(name, agents, ignored_agents)}")
         merged.reviewers = reviewers
     if "judge" in table:
         judge = table["judge"]
         if not isinstance(judge, str) or not judge:
             raise ConfigError(f"{where}.judge: must be an agent name")
         if judge not in agents:
-            raise ConfigError(f"{where}.judge: {_unknown(judge, agents)}")
+            raise ConfigError(f"{where}.judge: {_unknown(judge, agents, ignored_agents)}")
         if not agents[judge].can_judge:
             raise ConfigError(f"{where}.judge: {_cannot_judge(agents[judge])}")
         merged.judge = judge
@@ -456,8 +276,14 @@ def _check_jury(
     return merged
 
 
-def _unknown(name: str, agents: dict[str, AgentSpec]) -> str:
-    return f"unknown agent {name!r} (known: {', '.join(sorted(agents))})"
+def _unknown(name: str, agents: dict[str, AgentSpec], ignored: Collection[str] = ()) -> str:
+    why = (
+        " (its definition was ignored: the repository is not trusted; define it in the operator's "
+        "config or add the repository to [trust] repos)"
+        if name in ignored
+        else ""
+    )
+    return f"unknown agent {name!r}{why} (known: {', '.join(sorted(agents))})"
 
 
 def _cannot_judge(spec: AgentSpec) -> str:
@@ -465,13 +291,10 @@ def _cannot_judge(spec: AgentSpec) -> str:
     return f"agent {spec.name!r} cannot judge: {why}"
 
 
-def _agent_tables(path: Path, data: dict[str, Any]) -> dict[str, Any]:
-    for key in data:
-        if key not in ALLOWED_TABLES:
-            raise ConfigError(f"{path}: unknown table [{key}] (allowed: {', '.join(ALLOWED_TABLES)})")
+def _agent_tables(source: str, data: dict[str, Any]) -> dict[str, Any]:
     tables = data.get("agents", {})
     if not isinstance(tables, dict):
-        raise ConfigError(f"{path}: agents: must be a table of [agents.NAME] tables")
+        raise ConfigError(f"{source}: agents: must be a table of [agents.NAME] tables")
     return tables
 
 
@@ -481,45 +304,109 @@ def load_catalog(directory: Path | None = None) -> dict[str, AgentSpec]:
     catalog: dict[str, AgentSpec] = {}
     for path in sorted(folder.glob("*.toml")):
         data = _read_toml(path)
-        tables = _agent_tables(path, data)
+        tables = _agent_tables(str(path), data)
         if set(data) - {"agents"} or list(tables) != [path.stem]:
             raise ConfigError(f"{path}: must hold exactly one table, [agents.{path.stem}]")
-        catalog[path.stem] = _check_agent(path, path.stem, tables[path.stem], None)
+        catalog[path.stem] = check_agent(str(path), path.stem, tables[path.stem], None)
     return catalog
 
 
-def _apply(
-    path: Path, agents: dict[str, AgentSpec], jury: JuryDefaults, checks: dict[str, str]
-) -> tuple[dict[str, AgentSpec], JuryDefaults, dict[str, str]]:
-    data = _read_toml(path)
-    merged = dict(agents)
-    for name, table in _agent_tables(path, data).items():
-        merged[name] = _check_agent(path, name, table, merged.get(name))
-    if "jury" in data:
-        jury = _check_jury(path, data["jury"], merged, jury)
-    if "checks" in data:
-        checks = _check_checks(path, data["checks"], checks)
-    return merged, jury, checks
-
-
-def load_config(repo: Path | None, config_file: Path | None = None) -> RepoConfig:
-    """The catalog, then ``<repo>/jury.toml`` if present, then ``config_file`` (which must exist)."""
-    folder = config_dir() / "agents"
-    agents = load_catalog(folder)
-    source = sorted(folder.glob("*.toml"))
-    jury = JuryDefaults()
-    checks: dict[str, str] = {}
-    files: list[Path] = []
-    if repo is not None and (repo / REPO_CONFIG_NAME).is_file():
-        files.append(repo / REPO_CONFIG_NAME)
+def operator_config_file(settings: Settings, config_file: Path | None = None) -> Path | None:
+    """The operator's file: ``--config FILE``, else ``$JURY_CONFIG`` (both must exist), else
+    ``$JURY_DIR/config.toml`` when there is one."""
     if config_file is not None:
         if not config_file.is_file():
             raise ConfigError(f"{config_file}: config file not found")
-        files.append(config_file)
-    for path in files:
-        agents, jury, checks = _apply(path, agents, jury, checks)
-        source.append(path)
-    return RepoConfig(agents=agents, jury=jury, source=source, checks=checks)
+        return config_file
+    if settings.config is not None:
+        if not settings.config.is_file():
+            raise ConfigError(f"{settings.config}: config file not found ({ENV_PREFIX}CONFIG)")
+        return settings.config
+    default = settings.dir / OPERATOR_CONFIG_NAME
+    return default if default.is_file() else None
+
+
+def _read_operator(path: Path) -> _Operator:
+    source = str(path)
+    data = _read_toml(path)
+    check_tables(source, data, OPERATOR_TABLES)
+    return _Operator(
+        source=source,
+        data={k: v for k, v in data.items() if k in ("agents", "jury", "checks")},
+        trust=parse_trust(source, data),
+        sandbox=parse_sandbox(source, data),
+    )
+
+
+def _set_aside(ignored: list[Ignored]) -> list[str]:
+    """Each ignored key, logged as a warning and returned as a note naming file, agent and key."""
+    for item in ignored:
+        log.warning(
+            "config.ignored",
+            file=item.source,
+            table=item.table,
+            agent=item.agent,
+            key=item.key,
+            reason=item.reason,
+        )
+    return [item.note() for item in ignored]
+
+
+def load_config(repo_file: RepoFile | None = None, operator_file: Path | None = None) -> RepoConfig:
+    """The catalog, then what the repository's trunk-side ``jury.toml`` may set, then the operator's file
+    (see the module docstring); ``operator_file`` comes from ``operator_config_file``."""
+    folder = config_dir() / "agents"
+    agents = load_catalog(folder)
+    source = [str(p) for p in sorted(folder.glob("*.toml"))]
+    operator = _read_operator(operator_file) if operator_file is not None else None
+    op_tables = _agent_tables(operator.source, operator.data) if operator else {}
+    notes: list[str] = []
+    trusted: bool | None = None
+    ignored_agents: set[str] = set()
+    checks: dict[str, str] = {}
+    jury_tables: list[tuple[str, object]] = []
+    if repo_file is not None:
+        notes.extend(repo_file.notes)
+        if repo_file.text is not None:
+            data = _parse_toml(repo_file.source, repo_file.text)
+            trusted, why = is_trusted(repo_file.identity, repo_file.local, operator.trust if operator else [])
+            # Agents the operator defines exist for the repository too: it may choose and tune them.
+            known = set(agents) | set(op_tables)
+            kept, ignored = filter_repo(repo_file.source, data, known=known, trusted=trusted)
+            ignored_agents = {i.agent for i in ignored if i.agent and i.key is None}
+            notes.append(f"{repo_file.source}: read as {'trusted' if trusted else 'untrusted'} ({why})")
+            notes.extend(_set_aside(ignored))
+            for name, table in _agent_tables(repo_file.source, kept).items():
+                if name not in agents and name in op_tables:  # tuning an operator's agent: goes under it
+                    check_keys(repo_file.source, name, table)
+                    op_tables[name] = {**table, **op_tables[name]}
+                    continue
+                agents[name] = check_agent(repo_file.source, name, table, agents.get(name))
+            if "jury" in kept:
+                jury_tables.append((repo_file.source, kept["jury"]))
+            if "checks" in kept:
+                checks = check_checks(repo_file.source, kept["checks"], checks)
+            source.append(repo_file.source)
+    if operator is not None:  # last: the operator's keys win over the repository's
+        for name, table in op_tables.items():
+            agents[name] = check_agent(operator.source, name, table, agents.get(name))
+        if "jury" in operator.data:
+            jury_tables.append((operator.source, operator.data["jury"]))
+        if "checks" in operator.data:
+            checks = check_checks(operator.source, operator.data["checks"], checks)
+        source.append(operator.source)
+    jury = JuryDefaults()
+    for layer_source, table in jury_tables:  # checked against every agent any layer defines
+        jury = _check_jury(layer_source, table, agents, jury, ignored_agents)
+    return RepoConfig(
+        agents=agents,
+        jury=jury,
+        source=source,
+        checks=checks,
+        sandbox=operator.sandbox if operator else SandboxSettings(),
+        repo_trusted=trusted,
+        notes=notes,
+    )
 
 
 def resolve_jury(

@@ -179,6 +179,8 @@ def summary(console: Console, s: RunState, where: str | None = None) -> None:
         console.print(
             f"  jury: reviewers {', '.join(s.config.reviewers)}; judge {s.config.judge}", markup=False
         )
+        for note in s.config.config_notes:  # what the configuration loader set aside, and trust
+            console.print(f"  config: {note}", markup=False, highlight=False)
     for r in s.rounds:
         verdicts = ", ".join(f"{a}={slot.state}" for a, slot in r.agents.items())
         console.print(f"  round {r.n} at {r.sha[:12]}: {verdicts}", markup=False, highlight=False)

@@ -1,23 +1,60 @@
-"""Resolve what to review (a local branch, or a GitHub/GitLab PR URL) into a ``Target``, with git alone.
+"""Resolve what to review (a local branch, or a GitHub/GitLab PR URL) into a ``Target``, with git alone,
+and read the repository's ``jury.toml`` from the trunk side of it.
 
-A PR URL is fetched into a bare mirror under ``<dir>/mirrors`` (``refs/pull/N/head`` on GitHub,
-``refs/merge-requests/N/head`` on GitLab); git's own ``url.<base>.insteadOf`` rewrites apply, which is
-how tests point a github.com URL at a local bare repository.
+A PR URL is validated before anything is fetched: https only, a host from the allow-list (github.com,
+gitlab.com and the operator's ``JURY_FORGE_HOSTS``), owner, group and repository names that cannot
+climb, escape or read as options, and a number of digits. It is then fetched into a bare mirror under
+``<dir>/mirrors`` (``refs/pull/N/head`` on GitHub, ``refs/merge-requests/N/head`` on GitLab); git's own
+``url.<base>.insteadOf`` rewrites apply, which is how tests point a github.com URL at a local bare
+repository.
+
+The reviewed repository's ``jury.toml`` is read at the merge-base of the head with the trunk
+(``repo_config``), never from the working tree or the PR head: what a pull request changes in it is
+reported and never applied.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import urlsplit
 
+from orchestrator.config import REPO_CONFIG_NAME, RepoFile
 from orchestrator.domain import Target
-from orchestrator.errors import GitError, TargetError
-from workers.worktree import git, merge_base, rev_parse
+from orchestrator.errors import ConfigError, GitError, TargetError
+from orchestrator.trust import MAX_FORGE_DEPTH, forge_identity, forge_name_problem
+from workers.worktree import git, git_bytes, merge_base, rev_parse
 
-PR_URL = re.compile(
-    r"^https?://(?P<host>[^/]+)/(?P<project>.+?)(?:/-)?/(?P<kind>pull|merge_requests)/(?P<n>\d+)/?$"
-)
+# The forges every Jury knows, and the one kind of request each serves; an enterprise host from
+# JURY_FORGE_HOSTS may serve either.
+KNOWN_FORGES: dict[str, str] = {"github.com": "pull", "gitlab.com": "merge_requests"}
+URL_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+PR_PATH = re.compile(r"/(?P<project>.+?)(?P<dash>/-)?/(?P<kind>pull|merge_requests)/(?P<n>[^/]*)/?")
+PR_NUMBER = re.compile(r"[1-9][0-9]{0,9}")  # ASCII digits only: \d would take any script's digits
+MAX_CONFIG_BYTES = 1024 * 1024
+CHANGED_NOTE = f"the PR changes {REPO_CONFIG_NAME}; its changes were not applied"
+EXPECTED = "expected https://HOST/OWNER/REPO/pull/N or https://HOST/GROUP/REPO/-/merge_requests/N"
+
+
+@dataclass(frozen=True)
+class PullRequest:
+    """A validated PR/MR URL, in parts."""
+
+    host: str  # lower case, with a port when the URL has one
+    names: tuple[str, ...]  # owner (or groups) and repository
+    kind: str  # pull | merge_requests
+    number: str
+
+    @property
+    def project(self) -> str:
+        return "/".join(self.names)
+
+    @property
+    def identity(self) -> str:
+        return forge_identity(self.host, list(self.names))
 
 
 def stamp(now: datetime | None = None) -> str:
@@ -89,14 +126,60 @@ def resolve_local(path: Path, branch: str | None, trunk: str | None) -> Target:
     return _finish(t, repo, head, trunk_rev)
 
 
-def resolve_url(url: str, state_dir: Path, trunk: str | None) -> Target:
-    m = PR_URL.match(url.strip())
+def _split_pr_url(url: str) -> PullRequest:
+    """The parts of a PR URL, every one checked except whether its host is allowed."""
+    text = url.strip()
+    if not URL_SCHEME.match(text):
+        raise TargetError(f"not a pull/merge request URL: {url} ({EXPECTED})")
+    try:
+        parts = urlsplit(text)
+        port = parts.port  # raises on a port that is not a number
+    except ValueError as exc:
+        raise TargetError(f"PR URL {url}: cannot be parsed: {exc}") from None
+    if parts.scheme.lower() != "https":
+        raise TargetError(f"PR URL {url}: only https:// URLs are fetched, not {parts.scheme}://")
+    m = PR_PATH.fullmatch(parts.path)
     if not m:
+        raise TargetError(f"not a pull/merge request URL: {url} ({EXPECTED})")
+    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
+        raise TargetError(f"PR URL {url}: must not hold credentials")
+    if parts.query or parts.fragment or "?" in text or "#" in text:
+        raise TargetError(f"PR URL {url}: must not carry a query or a fragment ({EXPECTED})")
+    host = (parts.hostname or "") + (f":{port}" if port is not None else "")
+    kind, number, names = m["kind"], m["n"], m["project"].split("/")
+    if m["dash"] and kind != "merge_requests":
+        raise TargetError(f"PR URL {url}: '/-/' goes only before merge_requests ({EXPECTED})")
+    for name in names:
+        if (problem := forge_name_problem(name)) is not None:
+            raise TargetError(f"PR URL {url}: bad owner or repository name: {problem}")
+    if kind == "pull" and len(names) != 2:
+        raise TargetError(f"PR URL {url}: a pull request URL names exactly OWNER/REPO ({EXPECTED})")
+    if not 2 <= len(names) <= MAX_FORGE_DEPTH:
+        raise TargetError(f"PR URL {url}: expected GROUP/REPO (subgroups allowed) before merge_requests")
+    if not PR_NUMBER.fullmatch(number):
+        raise TargetError(f"PR URL {url}: the request number {number!r} must be digits (1 or more)")
+    return PullRequest(host=host, names=tuple(names), kind=kind, number=number)
+
+
+def parse_pr_url(url: str, forge_hosts: Iterable[str] = ()) -> PullRequest:
+    """A PR/MR URL validated in full (see the module docstring); a ``TargetError`` says what is wrong."""
+    pr = _split_pr_url(url)
+    extra = [h.lower() for h in forge_hosts]
+    if pr.host not in KNOWN_FORGES and pr.host not in extra:
+        allowed = ", ".join([*KNOWN_FORGES, *extra])
         raise TargetError(
-            f"not a pull/merge request URL: {url} "
-            "(expected https://HOST/OWNER/REPO/pull/N or .../-/merge_requests/N)"
+            f"PR URL {url}: host {pr.host!r} is not an allowed forge (allowed: {allowed}; "
+            "add an enterprise host to JURY_FORGE_HOSTS)"
         )
-    host, project, kind, n = m["host"], m["project"], m["kind"], m["n"]
+    served = KNOWN_FORGES.get(pr.host)
+    if served is not None and pr.kind != served:
+        raise TargetError(f"PR URL {url}: {pr.host} serves {served}/N, not {pr.kind}/N")
+    return pr
+
+
+def resolve_url(url: str, state_dir: Path, trunk: str | None, forge_hosts: Iterable[str] = ()) -> Target:
+    pr = parse_pr_url(url, forge_hosts)
+    host, project, kind, n = pr.host, pr.project, pr.kind, pr.number
     remote = f"https://{host}/{project}.git"
     mirror = state_dir / "mirrors" / host / f"{project}.git"
     try:
@@ -120,9 +203,82 @@ def resolve_url(url: str, state_dir: Path, trunk: str | None) -> Target:
     return _finish(t, mirror, head, trunk_rev)
 
 
-def resolve(what: str, *, branch: str | None, trunk: str | None, state_dir: Path) -> Target:
-    if re.match(r"^https?://", what):
+def resolve(
+    what: str,
+    *,
+    branch: str | None,
+    trunk: str | None,
+    state_dir: Path,
+    forge_hosts: Iterable[str] = (),
+) -> Target:
+    if URL_SCHEME.match(what.strip()):
         if branch:
             raise TargetError("--branch goes with a local repository, not with a PR URL")
-        return resolve_url(what, state_dir, trunk)
+        return resolve_url(what, state_dir, trunk, forge_hosts)
     return resolve_local(Path(what), branch, trunk)
+
+
+# --- the repository's jury.toml, from the trunk side -------------------------------------------------
+
+
+def _tree_entry(repo: Path, rev: str) -> tuple[str, str] | None:
+    """The (mode, object id) of ``jury.toml`` at the top of ``rev``'s tree, or None."""
+    out = git(["ls-tree", "-z", "--full-tree", rev, "--", REPO_CONFIG_NAME], repo)
+    for record in out.split("\0"):
+        meta, _, path = record.partition("\t")
+        if path == REPO_CONFIG_NAME:
+            mode, _, oid = meta.split(" ")
+            return mode, oid
+    return None
+
+
+def read_repo_file(repo: Path, base: str, head: str, *, where: str, identity: str, local: bool) -> RepoFile:
+    """The repository's ``jury.toml`` as commit ``base`` (the merge-base) holds it, with a note when
+    ``head`` holds another one. Only a regular file is read; never the working tree."""
+    source = f"{where}/{REPO_CONFIG_NAME} (at merge-base {base[:12]})"
+    at_base, at_head = _tree_entry(repo, base), _tree_entry(repo, head)
+    notes = [CHANGED_NOTE] if at_base != at_head else []
+    if at_base is None:
+        return RepoFile(source=source, identity=identity, local=local, notes=notes)
+    mode, oid = at_base
+    if mode not in ("100644", "100755"):
+        notes.append(f"{source}: not a regular file (mode {mode}); not read")
+        return RepoFile(source=source, identity=identity, local=local, notes=notes)
+    size = int(git(["cat-file", "-s", oid], repo).strip())
+    if size > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{source}: {size} bytes; a {REPO_CONFIG_NAME} holds at most {MAX_CONFIG_BYTES}")
+    raw = git_bytes(["show", "--no-textconv", f"{base}:{REPO_CONFIG_NAME}"], repo)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{source}: invalid TOML: not UTF-8") from None
+    return RepoFile(source=source, identity=identity, local=local, text=text, notes=notes)
+
+
+def repo_config(target: Target) -> RepoFile:
+    """The trunk-side ``jury.toml`` of a resolved target; a PR URL's repository is never local."""
+    if not target.path or not target.base or not target.head:
+        raise TargetError("the target is not resolved: no repository, head or merge-base")
+    repo = Path(target.path)
+    if target.url:
+        identity = _split_pr_url(target.url).identity
+        return read_repo_file(repo, target.base, target.head, where=identity, identity=identity, local=False)
+    return read_repo_file(repo, target.base, target.head, where=str(repo), identity=str(repo), local=True)
+
+
+def checkout_config(path: Path) -> RepoFile:
+    """The trunk-side ``jury.toml`` of a checkout (commands without a branch: ``agents``, ``refute``):
+    read at the merge-base of HEAD with the default trunk, never from the working tree."""
+    try:
+        repo = Path(git(["rev-parse", "--show-toplevel"], path).strip())
+        head = rev_parse(repo, "HEAD")
+    except GitError:
+        raise TargetError(f"not a git repository with a commit: {path}") from None
+    where = str(repo)
+    try:
+        trunk = default_trunk(repo)
+        base = merge_base(repo, head, _rev(repo, trunk, "trunk"))
+    except (TargetError, GitError):
+        note = f"{where}: cannot tell the trunk, so its {REPO_CONFIG_NAME} was not read"
+        return RepoFile(source=f"{where}/{REPO_CONFIG_NAME}", identity=where, local=True, notes=[note])
+    return read_repo_file(repo, base, head, where=where, identity=where, local=True)

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.config import config_dir, load_config, resolve_jury
+from orchestrator.config import RepoFile, config_dir, load_config, resolve_jury
 from orchestrator.demo import IDENTITY
 from tests.fakes.chat_server import ChatServer, status
 from tests.fakes.scripted_models import ScriptedModel, always, with_key
@@ -442,10 +442,10 @@ def readme_toml(section: str) -> str:
 
 
 def test_the_readme_mixed_jury_loads(tmp_path: Path) -> None:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    (repo / "jury.toml").write_text(readme_toml("A mixed jury"))
-    cfg = load_config(repo)
+    # a trusted repository's jury.toml (a local path): every key applies
+    cfg = load_config(
+        RepoFile(source="jury.toml", identity=str(tmp_path), local=True, text=readme_toml("A mixed jury"))
+    )
     reviewers, judge, rounds = resolve_jury(cfg, None, None, None)
     kinds = {cfg.agents[name].kind for name in [*reviewers, judge]}
     assert kinds == {"cli", "http", "check"}
@@ -461,11 +461,7 @@ def test_the_readme_mixed_jury_loads(tmp_path: Path) -> None:
 def test_the_template_documents_every_kind(tmp_path: Path) -> None:
     text = (config_dir() / "jury.toml").read_text()
     example = tomllib.loads("\n".join(line[2:] for line in text.splitlines() if line.startswith("# ")))
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    (repo / "jury.toml").write_text(
-        "\n".join(line[2:] for line in text.splitlines() if line.startswith("# "))
-    )
-    cfg = load_config(repo)
+    uncommented = "\n".join(line[2:] for line in text.splitlines() if line.startswith("# "))
+    cfg = load_config(RepoFile(source="jury.toml", identity=str(tmp_path), local=True, text=uncommented))
     assert {a["kind"] for a in example["agents"].values() if "kind" in a} == {"http", "check"}
     assert cfg.checks and cfg.agents["myapi"].kind == "http" and cfg.agents["lint"].kind == "check"

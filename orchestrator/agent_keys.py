@@ -1,0 +1,332 @@
+"""What one ``[agents.NAME]`` table and one ``[checks]`` table may hold: every key's check, in one place.
+
+``check_agent`` applies a table over a base agent (or makes a new one) and validates the result;
+``check_checks`` does the same for ``[checks]``. Neither knows where a table came from: who may set
+which key (the operator, a trusted or an untrusted repository) is decided in ``orchestrator.trust``
+before a table reaches here. Every failure is a ``ConfigError`` naming the file, the agent and the key.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any, get_args
+from urllib.parse import urlsplit
+
+from pydantic import ValidationError
+
+from orchestrator.domain import AgentKind, AgentSpec, CheckParser, CheckScope, ReportFormat
+from orchestrator.errors import ConfigError
+
+ALLOWED_AGENT_KEYS: tuple[str, ...] = (
+    "argv",
+    "judge_argv",
+    "resume_argv",
+    "session_from",
+    "new_session",
+    "report",
+    "expect_seconds",
+    "model",
+    "model_args",
+    "env",
+    "env_pass",
+    "install",
+    "usd_per_minute",
+    "kind",
+    "base_url",
+    "api_key_env",
+    "family",
+    "price",
+    "fallback",
+    "max_rounds",
+    "timeout",
+    "command",
+    "parser",
+    "scope",
+    "state_dirs",
+)
+PLACEHOLDERS: frozenset[str] = frozenset(
+    {"prompt", "prompt_file", "worktree", "session", "model_args", "model"}
+)
+REPORT_FORMATS: tuple[str, ...] = get_args(ReportFormat)
+AGENT_KINDS: tuple[str, ...] = get_args(AgentKind)
+CHECK_PARSERS: tuple[str, ...] = get_args(CheckParser)
+CHECK_SCOPES: tuple[str, ...] = get_args(CheckScope)
+PRICE_KEYS: tuple[str, ...] = ("input", "output")
+
+# An environment variable name that may hold a secret: never stored in config, scrubbed from agents' env.
+SECRET_NAME_RE = re.compile(
+    r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|AUTH|SESSION|COOKIE|PRIVATE", re.IGNORECASE
+)
+
+_PLACEHOLDER_RE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+AGENT_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+class Invalid(Exception):
+    """A value failed its check; the caller prefixes where it was found."""
+
+
+def _placeholders(text: str) -> set[str]:
+    return set(_PLACEHOLDER_RE.findall(text))
+
+
+def string_list(value: object, *, non_empty: bool) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise Invalid("must be a non-empty list of strings" if non_empty else "must be a list of strings")
+    if non_empty and (not value or not value[0].strip()):
+        raise Invalid("must be a non-empty list of strings")
+    return list(value)
+
+
+def _check_placeholders(args: list[str], *, allow_model_args: bool) -> set[str]:
+    found: set[str] = set()
+    for arg in args:
+        names = _placeholders(arg)
+        unknown = sorted(names - PLACEHOLDERS)
+        if unknown:
+            allowed = " ".join(f"{{{p}}}" for p in sorted(PLACEHOLDERS))
+            raise Invalid(f"unknown placeholder '{{{unknown[0]}}}' (allowed: {allowed})")
+        if "model_args" in names:
+            if not allow_model_args:
+                raise Invalid("cannot contain '{model_args}'")
+            if arg != "{model_args}":
+                raise Invalid(f"'{{model_args}}' must be a list element of its own, not in {arg!r}")
+        found |= names
+    return found
+
+
+def _command(key: str, value: object) -> list[str]:
+    args = string_list(value, non_empty=True)
+    found = _check_placeholders(args, allow_model_args=True)
+    if not found & {"prompt", "prompt_file"}:
+        raise Invalid("must pass the prompt: use '{prompt}' or '{prompt_file}' (stdin is closed)")
+    if key == "resume_argv" and "session" not in found:
+        raise Invalid("must pass the session: use '{session}'")
+    return args
+
+
+def shell_free(value: object) -> str:
+    """A command string that ``shlex`` splits into at least one word."""
+    if not isinstance(value, str) or not value.strip():
+        raise Invalid("must be a non-empty command string")
+    try:
+        words = shlex.split(value)
+    except ValueError as exc:
+        raise Invalid(f"cannot be split into words: {exc}") from None
+    if not words:
+        raise Invalid("must be a non-empty command string")
+    return value
+
+
+def _positive(value: object, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise Invalid(f"must be a positive {what}")
+    return float(value)
+
+
+def _one_of(value: object, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise Invalid(f"must be one of {', '.join(allowed)}")
+    return str(value)
+
+
+def _base_url(value: object) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise Invalid("must be a non-empty URL")
+    parts = urlsplit(value.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise Invalid("must be an http:// or https:// URL")
+    if parts.username or parts.password:
+        raise Invalid("must not hold credentials; name the key's variable in api_key_env")
+    return value.strip().rstrip("/")
+
+
+def _price(value: object) -> dict[str, float]:
+    if not isinstance(value, dict):
+        raise Invalid("must be a table { input = USD, output = USD } per million tokens")
+    keys = set(value)
+    if keys != set(PRICE_KEYS):
+        extra = sorted(keys - set(PRICE_KEYS))
+        raise Invalid(f"unknown key {extra[0]!r}" if extra else "needs both input and output")
+    out: dict[str, float] = {}
+    for key in PRICE_KEYS:
+        v = value[key]
+        if isinstance(v, bool) or not isinstance(v, int | float) or v < 0:
+            raise Invalid(f"{key}: must be a number >= 0 (USD per million tokens)")
+        out[key] = float(v)
+    return out
+
+
+def _state_dirs(value: object) -> list[str]:
+    """Directories under HOME (``~/...``) or absolute ones, each naming one directory: the sandbox binds
+    exactly these, so ``~`` itself, ``/`` or a path that climbs with ``..`` would undo it."""
+    dirs = string_list(value, non_empty=False)
+    for d in dirs:
+        rest = d[2:] if d.startswith("~/") else d[1:] if d.startswith("/") else None
+        if rest is None:
+            raise Invalid(f"{d!r} must start with '~/' (the worker's HOME) or '/'")
+        parts = [p for p in rest.split("/") if p]
+        if not parts:
+            raise Invalid(f"{d!r} names HOME or / itself; name the agent's own directories")
+        if any(p in (".", "..") for p in parts) or "\0" in d:
+            raise Invalid(f"{d!r} must not contain '.' or '..' segments")
+    return dirs
+
+
+def _check_value(key: str, value: object) -> object:
+    """The value of one agent key, checked; raises ``Invalid`` with what is wrong."""
+    if key == "kind":
+        return _one_of(value, AGENT_KINDS)
+    if key == "base_url":
+        return _base_url(value)
+    if key == "api_key_env":
+        if not isinstance(value, str) or not _ENV_NAME_RE.fullmatch(value):
+            raise Invalid("must be the NAME of an environment variable (not the key itself)")
+        return value
+    if key == "family":
+        if not isinstance(value, str) or not value.strip():
+            raise Invalid("must be a non-empty string")
+        return value.strip()
+    if key == "price":
+        return _price(value)
+    if key == "usd_per_minute":
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
+            raise Invalid("must be a number >= 0 (USD per minute of the agent's run)")
+        return float(value)
+    if key == "fallback":
+        models = string_list(value, non_empty=False)
+        if any(not m.strip() for m in models):
+            raise Invalid("must be a list of model ids")
+        return models
+    if key == "max_rounds":
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise Invalid("must be a whole number >= 1")
+        return value
+    if key == "timeout":
+        return _positive(value, "number of seconds")
+    if key == "command":
+        return shell_free(value)
+    if key == "parser":
+        return _one_of(value, CHECK_PARSERS)
+    if key == "scope":
+        return _one_of(value, CHECK_SCOPES)
+    if key in ("argv", "judge_argv", "resume_argv"):
+        return _command(key, value)
+    if key == "model_args":
+        args = string_list(value, non_empty=False)
+        _check_placeholders(args, allow_model_args=False)
+        return args
+    if key == "session_from":
+        if not isinstance(value, str) or not value:
+            raise Invalid("must be a non-empty string (a regex)")
+        try:
+            groups = re.compile(value).groups
+        except re.error as exc:
+            raise Invalid(f"invalid regex: {exc}") from exc
+        if groups != 1:
+            raise Invalid(f"must have exactly one capturing group (the session id), has {groups}")
+        return value
+    if key == "new_session":
+        if not isinstance(value, bool):
+            raise Invalid("must be true or false")
+        return value
+    if key == "report":
+        return _one_of(value, REPORT_FORMATS)
+    if key == "expect_seconds":
+        return _positive(value, "number of seconds")
+    if key in ("model", "install"):
+        if not isinstance(value, str) or not value.strip():
+            raise Invalid("must be a non-empty string")
+        return value
+    if key == "env_pass":
+        names = string_list(value, non_empty=False)
+        for name in names:
+            if not _ENV_NAME_RE.fullmatch(name):
+                raise Invalid(f"{name!r} is not an environment variable name")
+        return names
+    if key == "state_dirs":
+        return _state_dirs(value)
+    if key == "env":
+        if not isinstance(value, dict):
+            raise Invalid('must be a table of NAME = "value"')
+        return value
+    raise Invalid("unchecked key")  # unreachable: keys are filtered against ALLOWED_AGENT_KEYS first
+
+
+def _check_env(where: str, env: dict[str, Any]) -> dict[str, str]:
+    for name, val in env.items():
+        if not _ENV_NAME_RE.fullmatch(name):
+            raise ConfigError(f"{where}.env: {name!r} is not an environment variable name")
+        if SECRET_NAME_RE.search(name):
+            raise ConfigError(
+                f"{where}.env.{name}: looks like a secret; keep secrets out of jury.toml — "
+                "set it in the worker's environment and list it in env_pass"
+            )
+        if not isinstance(val, str):
+            raise ConfigError(f"{where}.env.{name}: must be a string")
+    return dict(env)
+
+
+def check_keys(source: str, name: str, table: object) -> dict[str, Any]:
+    """The keys and values of one ``[agents.NAME]`` table, each checked on its own."""
+    where = f"{source}: agents.{name}"
+    if not AGENT_NAME_RE.fullmatch(name):
+        raise ConfigError(f"{where}: bad agent name (use letters, digits, '.', '-' and '_')")
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: must be a table ([agents.{name}])")
+    for key in table:
+        if key not in ALLOWED_AGENT_KEYS:
+            raise ConfigError(f"{where}: unknown key {key!r} (allowed: {', '.join(ALLOWED_AGENT_KEYS)})")
+    checked: dict[str, Any] = {}
+    for key, value in table.items():
+        try:
+            checked[key] = _check_value(key, value)
+        except Invalid as exc:
+            raise ConfigError(f"{where}.{key}: {exc}") from None
+        if key == "env":
+            checked[key] = _check_env(where, checked[key])
+    return checked
+
+
+def check_agent(source: str, name: str, table: object, base: AgentSpec | None) -> AgentSpec:
+    """The agent ``name`` after applying ``table`` (read from ``source``) over ``base`` (None: a new
+    agent), checked as a whole: its kind has what it needs."""
+    where = f"{source}: agents.{name}"
+    fields: dict[str, Any] = base.model_dump(by_alias=True) if base is not None else {"name": name}
+    fields.update(check_keys(source, name, table))
+    _check_kind(where, fields, new=base is None)
+    try:
+        return AgentSpec.model_validate(fields)
+    except ValidationError as exc:  # a check above is missing; still name the place
+        raise ConfigError(f"{where}: {exc}") from exc
+
+
+def _check_kind(where: str, fields: dict[str, Any], *, new: bool) -> None:
+    """The keys the agent's kind needs are set (after merging over the base agent)."""
+    kind = fields.get("kind", "cli")
+    if kind == "cli" and not fields.get("argv"):
+        raise ConfigError(f"{where}: new agent needs argv" if new else f"{where}: a cli agent needs argv")
+    if kind == "http":
+        for key in ("base_url", "model"):
+            if not fields.get(key):
+                raise ConfigError(f"{where}: an http agent needs {key}")
+    if kind == "check" and not fields.get("command"):
+        raise ConfigError(f"{where}: a check agent needs command")
+
+
+def check_checks(source: str, table: object, current: dict[str, str]) -> dict[str, str]:
+    """``current`` with the ``[checks]`` table of ``source`` applied (name -> shell-free command)."""
+    where = f"{source}: [checks]"
+    if not isinstance(table, dict):
+        raise ConfigError(f'{where}: must be a table of name = "command"')
+    merged = dict(current)
+    for name, value in table.items():
+        if not AGENT_NAME_RE.fullmatch(name):
+            raise ConfigError(f"{where}.{name}: bad check name (use letters, digits, '.', '-' and '_')")
+        try:
+            merged[name] = shell_free(value)
+        except Invalid as exc:
+            raise ConfigError(f"{where}.{name}: {exc}") from None
+    return merged
