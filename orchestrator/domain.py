@@ -12,7 +12,15 @@ import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 RunStateName = Literal["queued", "review", "converged", "human", "failed", "cancelled"]
@@ -145,6 +153,9 @@ class SandboxSettings(Model):
         return value
 
 
+SANDBOX_OFF_NOTE = "sandbox off: the reviewed code ran unconfined"
+
+
 class JuryConfig(Model):
     reviewers: list[str]
     judge: str
@@ -169,6 +180,13 @@ class JuryConfig(Model):
     # What the configuration loader set aside and why, shown in the record and every summary: keys of an
     # untrusted repository's jury.toml that were ignored, a PR that changed jury.toml (never applied).
     config_notes: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _sandbox_off(self) -> JuryConfig:
+        # Said wherever the configuration goes (the record's jury.config, every summary), once.
+        if self.sandbox.mode == "none" and SANDBOX_OFF_NOTE not in self.config_notes:
+            self.config_notes.append(SANDBOX_OFF_NOTE)
+        return self
 
 
 def now_iso() -> str:

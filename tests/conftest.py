@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import getpass
 import json
 import os
 import subprocess
@@ -23,10 +24,17 @@ FAKE = Path(__file__).parent / "fakes" / "agent.py"
 TEST_DBS = range(1, 16)
 
 
+# The fake agents run in the sandbox, which shows them an empty /tmp and no environment but its own
+# allow-list: they keep their state under $FAKE_STATE (a test's tmp_path, under pytest's temporary root
+# for this user), so their entries pass that variable and bind that root (operator keys: --config).
+FAKE_STATE_ROOT = Path(tempfile.gettempdir()) / f"pytest-of-{getpass.getuser()}"
+FAKE_SANDBOX_KEYS = f'env_pass = ["FAKE_STATE"]\nstate_dirs = [{json.dumps(str(FAKE_STATE_ROOT))}]\n'
+
+
 def fake_agent(name: str, mode: str, judge_mode: str | None = None) -> str:
     """A jury.toml entry for the fake agent script in ``mode`` (and ``judge_mode`` when it judges)."""
     argv = json.dumps([sys.executable, str(FAKE), mode, "{prompt_file}"])
-    entry = f"[agents.{name}]\nargv = {argv}\nexpect_seconds = 5\n"
+    entry = f"[agents.{name}]\nargv = {argv}\nexpect_seconds = 5\n{FAKE_SANDBOX_KEYS}"
     if judge_mode:
         entry += f"judge_argv = {json.dumps([sys.executable, str(FAKE), judge_mode, '{prompt_file}'])}\n"
     return entry

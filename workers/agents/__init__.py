@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from orchestrator.domain import AgentSpec, Role
+from orchestrator.domain import AgentSpec, Role, SandboxSettings
 from orchestrator.transcript import http_tools
 from workers.agents.check import run_check_agent
 from workers.agents.cli import AgentRun, run_cli_agent
@@ -33,11 +33,13 @@ def run_seat(
     max_output: int | None = None,
     reserve: Callable[[float], bool] | None = None,
     on_event: Callable[[str, dict[str, Any]], None] | None = None,
+    sandbox: SandboxSettings | None = None,
 ) -> AgentRun:
     """Run ``spec`` as ``role`` in ``worktree``, whatever its kind: a CLI subprocess (``session``,
     ``resume``, ``max_output``), an OpenAI-compatible model with a tool loop (``checks`` it may run,
     ``reserve`` per call, ``on_event``), or a checker whose diagnostics on lines changed since ``base``
-    become findings. Never raises for the agent failing: ``AgentRun.proc`` says how it ended."""
+    become findings. ``sandbox`` (default: bubblewrap) confines the CLI agent and the checker. Never raises
+    for the agent failing: ``AgentRun.proc`` says how it ended."""
     common: dict[str, Any] = {
         "role": role,
         "prompt": prompt,
@@ -52,7 +54,9 @@ def run_seat(
         run.commands = http_tools(run.stderr)  # its tool calls, from the loop's own transcript
         return run
     if spec.kind == "check":
-        return run_check_agent(spec, base=base, grace=grace, tick_every=tick_every, on_tick=on_tick, **common)
+        return run_check_agent(
+            spec, base=base, grace=grace, tick_every=tick_every, on_tick=on_tick, sandbox=sandbox, **common
+        )
     return run_cli_agent(
         spec,
         session=session,
@@ -61,5 +65,6 @@ def run_seat(
         tick_every=tick_every,
         on_tick=on_tick,
         max_output=max_output,
+        sandbox=sandbox,
         **common,
     )

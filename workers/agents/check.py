@@ -1,7 +1,8 @@
 """Running a check agent once: a deterministic checker command whose diagnostics become findings.
 
-The command (``spec.command``, split with shlex, no shell) runs in the worktree, supervised, with a
-scrubbed environment; its output is read by ``spec.parser`` (``auto``: chosen by command and content).
+The command (``spec.command``, split with shlex, no shell) runs in the worktree, supervised, in the
+sandbox (``workers.sandbox``: no network unless the operator allows it, limits on, an allow-listed
+environment); its output is read by ``spec.parser`` (``auto``: chosen by command and content).
 With ``scope = "changed"`` only diagnostics on lines the PR added or changed are kept (new-side lines of
 ``git diff -U0 <base>...HEAD``), plus failed tests wherever they are (a change can break a test it did
 not touch). A failing command with nothing parseable gives one finding carrying its output tail. The
@@ -21,11 +22,12 @@ from typing import Any
 import structlog
 
 from orchestrator.diagnostics import PARSERS, Diagnostic, changed_lines, detect_parser, to_report
-from orchestrator.domain import AgentSpec
+from orchestrator.domain import AgentSpec, SandboxSettings
 from orchestrator.errors import GitError
 from orchestrator.parse import NO_CONTEST
 from workers.agents.cli import AgentRun
-from workers.supervise import ProcResult, run_supervised, scrub_env
+from workers.sandbox import Jail, git_dirs_of
+from workers.supervise import ProcResult, run_supervised
 from workers.worktree import git
 
 log = structlog.get_logger()
@@ -135,6 +137,7 @@ def run_check_agent(
     tick_every: float = 30.0,
     on_tick: Callable[[float, float], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    sandbox: SandboxSettings | None = None,
     **_: Any,
 ) -> AgentRun:
     """Run the check ``spec`` as ``role`` in ``worktree`` against ``base``; never raises for the checker.
@@ -189,17 +192,21 @@ def run_check_agent(
         except GitError as exc:
             return fail(f"cannot diff against base {base!r}: {exc}", argv)
 
-    run_env = scrub_env(
-        os.environ if env is None else env,
-        env_pass=spec.env_pass,
-        extra={"PYTHONDONTWRITEBYTECODE": "1", **spec.env},
+    # The checker runs the reviewed code's configuration (and, for pytest, its code): a code run's jail,
+    # limits on, network as the operator's settings say.
+    jail = Jail(
+        worktree=worktree,
+        settings=sandbox or SandboxSettings(),
+        git_dirs=git_dirs_of(worktree),
+        env={"PYTHONDONTWRITEBYTECODE": "1", **spec.env},
+        env_pass=tuple(spec.env_pass),
     )
     raw_out, raw_err = out_dir / f"{name}.check.stdout.txt", out_dir / f"{name}.check.stderr.txt"
     log.info("agent.check.start", agent=spec.name, name=name, argv0=argv[0], scope=spec.scope)
     proc = run_supervised(
         argv,
         cwd=worktree,
-        env=run_env,
+        env=dict(os.environ if env is None else env),
         stdout_path=raw_out,
         stderr_path=raw_err,
         timeout=timeout,
@@ -208,6 +215,7 @@ def run_check_agent(
         on_tick=on_tick,
         should_stop=should_stop,
         max_output=MAX_OUTPUT,
+        jail=jail,
     )
     if proc.error:
         return fail(proc.error, argv)

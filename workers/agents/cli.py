@@ -11,10 +11,11 @@ from pathlib import Path
 
 import structlog
 
-from orchestrator.domain import AgentSpec, Role
+from orchestrator.domain import AgentSpec, Role, SandboxSettings
 from orchestrator.parse import extract_report, find_session
 from orchestrator.transcript import Commands, codex_thread, codex_usage, commands_of
-from workers.supervise import ProcResult, run_supervised, scrub_env
+from workers.sandbox import Jail, git_dirs_of, jail_env
+from workers.supervise import ProcResult, run_supervised
 
 log = structlog.get_logger()
 
@@ -146,13 +147,16 @@ def run_cli_agent(
     should_stop: Callable[[], bool] | None = None,
     max_output: int | None = None,
     base_env: Mapping[str, str] | None = None,
+    sandbox: SandboxSettings | None = None,
 ) -> AgentRun:
     """Run ``spec`` as ``role`` in ``worktree``; the prompt and outputs go to ``out_dir/<name>.*``.
 
     Files: ``<name>.prompt.md``, ``<name>.stdout.txt``, ``<name>.stderr.txt``.
 
     A fresh uuid4 session is made when the agent chooses its own (``new_session``) and none is given.
-    The environment is ``base_env`` (default: this process's) scrubbed, plus the agent's ``env``.
+    The agent runs in the sandbox (``sandbox``, default bubblewrap; see ``workers.sandbox``) with the
+    allow-listed environment drawn from ``base_env`` (default: this process's), the agent's ``env`` and
+    the values of its ``env_pass``.
     Never raises for the agent failing (see ``proc``); ValueError for an unusable argv template.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -171,14 +175,30 @@ def run_cli_agent(
         model=spec.model,
         model_args=spec.model_args,
     )
-    env = scrub_env(os.environ if base_env is None else base_env, env_pass=spec.env_pass, extra=spec.env)
+    base = os.environ if base_env is None else base_env
+    # Network on (the agent calls its model), no rlimits (agents are big programs); a reviewer's worktree
+    # is read-only in the kernel's eyes, the judge's writable; of HOME only the entry's state_dirs.
+    jail = Jail(
+        worktree=worktree,
+        settings=sandbox or SandboxSettings(),
+        writable=role == "judge",
+        network=True,
+        git_dirs=git_dirs_of(worktree),
+        state_dirs=tuple(spec.state_dirs),
+        ro_paths=(prompt_file,),
+        env=spec.env,
+        env_pass=tuple(spec.env_pass),
+        limits=False,
+        nested=True,
+    )
+    env = jail_env(jail, base)  # what the agent sees (HOME and state dirs keep their host paths)
     stdout_path = out_dir / f"{name}.stdout.txt"
     stderr_path = out_dir / f"{name}.stderr.txt"
     log.info("agent.cli.start", agent=spec.name, role=role, name=name, resume=resume, session=session)
     proc = run_supervised(
         argv,
         cwd=worktree,
-        env=env,
+        env=dict(base),
         stdout_path=stdout_path,
         stderr_path=stderr_path,
         timeout=timeout,
@@ -187,6 +207,7 @@ def run_cli_agent(
         on_tick=on_tick,
         should_stop=should_stop,
         max_output=max_output,
+        jail=jail,
     )
     stdout = stdout_path.read_bytes().decode("utf-8", errors="replace")
     stderr = stderr_path.read_bytes().decode("utf-8", errors="replace")
