@@ -128,7 +128,7 @@ def review(rt: Runtime, slug: str, key: str, stop: Stop) -> None:
     verdict: Literal["clean", "found", "error"] = (
         "error" if error or parsed.verdict == "unparseable" else parsed.verdict
     )
-    if False and (broken := broken_reason(run.commands, agent)):
+    if verdict == "clean" and (broken := broken_reason(run.commands, agent)):
         # It saw nothing through its commands: "nothing found" from it is no review and no vote to
         # converge. Findings from such a run still go to the judge, who must reproduce them anyway.
         verdict, error = "error", broken
