@@ -1,7 +1,8 @@
 """The Celery app. Tasks are routed by name to one queue per kind (DESIGN.md, "Celery settings").
 
-The broker is the Redis of ``JURY_REDIS_URL`` (``redis://``, ``unix://`` or ``redis+socket://``); results
-are not kept: the event log is where results live.
+The broker is the Redis of ``JURY_REDIS_URL`` (``redis://``, ``rediss://``, ``unix://`` or
+``redis+socket://``); results are not kept: the event log is where results live. Over ``rediss://`` the
+broker verifies the server's certificate (``broker_use_ssl``; kombu alone would not).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 from celery import Celery
 
 from orchestrator.config import Settings, load_settings
+from orchestrator.store.urls import broker_ssl
 
 QUEUES = ("control", "review", "triage", "reply", "refute")
 ROUTES = {
@@ -38,6 +40,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     transport = {"visibility_timeout": settings.visibility_timeout}
     return {
         "broker_url": url,
+        "broker_use_ssl": broker_ssl(url) or False,
         "broker_transport_options": transport,
         "result_backend": None,
         "task_ignore_result": True,

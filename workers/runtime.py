@@ -78,9 +78,11 @@ class Runtime:
         return Worktrees(self.settings.dir / "worktrees")
 
     def run_dir(self, slug: str) -> Path:
-        d = self.settings.dir / "runs" / slug
-        d.mkdir(parents=True, exist_ok=True)
-        return d
+        """The run's record directory, private (0700, ``runs/`` too): agents write prompts and output here."""
+        from orchestrator.store.files import private_dir
+
+        private_dir(self.settings.dir / "runs")
+        return private_dir(self.settings.dir / "runs" / slug)
 
     def cancelled(self, slug: str) -> bool:
         return bool(self.client.exists(keys.cancel(self.prefix, slug)))

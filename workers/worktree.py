@@ -19,6 +19,7 @@ from pathlib import Path
 import structlog
 
 from orchestrator.errors import GitError
+from orchestrator.store.files import private_dir
 
 log = structlog.get_logger()
 
@@ -141,7 +142,7 @@ class Worktrees:
         """
         if not name or "/" in name or name in {".", ".."} or name.startswith("."):
             raise ValueError(f"bad worktree name: {name!r}")
-        self.root.mkdir(parents=True, exist_ok=True)
+        private_dir(self.root)  # 0700: checkouts of code under review, and the judge's work on it
         path = (self.root / name).resolve()
         with repo_lock(repo, self.lock_dir):
             if path.exists():

@@ -9,10 +9,11 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from orchestrator.domain import Event
-from orchestrator.errors import StoreError
+from orchestrator.errors import StoreError, UsageError
 
 SLUG_RE = re.compile(r"[A-Za-z0-9._-]+")
 
@@ -22,6 +23,19 @@ STATE_FILE = "run.json"
 LOCK_FILE = ".lock"
 CREATED_FILE = ".created"
 RESERVED_NAMES: frozenset[str] = frozenset({EVENTS_FILE, STATE_FILE, LOCK_FILE, CREATED_FILE})
+
+
+class RunVanished(StoreError):
+    """The run was in the live store and is not any more: its keys expired (``JURY_RETENTION`` after it
+    ended) or were deleted. A reader stops here instead of waiting for a log that will not come back."""
+
+    def __init__(self, slug: str, record: Path | None = None) -> None:
+        self.slug, self.record = slug, record
+        where = f"; its files record: {record}" if record is not None else ""
+        super().__init__(
+            f"run {slug} is no longer in the store: its keys expired after the retention time "
+            f"(JURY_RETENTION) or were deleted{where}"
+        )
 
 
 @runtime_checkable
@@ -107,3 +121,24 @@ def check_artifact_name(name: str) -> str:
     if name in RESERVED_NAMES:
         raise StoreError(f"invalid artifact name {name!r}: reserved by the store")
     return name
+
+
+def read_run(store: EventStore, slug: str, record_root: Path | None = None) -> list[Event]:
+    """The events of a run someone asked for by name: UsageError when no such run is known, RunVanished
+    when the live store lost it.
+
+    ``record_root`` is the state directory whose ``runs/<slug>`` holds the files record, when ``store`` is
+    the live store (None when ``store`` is that record): a run the files know but the store does not, or a
+    registered run whose log is empty, has vanished from the store.
+    """
+    check_slug(slug)
+    record = record_root / "runs" / slug if record_root is not None else None
+    kept = record if record is not None and (record / EVENTS_FILE).is_file() else None
+    if store.exists(slug):
+        events = store.read(slug)
+        if events or record is None:
+            return events
+        raise RunVanished(slug, kept)
+    if kept is not None:
+        raise RunVanished(slug, kept)
+    raise UsageError(f"no run named {slug} (see `jury runs`)")

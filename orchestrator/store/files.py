@@ -7,6 +7,9 @@
     <root>/runs/<slug>/.created         creation time (epoch seconds) of runs Jury registered
 
 Appends lock ``events.ndjson`` itself, not ``.lock``: a holder of ``lock()`` must still be able to append.
+
+A run's record holds prompts, agent output and diffs of code under review: its files are written 0600 in
+directories of mode 0700 (``runs/`` and each run's directory are tightened to 0700 if they were looser).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import stat
 import tempfile
 import threading
 import time
@@ -43,6 +47,31 @@ log = structlog.get_logger()
 
 POLL_SECONDS = 0.2  # wait()'s polling period
 LOCK_POLL_SECONDS = 0.05  # lock()'s retry period while another holder has it
+DIR_MODE = 0o700  # a record's directories: its owner only
+FILE_MODE = 0o600  # a record's files: its owner only
+
+
+def private_dir(path: Path, *, tighten: bool = True) -> Path:
+    """``path`` as a directory only its owner may enter (0700).
+
+    Missing directories (its parents too) are created 0700; an existing one of ours that others may enter
+    is tightened when ``tighten`` (parents that already exist are left as they are).
+    """
+    path = Path(path)
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        if path.parent != path:
+            private_dir(path.parent, tighten=False)
+        try:
+            path.mkdir(mode=DIR_MODE)
+        except FileExistsError:
+            return private_dir(path, tighten=tighten)
+        os.chmod(path, DIR_MODE)  # whatever the umask
+        return path
+    if tighten and stat.S_ISDIR(st.st_mode) and st.st_mode & 0o077 and st.st_uid == os.geteuid():
+        os.chmod(path, DIR_MODE)
+    return path
 
 
 @dataclass
@@ -71,6 +100,11 @@ class FileStore:
     def _events_path(self, slug: str) -> Path:
         return self._run_dir(slug) / EVENTS_FILE
 
+    def _made(self, path: Path) -> Path:
+        """``path`` (a run directory or one inside it) made private, ``runs/`` too."""
+        private_dir(self._runs_dir)
+        return private_dir(path)
+
     # -- runs ----------------------------------------------------------------------------------------------
 
     def create_run(self, slug: str) -> bool:
@@ -79,10 +113,9 @@ class FileStore:
             return self._register(slug)
 
     def _register(self, slug: str) -> bool:
-        run_dir = self._run_dir(slug)
-        run_dir.mkdir(parents=True, exist_ok=True)
+        run_dir = self._made(self._run_dir(slug))
         try:
-            fd = os.open(run_dir / EVENTS_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            fd = os.open(run_dir / EVENTS_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
         except FileExistsError:
             return False
         os.close(fd)
@@ -196,7 +229,8 @@ class FileStore:
         """Write ``runs/<slug>/<name>`` atomically (parent directories created)."""
         path = self._run_dir(slug) / check_artifact_name(name)
         with _os_errors("write artifact of", slug):
-            path.parent.mkdir(parents=True, exist_ok=True)
+            self._made(self._run_dir(slug))
+            self._made(path.parent)
             _write_atomic(path, bytes(data))
 
     def get_artifact(self, slug: str, name: str) -> bytes | None:
@@ -214,7 +248,7 @@ class FileStore:
         run_dir = self._run_dir(slug)
         data = (json.dumps(state, indent=2, ensure_ascii=False) + "\n").encode()
         with _os_errors("write state of", slug):
-            run_dir.mkdir(parents=True, exist_ok=True)
+            self._made(run_dir)
             _write_atomic(run_dir / STATE_FILE, data)
 
     def read_state(self, slug: str) -> dict[str, Any] | None:
@@ -224,7 +258,7 @@ class FileStore:
             state = json.loads(path.read_bytes())
         except FileNotFoundError:
             return None
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:
             log.warning("store.bad_state", slug=slug, error=str(exc))
             return None
         if not isinstance(state, dict):
@@ -237,8 +271,10 @@ class FileStore:
         """Hold ``fcntl.flock`` on ``runs/<slug>/.lock``; StoreError if not had within ``timeout``."""
         run_dir = self._run_dir(slug)
         with _os_errors("lock", slug):
-            run_dir.mkdir(parents=True, exist_ok=True)
-            fh = open(run_dir / LOCK_FILE, "a+b")
+            self._made(run_dir)
+            fh = os.fdopen(
+                os.open(run_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_APPEND, FILE_MODE), "a+b"
+            )
         with fh:
             # Each call opens its own file description, so threads of one process exclude each other too.
             deadline = time.monotonic() + timeout
@@ -290,7 +326,7 @@ def _write_atomic(path: Path, data: bytes) -> None:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, FILE_MODE)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -305,7 +341,7 @@ def _eids_of(data: bytes) -> set[str]:
             continue
         try:
             obj = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # a torn or hostile line is no event
             continue
         if isinstance(obj, dict) and isinstance(obj.get("eid"), str):
             found.add(obj["eid"])
@@ -342,7 +378,7 @@ def _created_at(run_dir: Path) -> float:
     try:
         ts = json.loads(first)["ts"]
         return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
-    except (ValueError, KeyError, TypeError, AttributeError):
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
         return run_dir.stat().st_mtime
 
 

@@ -15,8 +15,16 @@ and a test can use a random prefix and delete exactly its own keys.
     <prefix>:ledger:call:<call_id>         hash: one reservation (run, day, amount, state, ...)
     <prefix>:lease:<key>                   string: the holder's random token, with a TTL
     <prefix>:done:<key>                    string: the effect named ``key`` happened (with a TTL)
+    <prefix>:sent:<key>                    string: when an action's task was last enqueued (with a TTL)
+    <prefix>:runs:active                   set: slugs of the runs not yet ended (the reaper's list)
+    <prefix>:runs:expiring                 sorted set: slug -> epoch second its keys expire (ended runs)
 
 Ledger amounts are integer micro-dollars (see ``workers.ledger``).
+
+A run's keys: everything under ``run:<slug>:``, and the ``lease``, ``done``, ``sent`` and ``ledger:call``
+keys whose name starts with ``<slug>:`` (actions and agent calls are named ``<slug>:<key>``). A new key
+that belongs to one run must live in one of these families (``RUN_FAMILIES``), or it outlives the run's
+retention. Slugs hold no ``:`` and no glob character, so ``<family>:<slug>:`` names one run's keys only.
 """
 
 from __future__ import annotations
@@ -105,3 +113,33 @@ def active_runs(prefix: str) -> str:
 def sent(prefix: str, key: str) -> str:
     """When an action's task was last enqueued (epoch seconds), for the reaper."""
     return f"{prefix}:sent:{key}"
+
+
+def expiring_runs(prefix: str) -> str:
+    """Sorted set of ended runs, scored by the epoch second their keys expire (pruned from the index)."""
+    return f"{prefix}:runs:expiring"
+
+
+# The key families that hold one run's keys, as ``<prefix>:<family>:<slug>:...``.
+RUN_FAMILIES: tuple[str, ...] = ("run", "lease", "done", "sent", "ledger:call")
+# Keys of a run with a lifetime of their own (a lock's timeout, a lease's TTL, ...): an ended run's expiry
+# may shorten it, a resumed run must not make it permanent.
+SELF_EXPIRING: tuple[str, ...] = ("lock", "cancel")
+
+
+def run_scan_pattern(prefix: str, slug: str) -> str:
+    """A SCAN ``MATCH`` pattern that every key of the run matches (filter with ``run_key_re``)."""
+    return _GLOB_SPECIAL.sub(r"\\\1", prefix) + f":*:{slug}:*"
+
+
+def run_key_re(prefix: str, slug: str) -> re.Pattern[str]:
+    """Whether a key belongs to the run: one of ``RUN_FAMILIES`` followed by ``<slug>:``."""
+    families = "|".join(re.escape(f) for f in RUN_FAMILIES)
+    return re.compile(rf"{re.escape(prefix)}:(?:{families}):{re.escape(slug)}:")
+
+
+def is_record_key(prefix: str, slug: str, key: str) -> bool:
+    """Whether ``key`` is part of the run's record (``run:<slug>:...``, not the lock or cancel flag): the
+    keys that live as long as the run does, and expire only after it ended."""
+    head = f"{prefix}:run:{slug}:"
+    return key.startswith(head) and key[len(head) :] not in SELF_EXPIRING

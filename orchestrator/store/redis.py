@@ -21,6 +21,7 @@ from orchestrator.domain import Event, dump_event, parse_event
 from orchestrator.errors import StoreError
 from orchestrator.store import keys
 from orchestrator.store.base import check_artifact_name, check_slug
+from orchestrator.store.urls import redact_url, scrub
 
 log = structlog.get_logger()
 
@@ -30,12 +31,19 @@ XRANGE_PAGE = 1000
 #   KEYS[1]  the run's event stream        (keys.events)
 #   KEYS[2]  the run's set of seen eids    (keys.eids)
 #   KEYS[3]  the index of runs             (keys.runs_index)
+#   KEYS[4]  the ended runs' expiry times  (keys.expiring_runs)
 #   ARGV[1]  the run's slug
 #   ARGV[2..] pairs: eid, event JSON       (none: only register the run)
 # Returns {1 if the run was new to the index else 0, number of events appended}.
-# The creation score is the server's clock, so every host agrees on the runs' order.
+# The creation score is the server's clock, so every host agrees on the runs' order. A run whose keys
+# expired comes back as a new run (its expiry forgotten), not as an old one that lost its log.
 APPEND_LUA = """
 local now = redis.call('TIME')
+local deadline = redis.call('ZSCORE', KEYS[4], ARGV[1])
+if deadline and tonumber(deadline) <= tonumber(now[1]) then
+  redis.call('ZREM', KEYS[4], ARGV[1])
+  redis.call('ZREM', KEYS[3], ARGV[1])
+end
 local score = now[1] .. '.' .. string.format('%06d', tonumber(now[2]))
 local created = redis.call('ZADD', KEYS[3], 'NX', score, ARGV[1])
 local appended = 0
@@ -48,6 +56,50 @@ end
 return {created, appended}
 """
 
+# Forget the runs whose keys have expired: out of the index and of the expiry set.
+#   KEYS[1]  the index of runs (keys.runs_index)      KEYS[2]  the expiry set (keys.expiring_runs)
+# Returns how many runs were forgotten (at most 1000 a call).
+PRUNE_LUA = """
+local now = redis.call('TIME')[1]
+local gone = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, 1000)
+for _, slug in ipairs(gone) do
+  redis.call('ZREM', KEYS[1], slug)
+  redis.call('ZREM', KEYS[2], slug)
+end
+return #gone
+"""
+
+# An ended run: every key of it expires at one deadline, ``retention`` seconds after the run first ended.
+#   KEYS[1]  the expiry set (keys.expiring_runs)       KEYS[2..]  the run's keys
+#   ARGV[1]  the slug                                   ARGV[2]    retention in seconds
+# The deadline is set once (ZADD NX), so a later pass over the ended run does not push it back. A key
+# that already expires sooner (a lease, a lock) keeps its own TTL: it is only ever shortened (the LT
+# rule of Redis 7's EXPIREAT, spelled out for the Redis 6 of the embedded mode). Returns the deadline.
+EXPIRE_LUA = """
+local now = tonumber(redis.call('TIME')[1])
+redis.call('ZADD', KEYS[1], 'NX', now + tonumber(ARGV[2]), ARGV[1])
+local deadline = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[1]))
+for i = 2, #KEYS do
+  local ttl = redis.call('PTTL', KEYS[i])
+  if ttl == -1 or (ttl > 0 and now * 1000 + ttl > deadline * 1000) then
+    redis.call('EXPIREAT', KEYS[i], deadline)
+  end
+end
+return deadline
+"""
+
+# A run that is live again (resumed): its record keys lose their expiry, and it leaves the expiry set.
+#   KEYS[1]  the expiry set       KEYS[2..]  the run's record keys (keys.is_record_key)
+#   ARGV[1]  the slug
+# Returns 1 if the run was expiring, else 0 (then nothing is touched).
+PERSIST_LUA = """
+if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then return 0 end
+for i = 2, #KEYS do redis.call('PERSIST', KEYS[i]) end
+return 1
+"""
+
+SCAN_COUNT = 5000
+
 
 class RedisStore:
     """An ``EventStore`` in Redis, shared by every host that reaches the server."""
@@ -59,6 +111,9 @@ class RedisStore:
         self.prefix = prefix
         self.artifact_cap = artifact_cap
         self._append_script = client.register_script(APPEND_LUA)
+        self._prune_script = client.register_script(PRUNE_LUA)
+        self._expire_script = client.register_script(EXPIRE_LUA)
+        self._persist_script = client.register_script(PERSIST_LUA)
         socket_timeout = client.connection_pool.connection_kwargs.get("socket_timeout")
         # A blocking XREAD must return before the socket times out; None: block as long as asked.
         self._block_cap: float | None = socket_timeout / 2 if socket_timeout else None
@@ -73,7 +128,12 @@ class RedisStore:
         args: list[str] = [slug]
         for event in events:
             args += [event.eid, dump_event(event)]
-        keys_ = [keys.events(self.prefix, slug), keys.eids(self.prefix, slug), keys.runs_index(self.prefix)]
+        keys_ = [
+            keys.events(self.prefix, slug),
+            keys.eids(self.prefix, slug),
+            keys.runs_index(self.prefix),
+            keys.expiring_runs(self.prefix),
+        ]
         created, appended = cast(list[int], self._append_script(keys=keys_, args=args))
         return int(created), int(appended)
 
@@ -83,16 +143,22 @@ class RedisStore:
         with _errors("create run", slug):
             return self._run_script(slug, [])[0] == 1
 
+    def _prune(self) -> None:
+        """Drop the runs whose keys have expired from the index."""
+        self._prune_script(keys=[keys.runs_index(self.prefix), keys.expiring_runs(self.prefix)])
+
     def runs(self) -> list[str]:
-        """Slugs from the index, newest first."""
+        """Slugs from the index, newest first (runs whose keys expired are forgotten first)."""
         with _errors("list runs", "*"):
+            self._prune()
             members = cast(list[bytes], self.client.zrevrange(keys.runs_index(self.prefix), 0, -1))
         return [_text(m) for m in members]
 
     def exists(self, slug: str) -> bool:
-        """Whether the run is in the index."""
+        """Whether the run is in the index (and its keys have not expired)."""
         check_slug(slug)
         with _errors("look up run", slug):
+            self._prune()
             return self.client.zscore(keys.runs_index(self.prefix), slug) is not None
 
     # -- events --------------------------------------------------------------------------------------------
@@ -168,7 +234,7 @@ class RedisStore:
         if dropped:
             log.warning("store.artifact_truncated", slug=slug, name=name, size=len(data), dropped=dropped)
         with _errors("write artifact of", slug):
-            self.client.set(key, stored)
+            self.client.set(key, stored, keepttl=True)  # an ended run's artifact expires with the run
 
     def get_artifact(self, slug: str, name: str) -> bytes | None:
         """The artifact's bytes, or None."""
@@ -179,11 +245,12 @@ class RedisStore:
         return _bytes(value) if value is not None else None
 
     def write_state(self, slug: str, state: dict[str, Any]) -> None:
-        """Replace the run's fold (one SET, so readers see the old or the new state)."""
+        """Replace the run's fold (one SET, so readers see the old or the new state; an ended run's expiry
+        is kept)."""
         check_slug(slug)
         data = json.dumps(state, ensure_ascii=False)
         with _errors("write state of", slug):
-            self.client.set(keys.state(self.prefix, slug), data.encode())
+            self.client.set(keys.state(self.prefix, slug), data.encode(), keepttl=True)
 
     def read_state(self, slug: str) -> dict[str, Any] | None:
         """The run's fold, or None if absent or unreadable (logged)."""
@@ -194,7 +261,7 @@ class RedisStore:
             return None
         try:
             state = json.loads(raw)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             log.warning("store.bad_state", slug=slug, error=str(exc))
             return None
         if not isinstance(state, dict):
@@ -224,6 +291,63 @@ class RedisStore:
             except RedisError as exc:
                 log.warning("store.unlock_failed", slug=slug, error=str(exc))
 
+    # -- retention -----------------------------------------------------------------------------------------
+
+    def origin(self, slug: str) -> str | None:
+        """The id of the first entry of the run's stream, None when it has none.
+
+        A reader that saw the log compares it later: None or another id means the log it read is gone
+        (expired, deleted, or deleted and begun again by a late writer).
+        """
+        check_slug(slug)
+        with _errors("read", slug):
+            first = cast(
+                list[tuple[bytes, Any]], self.client.xrange(keys.events(self.prefix, slug), "-", "+", 1)
+            )
+        return _text(first[0][0]) if first else None
+
+    def run_keys(self, slug: str) -> list[str]:
+        """Every key of the run now in Redis (``keys.RUN_FAMILIES``), found with one SCAN."""
+        check_slug(slug)
+        belongs = keys.run_key_re(self.prefix, slug)
+        found: set[str] = set()
+        with _errors("list the keys of", slug):
+            for key in self.client.scan_iter(
+                match=keys.run_scan_pattern(self.prefix, slug), count=SCAN_COUNT
+            ):
+                name = _text(key)
+                if belongs.match(name):
+                    found.add(name)
+        return sorted(found)
+
+    def expire_run(self, slug: str, retention: int) -> int:
+        """The run ended: all its keys expire ``retention`` seconds after it first ended (one Lua script,
+        so they go together). Idempotent; a key written since the last call is caught by the next.
+        Returns the deadline (epoch seconds)."""
+        run_keys = self.run_keys(slug)
+        with _errors("expire", slug):
+            deadline = self._expire_script(
+                keys=[keys.expiring_runs(self.prefix), *run_keys], args=[slug, retention]
+            )
+        log.info("store.run_expires", slug=slug, keys=len(run_keys), at=int(cast(int, deadline)))
+        return int(cast(int, deadline))
+
+    def keep_run(self, slug: str) -> bool:
+        """The run is live (again): if it was set to expire, its record keys no longer do. Cheap when it
+        was not (one ZSCORE). Returns whether anything changed."""
+        check_slug(slug)
+        with _errors("keep", slug):
+            if self.client.zscore(keys.expiring_runs(self.prefix), slug) is None:
+                return False
+        record = [k for k in self.run_keys(slug) if keys.is_record_key(self.prefix, slug, k)]
+        with _errors("keep", slug):
+            kept = int(
+                cast(int, self._persist_script(keys=[keys.expiring_runs(self.prefix), *record], args=[slug]))
+            )
+        if kept:
+            log.info("store.run_kept", slug=slug, keys=len(record))
+        return kept == 1
+
 
 def normalize_url(url: str) -> str:
     """A redis-py URL: ``redis+socket://`` (kombu's) becomes ``unix://``, its ``virtual_host`` the ``db``."""
@@ -231,7 +355,7 @@ def normalize_url(url: str) -> str:
     scheme = scheme.lower()
     if not sep or scheme not in {"redis", "rediss", "unix", "redis+socket"}:
         raise StoreError(
-            f"unsupported Redis URL {url!r}: use redis://, rediss://, unix:// or redis+socket://"
+            f"unsupported Redis URL {redact_url(url)!r}: use redis://, rediss://, unix:// or redis+socket://"
         )
     if scheme != "redis+socket":
         return url
@@ -247,7 +371,7 @@ def from_url(url: str, prefix: str = keys.PREFIX) -> RedisStore:
     try:
         client = redis.Redis.from_url(normalize_url(url), decode_responses=False)
     except ValueError as exc:
-        raise StoreError(f"bad Redis URL {url!r}: {exc}") from exc
+        raise StoreError(f"bad Redis URL {redact_url(url)!r}: {scrub(str(exc), url)}") from exc
     return RedisStore(client, prefix=prefix)
 
 
