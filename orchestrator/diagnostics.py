@@ -8,7 +8,6 @@ lines that are not diagnostics are skipped.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
@@ -18,6 +17,7 @@ from urllib.parse import unquote, urlsplit
 
 from pydantic import BaseModel, ConfigDict
 
+from orchestrator import jsonsafe
 from orchestrator.parse import STOP_TOKEN
 
 ParserName = Literal["ruff", "mypy", "pytest", "flake8", "sarif", "none"]
@@ -121,7 +121,7 @@ def parse_ruff(text: str) -> list[Diagnostic]:
     stripped = text.strip()
     if stripped.startswith("["):
         try:
-            return _ruff_json(json.loads(stripped))
+            return _ruff_json(jsonsafe.loads(stripped))
         except ValueError:
             pass
     out = _concise(text)
@@ -276,7 +276,7 @@ def _int(value: Any) -> int | None:
 def parse_sarif(text: str) -> list[Diagnostic]:
     """SARIF 2.1.0: each result's first physical location (artifact uri, region start line/column)."""
     try:
-        data = json.loads(text)
+        data = jsonsafe.loads(text)
     except ValueError:
         return []
     out: list[Diagnostic] = []
@@ -341,7 +341,7 @@ def _is_sarif(text: str) -> bool:
     if not stripped.startswith("{"):
         return False
     try:
-        data = json.loads(stripped)
+        data = jsonsafe.loads(stripped)
     except ValueError:
         return False
     return isinstance(data, dict) and isinstance(data.get("runs"), list)
@@ -374,7 +374,7 @@ def detect_parser(command: str, text: str) -> ParserName:
 
 def _safe_json(text: str) -> Any:
     try:
-        return json.loads(text)
+        return jsonsafe.loads(text)
     except ValueError:
         return None
 

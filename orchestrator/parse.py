@@ -15,6 +15,7 @@ from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict
 
+from orchestrator import jsonsafe
 from orchestrator.domain import Contest
 from orchestrator.transcript import codex_message
 
@@ -222,9 +223,6 @@ def same_finding(a_claim: str, a_loc: str, b_claim: str, b_loc: str) -> bool:
 
 # --- JSON helpers -----------------------------------------------------------------------------------
 
-_DECODER = json.JSONDecoder()
-
-
 # Where a JSON object or array can start: a cheap filter so code like ``{x: y}`` costs no decode attempt
 # (a failed decode builds an error whose line number costs a scan of the text before it).
 _OBJECT_START = re.compile(r'\{(?=\s*["}])')
@@ -237,16 +235,8 @@ def _json_values(text: str, arrays: bool = False) -> Iterator[Any]:
     A value nested in one is not repeated. A start that does not decode (prose, code, a truncated
     object) is skipped and the scan goes on inside it, so an object wrapped in something broken is found.
     """
-    starts = _VALUE_START if arrays else _OBJECT_START
-    i = 0
-    while (m := starts.search(text, i)) is not None:
-        try:
-            value, end = _DECODER.raw_decode(text, m.start())
-        except ValueError:
-            i = m.start() + 1
-            continue
-        yield value
-        i = end
+    # Bounded (orchestrator.jsonsafe): a value nested too deep is skipped, failed starts cost linear work.
+    yield from jsonsafe.values(text, _VALUE_START if arrays else _OBJECT_START)
 
 
 def _dicts(value: Any) -> Iterator[dict[str, Any]]:
