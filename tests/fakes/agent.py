@@ -13,6 +13,10 @@ first line to tell a review round, a triage and a reply apart, and answers as MO
   fix        triage: reproduces, fixes, adds a regression test, accepts
   noproof    triage: changes the code and says accepted, without reproduction, test or test_command
   reject     triage: rejects with evidence
+  broken-codex   review: codex ``--json`` events whose every command failed, then NO NEW FINDINGS;
+                 triage: the same failures, then a rejection
+  broken-stream  review: claude stream-json whose every tool call failed, then NO NEW FINDINGS
+  ok-codex       review: codex ``--json`` events with one failed and one good command, NO NEW FINDINGS
 """
 
 import json
@@ -37,8 +41,54 @@ def buggy() -> bool:
     return BUG in source and "ordered[middle - 1]" not in source
 
 
+SANDBOX_ERROR = "bwrap: execvp codex-linux-sandbox: No such file or directory"
+
+
+def codex_events(codes: list[int], answer: str = "NO NEW FINDINGS") -> None:
+    """What codex exec --json prints: one command_execution item per exit code, then the answer."""
+    events: list[dict] = [{"type": "thread.started", "thread_id": "0199aaaa-fake-4000-8000-000000000001"}]
+    for i, code in enumerate(codes, start=1):
+        item = {"id": f"item_{i}", "type": "command_execution", "command": "/bin/bash -lc 'cat stats.py'"}
+        events.append({"type": "item.started", "item": {**item, "exit_code": None, "status": "in_progress"}})
+        out = SANDBOX_ERROR + "\n" if code else pathlib.Path("stats.py").read_text()
+        done = {
+            **item,
+            "aggregated_output": out,
+            "exit_code": code,
+            "status": "failed" if code else "completed",
+        }
+        events.append({"type": "item.completed", "item": done})
+    said = {"id": "item_9", "type": "agent_message", "text": answer}
+    events += [{"type": "item.completed", "item": said}, {"type": "turn.completed", "usage": {}}]
+    for event in events:
+        print(json.dumps(event))
+
+
+def stream_events() -> None:
+    """What claude -p --output-format stream-json prints when every tool call fails."""
+    for i, name in enumerate(["Bash", "Read"], start=1):
+        use = {"type": "tool_use", "id": f"toolu_{i}", "name": name, "input": {"command": "cat stats.py"}}
+        print(json.dumps({"type": "assistant", "message": {"role": "assistant", "content": [use]}}))
+        result = {
+            "type": "tool_result",
+            "tool_use_id": f"toolu_{i}",
+            "content": SANDBOX_ERROR,
+            "is_error": True,
+        }
+        print(json.dumps({"type": "user", "message": {"role": "user", "content": [result]}}))
+    text = {"type": "text", "text": "NO NEW FINDINGS"}
+    print(json.dumps({"type": "assistant", "message": {"role": "assistant", "content": [text]}}))
+    print(json.dumps({"type": "result", "subtype": "success", "result": "NO NEW FINDINGS"}))
+
+
 def review() -> None:
-    if mode == "garbage":
+    if mode == "broken-codex":
+        codex_events([1, 1])
+    elif mode == "ok-codex":
+        codex_events([1, 0])
+    elif mode == "broken-stream":
+        stream_events()
+    elif mode == "garbage":
         print("Hmm, hard to say anything about this one.")
     elif mode in ("find", "contest") and buggy():
         line = pathlib.Path("stats.py").read_text().splitlines().index(BUG.rstrip("\n")) + 1
@@ -56,6 +106,10 @@ def review() -> None:
 
 
 def triage() -> None:
+    if mode == "broken-codex":
+        verdict = {"verdict": "rejected", "reproduced": False, "reason": "median looks right to me"}
+        codex_events([1, 1], "I could not reproduce it.\n" + json.dumps(verdict))
+        return
     if mode == "garbage":
         print("I looked at it. Probably fine? Not sure.")
         return
