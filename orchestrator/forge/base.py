@@ -30,6 +30,7 @@ CommentAction = Literal["created", "updated", "unchanged", "retired", "unplaced"
 
 SLUG_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 _MARKER_RE = re.compile(r"\A<!-- jury:run=([A-Za-z0-9][A-Za-z0-9._-]{0,199})(?:;c=([0-9a-f]{12}))? -->")
+BODY_MAX = 60_000  # GitHub refuses a review or comment body over 65,536 characters
 RETIRED_TEXT = "_Jury no longer reports anything here (run `{run}`)._"
 UNPLACED_HEADING = "**Not on the diff** (the forge refused these lines, so they are listed here):"
 
@@ -224,7 +225,8 @@ def read_marker(body: str | None) -> tuple[str, str | None] | None:
 
 
 def with_marker(run: str, text: str, ident: str | None = None) -> str:
-    return f"{marker(run, ident)}\n{text}"
+    """``text`` under the run's marker, cut to what every forge accepts in one comment."""
+    return f"{marker(run, ident)}\n{truncate(text, BODY_MAX)}"
 
 
 def summary_text(draft: ReviewDraft, unplaced: list[InlineComment]) -> str:

@@ -143,6 +143,8 @@ class ForgeServer:
         self.not_modified: Counter[str] = Counter()  # "GET /path" -> 304 answers
         self.faults: deque[Fault] = deque()
         self.max_per_page = 100
+        self.gitlab_links = True  # False: GitLab lists page by X-Next-Page alone
+        self.gitlab_filters = True  # False: GitLab ignores the list filters (Jury must filter on its side)
         self.extra_headers: dict[str, str] = {}  # sent with every successful answer
         self.next_link_base: str | None = None  # point "next" links at another origin (an attack)
         self._ids = 1000
@@ -237,23 +239,27 @@ class ForgeServer:
         return None
 
     def paginate(self, request: Recorded, items: list[Any], *, default: int) -> Reply:
-        """One page of ``items`` by ``page``/``per_page``, with ``Link`` and ``X-Next-Page``."""
+        """One page of ``items`` by ``page``/``per_page``: a ``Link`` header on both forges (GitLab's can
+        be switched off with ``gitlab_links``, as GitLab drops it on some lists), and GitLab's ``X-Page``
+        and ``X-Next-Page`` as well."""
+        gitlab = request.path.startswith(GITLAB_PREFIX)
         per_page = min(int(request.query.get("per_page", [default])[0]), self.max_per_page)
         page = max(int(request.query.get("page", ["1"])[0]), 1)
         chunk = items[(page - 1) * per_page : page * per_page]
-        headers: dict[str, str] = {"X-Page": str(page)}
         last = max((len(items) + per_page - 1) // per_page, 1)
-        links = []
-        if page < last:
+        headers: dict[str, str] = {}
+        if gitlab:
+            headers["X-Page"] = str(page)
+            headers["X-Next-Page"] = str(page + 1) if page < last else ""
+        if page < last and (self.gitlab_links or not gitlab):
             query = {k: v[0] for k, v in request.query.items()}
             here = (self.next_link_base or self.url) + request.path
-            links.append(f'<{here}?{urlencode({**query, "page": page + 1})}>; rel="next"')
-            links.append(f'<{here}?{urlencode({**query, "page": last})}>; rel="last"')
-            headers["X-Next-Page"] = str(page + 1)
-        else:
-            headers["X-Next-Page"] = ""
-        if links:
-            headers["Link"] = ", ".join(links)
+            headers["Link"] = ", ".join(
+                [
+                    f'<{here}?{urlencode({**query, "page": page + 1})}>; rel="next"',
+                    f'<{here}?{urlencode({**query, "page": last})}>; rel="last"',
+                ]
+            )
         return Reply(200, chunk, headers)
 
     def _handle(self, handler: BaseHTTPRequestHandler, method: str) -> None:

@@ -94,6 +94,8 @@ def routes(server: ForgeServer) -> list[tuple[str, str, Any]]:
         if q.get("state", "opened") != "opened":
             return server.paginate(request, [], default=20)
         items = list(project.prs.values())
+        if not server.gitlab_filters:
+            q = {k: v for k, v in q.items() if k in ("order_by", "sort")}
         if "target_branch" in q:
             items = [m for m in items if m.base == q["target_branch"]]
         if q.get("labels"):

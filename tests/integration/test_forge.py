@@ -195,6 +195,22 @@ def test_pagination_follows_every_page(kit: Kit) -> None:
     assert [r.query.get("page", ["1"])[0] for r in pages] == ["1", "2", "3"]
 
 
+def test_gitlab_pages_by_x_next_page_alone(server: ForgeServer, http: httpx.Client) -> None:
+    kit = make_kit("gitlab", server, http)
+    seed_five(kit.state)
+    server.max_per_page, server.gitlab_links = 2, False
+    assert len(kit.forge.list_open(kit.repo, include_drafts=True)) == 5
+    assert len(server.calls("GET", kit.list_path)) == 3
+
+
+def test_gitlab_filters_are_checked_on_jurys_side_too(server: ForgeServer, http: httpx.Client) -> None:
+    kit = make_kit("gitlab", server, http)
+    seed_five(kit.state)
+    server.gitlab_filters = False
+    assert [p.number for p in kit.forge.list_open(kit.repo)] == [4, 3, 1, 5]
+    assert [p.number for p in kit.forge.list_open(kit.repo, base="main", labels=("bug",))] == [4]
+
+
 def test_updated_since_stops_paging_early(kit: Kit) -> None:
     seed_five(kit.state)
     kit.server.max_per_page = 1

@@ -75,3 +75,8 @@ def test_a_draft_refuses_bad_slugs_and_twin_keys() -> None:
     keyed = InlineComment(path="a", line=1, body="x", key="finding-1")
     moved = InlineComment(path="a", line=9, body="x", key="finding-1")
     assert keyed.ident == moved.ident != InlineComment(path="a", line=1, body="x").ident
+
+
+def test_a_huge_body_is_cut_to_what_forges_accept() -> None:
+    body = summary_text(ReviewDraft(run="r", body="x" * 100_000), [])
+    assert len(body) < 65_536 and read_marker(body) == ("r", None)
