@@ -29,7 +29,7 @@ from orchestrator.config import (
 from orchestrator.domain import AgentSpec, SandboxSettings
 from orchestrator.errors import ConfigError, TargetError
 from orchestrator.target import checkout_config, parse_pr_url, repo_config, resolve_local
-from orchestrator.trust import UNTRUSTED_AGENT_KEYS, is_trusted, normalise_trust_entry
+from orchestrator.trust import UNTRUSTED_AGENT_KEYS, is_trusted, normalise_trust_entry, parse_trust
 
 BUILT_IN = (
     "codex",
@@ -1074,3 +1074,20 @@ def test_a_huge_jury_toml_is_refused(branches: Path) -> None:
     _git(branches, "commit", "--quiet", "-am", "change")
     with pytest.raises(ConfigError, match=r"jury\.toml \(at merge-base \w+\): 1200000 bytes"):
         repo_config(resolve_local(branches, "f3", "main"))
+
+
+def test_the_readme_operator_example_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme[readme.index("## Configuration\n") : readme.index("## A mixed jury\n")]
+    found = re.search(r"```toml\n(.*?)```", section, re.DOTALL)
+    assert found
+    monkeypatch.setenv("HOME", str(tmp_path))
+    operator = tmp_path / "config.toml"
+    operator.write_text(found.group(1))
+    cfg = load_config(untrusted('[agents.codex]\nenv_pass = ["X"]\n', "github.com/acme/app"), operator)
+    assert cfg.repo_trusted is True and cfg.agents["codex"].env_pass == ["X"]
+    assert cfg.sandbox == SandboxSettings()
+    assert cfg.agents["mybot"].state_dirs == ["~/.mybot"] and cfg.agents["mybot"].can_judge
+    assert is_trusted(
+        str(tmp_path / "src" / "tools"), False, parse_trust("x", tomllib.loads(found.group(1)))
+    )[0]
