@@ -1,150 +1,31 @@
-"""Forge clients against a real local HTTP server that speaks the GitHub and GitLab calls Jury uses."""
+"""Forge clients against a real local HTTP server that speaks the GitHub and GitLab calls Jury uses:
+listing, paging, ETags, rate limits, errors and the token, publishing a review."""
 
 from __future__ import annotations
-
-from collections.abc import Iterator
-from dataclasses import dataclass
-from datetime import UTC, datetime
 
 import httpx
 import pytest
 from structlog.testing import capture_logs
 
-from orchestrator.errors import ConfigError, UsageError
-from orchestrator.forge import (
-    ForgeError,
-    ForgeSettings,
-    GitHub,
-    GitLab,
-    InlineComment,
-    ReviewDraft,
-    forge_for,
-    load_forge_settings,
-    parse_ref,
+from orchestrator.forge import ForgeError, ForgeSettings, GitHub, ReviewDraft
+from orchestrator.forge.base import read_marker
+from tests.fakes.forge_kit import (  # noqa: F401 (fixtures)
+    GH_REPO,
+    GH_TOKEN,
+    GL_REPO,
+    GL_TOKEN,
+    Kit,
+    clean_env_fixture,
+    day,
+    draft,
+    http_fixture,
+    kit_fixture,
+    make_kit,
+    seed_five,
+    server_fixture,
+    writes,
 )
-from orchestrator.forge.base import Forge, read_marker
-from tests.fakes.forge_server import FakePR, ForgeServer, Repo
-
-GH_TOKEN = "ghp_S3CRETgithubTOKEN0123456789"
-GL_TOKEN = "glpat-S3CRETgitlabTOKEN987654"
-GH_REPO = "octo/widgets"
-GL_REPO = "acme/platform/widgets"  # a subgroup: the path must travel URL-encoded
-HEAD = "a" * 40
-START = 1_700_000_000.0
-
-
-class FakeTime:
-    """An injected clock and sleep: sleeping moves the clock, and every wait is recorded."""
-
-    def __init__(self) -> None:
-        self.now = START
-        self.sleeps: list[float] = []
-
-    def clock(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
-
-
-@dataclass
-class Kit:
-    kind: str
-    server: ForgeServer
-    forge: Forge
-    repo: str
-    state: Repo
-    time: FakeTime
-    token: str
-
-    @property
-    def list_call(self) -> str:
-        if self.kind == "github":
-            return f"GET /repos/{self.repo}/pulls"
-        return "GET /projects/acme%2Fplatform%2Fwidgets/merge_requests"
-
-    @property
-    def list_path(self) -> str:
-        prefix = "/github" if self.kind == "github" else "/gitlab/api/v4"
-        return prefix + self.list_call.removeprefix("GET ")
-
-    def rate_limited(self) -> int:
-        return 403 if self.kind == "github" else 429
-
-    def exhausted(self, seconds: float) -> dict[str, str]:
-        names = ("x-ratelimit-remaining", "x-ratelimit-reset")
-        if self.kind == "gitlab":
-            names = ("RateLimit-Remaining", "RateLimit-Reset")
-        return {names[0]: "0", names[1]: str(int(START + seconds))}
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The machine's own forge settings and tokens stay out of these tests."""
-    for name in (
-        "GITHUB_TOKEN",
-        "GITLAB_TOKEN",
-        "JURY_GITHUB_API",
-        "JURY_GITLAB_API",
-        "JURY_GITHUB_LOGIN",
-        "JURY_GITHUB_CHECKS",
-        "JURY_GITLAB_AUTH",
-        "JURY_FORGE_MAX_WAIT",
-        "JURY_FORGE_RETRIES",
-    ):
-        monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-def server() -> Iterator[ForgeServer]:
-    with ForgeServer() as s:
-        yield s
-
-
-@pytest.fixture
-def http() -> Iterator[httpx.Client]:
-    with httpx.Client() as client:
-        yield client
-
-
-def make_kit(kind: str, server: ForgeServer, http: httpx.Client, *, app: bool = False, **kw: object) -> Kit:
-    time = FakeTime()
-    if kind == "github":
-        server.user(GH_TOKEN, "jury-bot", app=app)
-        state = server.github_repo(GH_REPO)
-        forge: Forge = GitHub(
-            http,
-            token=GH_TOKEN,
-            api=server.github_api,
-            sleep=time.sleep,
-            clock=time.clock,
-            **kw,  # type: ignore[arg-type]
-        )
-        return Kit(kind, server, forge, GH_REPO, state, time, GH_TOKEN)
-    server.user(GL_TOKEN, "jury-bot")
-    state = server.gitlab_project(GL_REPO)
-    forge = GitLab(http, token=GL_TOKEN, api=server.gitlab_api, sleep=time.sleep, clock=time.clock, **kw)  # type: ignore[arg-type]
-    return Kit(kind, server, forge, GL_REPO, state, time, GL_TOKEN)
-
-
-@pytest.fixture(params=["github", "gitlab"])
-def kit(request: pytest.FixtureRequest, server: ForgeServer, http: httpx.Client) -> Kit:
-    return make_kit(request.param, server, http)
-
-
-def day(n: int) -> datetime:
-    return datetime(2024, 5, n, 12, tzinfo=UTC)
-
-
-def seed_five(state: Repo) -> None:
-    """Five open PRs: a plain one, a draft, one on another base, a labelled fork, an old one."""
-    state.add(FakePR(1, "plain", "1" * 40, updated_at=day(5), diff={"src/app.py": {10, 11, 12}}))
-    state.add(FakePR(2, "draft", "2" * 40, draft=True, updated_at=day(6)))
-    state.add(FakePR(3, "release fix", "3" * 40, base="release", updated_at=day(7)))
-    state.add(FakePR(4, "labelled", "4" * 40, labels=["bug", "security"], fork=True, updated_at=day(8)))
-    state.add(FakePR(5, "old", "5" * 40, updated_at=day(1)))
-
+from tests.fakes.forge_server import ForgeServer
 
 # --- listing and reading ------------------------------------------------------------------------------
 
@@ -399,18 +280,6 @@ def summaries(kit: Kit, run: str) -> list[str]:
     return [b for b in bodies if read_marker(b) == (run, None)]
 
 
-def writes(kit: Kit) -> int:
-    return sum(len(kit.server.calls(m)) for m in ("POST", "PUT", "PATCH"))
-
-
-def draft(run: str, body: str, *comments: tuple[str, int, str, str]) -> ReviewDraft:
-    return ReviewDraft(
-        run=run,
-        body=body,
-        comments=tuple(InlineComment(path=p, line=n, body=b, key=k) for p, n, b, k in comments),
-    )
-
-
 def test_publish_posts_one_review_with_inline_comments_on_the_right_lines(kit: Kit) -> None:
     seed_five(kit.state)
     head = "1" * 40
@@ -525,156 +394,3 @@ def test_github_app_needs_its_login_to_find_its_own_review(server: ForgeServer, 
     named = GitHub(http, token=GH_TOKEN, api=server.github_api, login="jury-bot", sleep=kit.time.sleep)
     assert named.publish_review(kit.repo, 1, "1" * 40, ReviewDraft(run="r", body="x")).created
     assert not named.publish_review(kit.repo, 1, "1" * 40, ReviewDraft(run="r", body="y")).created
-
-
-# --- the check -----------------------------------------------------------------------------------------
-
-
-def test_github_check_run_conclusions_update_one_run(server: ForgeServer, http: httpx.Client) -> None:
-    kit = make_kit("github", server, http, app=True)
-    check = kit.forge.set_check
-    made = check(GH_REPO, HEAD, conclusion="success", title="converged", summary="all settled")
-    assert (made.kind, made.state, made.action) == ("check-run", "success", "created")
-    failed = check(
-        GH_REPO, HEAD, conclusion="failure", title="2 open findings", summary="...", details_url="https://x/1"
-    )
-    assert (failed.id, failed.state, failed.action) == (made.id, "failure", "updated")
-    neutral = check(
-        GH_REPO, HEAD, conclusion="neutral", title="agent missing", summary="codex is not installed"
-    )
-    assert (neutral.id, neutral.state) == (made.id, "neutral")
-    (run,) = kit.state.check_runs
-    assert run["conclusion"] == "neutral" and run["output"]["title"] == "not reviewed: agent missing"
-    assert run["output"]["summary"] == "codex is not installed"
-    count = writes(kit)
-    same = check(GH_REPO, HEAD, conclusion="neutral", title="agent missing", summary="codex is not installed")
-    assert same.action == "unchanged" and writes(kit) == count
-
-
-def test_github_personal_token_falls_back_to_statuses(server: ForgeServer, http: httpx.Client) -> None:
-    kit = make_kit("github", server, http)
-    neutral = kit.forge.set_check(GH_REPO, HEAD, conclusion="neutral", title="budget exhausted", summary="s")
-    assert (neutral.kind, neutral.state, neutral.action) == ("status", "error", "created")
-    assert kit.state.statuses[-1]["description"] == "not reviewed: budget exhausted"
-    assert kit.state.statuses[-1]["context"] == "jury"
-    check_posts = len(server.calls("POST", "/check-runs"))
-    assert check_posts == 1
-    failed = kit.forge.set_check(GH_REPO, HEAD, conclusion="failure", title="1 open", summary="s")
-    assert (failed.state, failed.action) == ("failure", "updated")
-    ok = kit.forge.set_check(GH_REPO, HEAD, conclusion="success", title="converged", summary="s")
-    assert ok.state == "success"
-    assert len(server.calls("POST", "/check-runs")) == check_posts  # not tried again
-    count = writes(kit)
-    assert (
-        kit.forge.set_check(GH_REPO, HEAD, conclusion="success", title="converged", summary="s").action
-        == "unchanged"
-    )
-    assert writes(kit) == count
-    assert [s["state"] for s in kit.state.statuses] == ["error", "failure", "success"]
-
-
-def test_github_checks_mode_refuses_to_fall_back(server: ForgeServer, http: httpx.Client) -> None:
-    kit = make_kit("github", server, http, checks="checks")
-    with pytest.raises(ForgeError, match="403"):
-        kit.forge.set_check(GH_REPO, HEAD, conclusion="success", title="t", summary="s")
-    assert kit.state.statuses == []
-
-
-def test_gitlab_status_mapping_and_update(server: ForgeServer, http: httpx.Client) -> None:
-    kit = make_kit("gitlab", server, http)
-    assert (
-        kit.forge.set_check(GL_REPO, HEAD, conclusion="success", title="converged", summary="s").state
-        == "success"
-    )
-    assert (
-        kit.forge.set_check(GL_REPO, HEAD, conclusion="failure", title="2 open", summary="s").state
-        == "failed"
-    )
-    neutral = kit.forge.set_check(
-        GL_REPO, HEAD, conclusion="neutral", title="sandbox unavailable", summary="s"
-    )
-    assert (neutral.state, neutral.action) == ("canceled", "updated")
-    live = [s for s in kit.state.statuses if s["name"] == "jury" and not s["retried"]]
-    assert len(live) == 1 and live[0]["description"] == "not reviewed: sandbox unavailable"
-    count = writes(kit)
-    same = kit.forge.set_check(GL_REPO, HEAD, conclusion="neutral", title="sandbox unavailable", summary="s")
-    assert same.action == "unchanged" and writes(kit) == count
-
-
-def test_a_run_that_could_not_review_is_never_success(kit: Kit) -> None:
-    result = kit.forge.set_check(kit.repo, HEAD, conclusion="neutral", title="no agent", summary="s")
-    assert result.state not in ("success", "skipped")
-
-
-# --- naming and settings -------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("octo/widgets", ("github", "octo/widgets", None)),
-        ("github:octo/widgets", ("github", "octo/widgets", None)),
-        ("gitlab:acme/widgets", ("gitlab", "acme/widgets", None)),
-        ("acme/platform/widgets", ("gitlab", "acme/platform/widgets", None)),
-        ("https://github.com/octo/widgets/pull/12", ("github", "octo/widgets", 12)),
-        ("https://github.com/octo/widgets.git", ("github", "octo/widgets", None)),
-        (
-            "https://gitlab.com/acme/platform/widgets/-/merge_requests/3",
-            ("gitlab", "acme/platform/widgets", 3),
-        ),
-        ("https://gitlab.com/acme/widgets", ("gitlab", "acme/widgets", None)),
-    ],
-)
-def test_parse_ref(text: str, expected: tuple[str, str, int | None]) -> None:
-    assert tuple(parse_ref(text)) == expected
-
-
-@pytest.mark.parametrize(
-    "text",
-    [
-        "octo",
-        "github:a/b/c",
-        "https://example.org/a/b/pull/1",
-        "https://example.org/a/b/-/merge_requests/1",
-        "../x",
-    ],
-)
-def test_parse_ref_refuses(text: str) -> None:
-    with pytest.raises(UsageError):
-        parse_ref(text)
-
-
-def test_forge_for_uses_the_settings_api(
-    server: ForgeServer, http: httpx.Client, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    make_kit("github", server, http)
-    seed_five(server.github_repo(GH_REPO))
-    monkeypatch.setenv("JURY_GITHUB_API", server.github_api)
-    monkeypatch.setenv("GITHUB_TOKEN", GH_TOKEN)
-    target = forge_for(f"https://github.com/{GH_REPO}/pull/3", client=http)
-    assert isinstance(target.forge, GitHub) and (target.repo, target.number) == (GH_REPO, 3)
-    assert target.forge.get(target.repo, 3).base == "release"
-    gitlab = forge_for(
-        "gitlab:acme/widgets",
-        ForgeSettings.model_validate({"JURY_GITLAB_API": server.gitlab_api}),
-        client=http,
-    )
-    assert isinstance(gitlab.forge, GitLab)
-    host = forge_for(
-        "https://gitlab.internal/acme/w/-/merge_requests/2",
-        ForgeSettings.model_validate({"JURY_GITLAB_API": "https://gitlab.internal/api/v4"}),
-        client=http,
-    )
-    assert (host.repo, host.number) == ("acme/w", 2)
-
-
-def test_a_bad_setting_names_its_variable(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("JURY_FORGE_MAX_WAIT", "soon")
-    monkeypatch.setenv("GITHUB_TOKEN", GH_TOKEN)
-    with pytest.raises(ConfigError, match="JURY_FORGE_MAX_WAIT") as caught:
-        load_forge_settings()
-    assert GH_TOKEN not in str(caught.value)
-    monkeypatch.setenv("JURY_FORGE_MAX_WAIT", "10")
-    monkeypatch.setenv("JURY_GITLAB_API", "ftp://gitlab.internal")
-    with pytest.raises(ConfigError, match="JURY_GITLAB_API"):
-        load_forge_settings()
