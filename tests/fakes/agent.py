@@ -8,7 +8,7 @@ first line to tell a review round, a triage and a reply apart, and answers as MO
   clean      review: nothing found
   garbage    any prompt: an answer with no finding, no stop token, no JSON
   hang-once  review: the first time (per $FAKE_STATE dir), ignores SIGTERM, starts a grandchild and
-             sleeps, writing both pids to $FAKE_STATE/pids; later: nothing found
+             sleeps, both with a marker on their command line (in $FAKE_STATE/marker); later: nothing found
   contest    review as ``find``; in a reply, contests every rejected or deferred finding
   fix        triage: reproduces, fixes, adds a regression test, accepts
   noproof    triage: changes the code and says accepted, without reproduction, test or test_command
@@ -97,10 +97,14 @@ def review() -> None:
         print("median([1, 2, 3, 4]) gives 3 instead of 2.5")
     elif mode == "hang-once" and not (state / "hung").exists():
         (state / "hung").write_text("1")
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
-        (state / "pids").write_text(f"{os.getpid()} {child.pid}\n")
-        time.sleep(300)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # still ignored after the exec below
+        # Pids inside the sandbox's pid namespace mean nothing on the host: both processes carry a
+        # marker on their command line instead, for the test to look for.
+        marker = f"jury-hang-once-{os.getpid()}-{time.time_ns()}"
+        sleep = [sys.executable, "-c", "import time; time.sleep(300)", marker]
+        subprocess.Popen(sleep)
+        (state / "marker").write_text(marker)
+        os.execv(sys.executable, sleep)
     else:
         print("NO NEW FINDINGS")
 
