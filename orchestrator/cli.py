@@ -44,7 +44,7 @@ from orchestrator.errors import JuryError, StoreError, UsageError
 from orchestrator.fold import RunState, apply, fold
 from orchestrator.progress import Progress, summary
 from orchestrator.store import keys
-from orchestrator.store.base import EventStore
+from orchestrator.store.base import EventStore, RunVanished, read_run
 from orchestrator.store.files import FileStore, mirror
 
 if TYPE_CHECKING:
@@ -246,14 +246,17 @@ def unique_slug(b: Backend, slug: str) -> str:
 STORE_PATIENCE = 120.0  # seconds ``follow`` waits for an unreachable store before giving up
 
 
-def follow(b: Backend, slug: str, console: Console) -> RunState:
-    """Show the run until it ends; returns the final fold."""
+def follow(b: Backend, slug: str, console: Console, origin: str | None = None) -> RunState:
+    """Show the run until it ends; returns the final fold. RunVanished when its log leaves the store
+    (deleted, or deleted and begun again by a late writer; ``origin``: the first entry's id when the log
+    was written): nothing would ever end it."""
     state = RunState(slug=slug)
-    seen, outage = 0, None
+    seen, outage, origin = 0, None, origin or b.store.origin(slug)
     with Progress(console, slug) as progress:
         while True:
             try:
                 new = b.store.wait(slug, after=seen, timeout=1.0)
+                gone = origin is None or b.store.origin(slug) != origin
             except StoreError as exc:  # Redis restarting: wait for it, for a while
                 outage = outage or time.monotonic()
                 if time.monotonic() - outage > STORE_PATIENCE:
@@ -264,6 +267,8 @@ def follow(b: Backend, slug: str, console: Console) -> RunState:
                 time.sleep(1.0)
                 continue
             outage = None
+            if gone:
+                raise RunVanished(slug, b.files.root / "runs" / slug)
             seen += len(new)
             for e in new:
                 apply(state, e)
@@ -293,6 +298,7 @@ def run_review(
         if not b.store.create_run(slug) and not resume:
             slug = unique_slug(b, slug)  # another host took this slug in the same minute
         b.store.append(slug, events)
+        origin = b.store.origin(slug)  # the log this command wrote: follow ends if it is replaced
         b.sync(slug)
         # Active from now on: the reaper kicks it again should this first kick be lost.
         b.store.client.sadd(keys.active_runs(b.store.prefix), slug)
@@ -302,7 +308,7 @@ def run_review(
             return 0
         console.print(f"run {slug}" + (" (embedded Redis and local workers)" if b.embedded else ""))
         try:
-            follow(b, slug, console)
+            follow(b, slug, console, origin)
         except KeyboardInterrupt:
             b.sync(slug)
             err.print(f"interrupted; the run is kept. Continue it with: jury review --resume {slug}")
@@ -443,9 +449,7 @@ def show(
     """Show one run."""
     settings = settings_for(dir)
     store = reading_store(settings)
-    if not store.exists(slug):
-        raise UsageError(f"no run named {slug} (see `jury runs`)")
-    s = fold(store.read(slug), slug)
+    s = fold(read_run(store, slug, settings.dir if settings.redis_url else None), slug)  # gone: exit 1
     if as_json:
         sys.stdout.write(json.dumps(s.wire(), indent=2) + "\n")
         return

@@ -1,0 +1,166 @@
+"""A run that vanished from the shared Redis (its keys expired or were deleted): ``jury show`` and the live
+follow of ``jury review`` say so and exit 1, instead of showing nothing or waiting forever.
+
+The CLI in a subprocess against this session's Redis database; no workers, so a run stays where
+``jury review`` left it (enqueued) until the test deletes its keys.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from orchestrator.store import keys
+from orchestrator.store.redis import RedisStore, from_url
+from tests.conftest import fake_agent
+
+GONE = "is no longer in the store"
+
+
+@pytest.fixture
+def store(shared_redis: str):
+    s = from_url(shared_redis)
+    yield s
+    s.close()
+
+
+def review_args(repo: Path, config: Path, *extra: str) -> list[str]:
+    return [
+        "review",
+        str(repo),
+        "--branch",
+        "feature",
+        "--trunk",
+        "main",
+        "--reviewer",
+        "quiet",
+        "--judge",
+        "quiet",
+        "--config",
+        str(config),
+        *extra,
+    ]
+
+
+def delete_run(store: RedisStore, slug: str, *, index: bool) -> None:
+    """Delete every key of the run (as an expiry does), and its index entry when ``index``."""
+    names = store.run_keys(slug)
+    assert keys.events(store.prefix, slug) in names
+    store.client.delete(*names)
+    if index:
+        store.client.zrem(keys.runs_index(store.prefix), slug)
+
+
+def test_show_of_a_run_whose_keys_are_gone(
+    jury, sample_repo, write_config, shared_redis, store, state_dir
+) -> None:
+    env = {"JURY_REDIS_URL": shared_redis}
+    config = write_config(fake_agent("quiet", "quiet", "judge-accept"))
+    started = jury(*review_args(sample_repo, config, "--detach"), env=env)
+    assert started.code == 0, started.err
+    slug = started.out.strip()
+    shown = jury("show", slug, env=env)
+    assert shown.code == 0, shown.err
+    assert (state_dir / "runs" / slug / "events.ndjson").is_file()
+
+    delete_run(store, slug, index=False)  # the index still names it: its log is gone
+    gone = jury("show", slug, env=env)
+    assert gone.code == 1, (gone.out, gone.err)
+    assert f"run {slug} {GONE}" in gone.err and str(state_dir / "runs" / slug) in gone.err
+
+    store.client.zrem(keys.runs_index(store.prefix), slug)  # forgotten by the index too (as after expiry)
+    gone = jury("show", slug, "--json", env=env)
+    assert gone.code == 1 and f"run {slug} {GONE}" in gone.err and gone.out == ""
+
+    unknown = jury("show", "never-was", env=env)
+    assert unknown.code == 2 and "no run named never-was" in unknown.err
+
+
+def test_follow_ends_when_the_run_is_deleted(
+    sample_repo, write_config, shared_redis, store, state_dir, fake_state
+) -> None:
+    config = write_config(fake_agent("quiet", "quiet", "judge-accept"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JURY_")}
+    env.update(
+        {
+            "JURY_DIR": str(state_dir),
+            "FAKE_STATE": str(fake_state),
+            "NO_COLOR": "1",
+            "JURY_REDIS_URL": shared_redis,
+        }
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli", *review_args(sample_repo, config)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        active = keys.active_runs(store.prefix)
+        while not (slugs := store.runs()) or not store.client.sismember(active, slugs[0]):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the run never reached Redis"
+            time.sleep(0.05)
+        (slug,) = slugs
+        delete_run(store, slug, index=True)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 1, (out, err)
+    assert f"run {slug} {GONE}" in err
+    assert store.origin(slug) is None  # the follow wrote nothing back on its way out
+
+
+def test_follow_ends_when_a_late_writer_begins_the_log_again(
+    sample_repo, write_config, shared_redis, store, state_dir, fake_state
+) -> None:
+    # Deleted, then a worker still at it appends: the stream exists again, without the run's history.
+    from orchestrator.domain import Target, TargetEvent
+
+    config = write_config(fake_agent("quiet", "quiet", "judge-accept"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JURY_")}
+    env.update(
+        {
+            "JURY_DIR": str(state_dir),
+            "FAKE_STATE": str(fake_state),
+            "NO_COLOR": "1",
+            "JURY_REDIS_URL": shared_redis,
+        }
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli", *review_args(sample_repo, config)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        active = keys.active_runs(store.prefix)
+        while not (slugs := store.runs()) or not store.client.sismember(active, slugs[0]):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the run never reached Redis"
+            time.sleep(0.05)
+        (slug,) = slugs
+        pipe = store.client.pipeline(transaction=True)
+        pipe.delete(*store.run_keys(slug))
+        pipe.execute()
+        store.append(slug, [TargetEvent(eid="late:1", target=Target(state_note="a late task"))])
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 1, (out, err)
+    assert f"run {slug} {GONE}" in err
