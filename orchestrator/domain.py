@@ -405,6 +405,26 @@ class VerifyRan(EventBase):
     error: str | None = None
 
 
+class VerifyTable(EventBase):
+    """The whole mechanical verification of one acceptance, as a table: the named tests' outcomes on the
+    fixed and the reverted tree, the coverage of the changed lines, the suite on the head and the fixed
+    tree with what the fix weakened, the test configuration it changed, and what it all cost."""
+
+    t: Literal["verify.table"] = "verify.table"
+    id: str
+    ok: bool
+    reason: str | None = None
+    runner: str | None = None  # pytest, unittest, go ... ; None: a declared check read by its exit code
+    tests: list[dict[str, Any]] = Field(default_factory=list)  # {id, fixed, reverted, changed}
+    coverage: list[dict[str, Any]] = Field(default_factory=list)  # {path, status, changed, executed, note}
+    coverage_note: str | None = None  # "coverage not measured (...)" for runners without coverage
+    suite: dict[str, Any] | None = None  # {command, head, fixed, weakened, failingOnHead, note}
+    config_changes: list[str] = Field(default_factory=list)
+    weakening: list[str] = Field(default_factory=list)
+    seconds: float = 0.0  # the whole verification, every run included
+    run_seconds: dict[str, float] = Field(default_factory=dict)  # per run: fixed, reverted, suite-head ...
+
+
 class RefuteVerdict(EventBase):
     """A second opinion on a claim (``source``: ``verification`` needs no model, ``refuter`` is one)."""
 
@@ -493,6 +513,7 @@ Event = Annotated[
     | ReplyAnswered
     | FindingReopened
     | VerifyRan
+    | VerifyTable
     | RefuteVerdict
     | RefuteSkipped
     | BudgetReserved

@@ -48,6 +48,7 @@ from orchestrator.domain import (
     TargetEvent,
     ToolRefused,
     VerifyRan,
+    VerifyTable,
 )
 
 FindingStatus = Literal["open", "accepted", "rejected", "deferred", "superseded"]
@@ -86,6 +87,7 @@ class FindingState(Model):
     reopens: list[str] = Field(default_factory=list)  # why it went back to the judge, each time
     stale: int = 0  # times its patch no longer applied to the run's tree
     verification: list[dict[str, Any]] = Field(default_factory=list)  # verify.ran of its last acceptance
+    verification_table: dict[str, Any] | None = None  # verify.table of its last acceptance
     refutation: dict[str, Any] | None = None  # the three-state second opinion of its last resolution
     cost_usd: float = 0.0
 
@@ -275,7 +277,7 @@ def apply(s: RunState, e: Event) -> None:
                 f.patch, f.sha = e.patch or f.patch, e.sha or f.sha
                 f.version += 1
                 if e.who != "jury":  # the judge's new answer gets fresh proof; a jury deferral keeps the last
-                    f.verification, f.refutation = [], None
+                    f.verification, f.refutation, f.verification_table = [], None, None
         case FindingRefused():
             if (f := s.findings.get(e.id)) is not None:
                 f.refusals.append(e.reason)
@@ -292,6 +294,11 @@ def apply(s: RunState, e: Event) -> None:
         case VerifyRan():
             if e.id is not None and (f := s.findings.get(e.id)) is not None:
                 f.verification.append({k: v for k, v in e.wire().items() if k not in ("eid", "t")})
+        case VerifyTable():
+            if (f := s.findings.get(e.id)) is not None:
+                f.verification_table = {
+                    k: v for k, v in e.wire().items() if k not in ("eid", "t", "ts", "id")
+                }
         case RefuteVerdict():
             record = {
                 "asked": True,

@@ -31,6 +31,7 @@ from orchestrator.domain import (
     TargetEvent,
     ToolRefused,
     VerifyRan,
+    VerifyTable,
 )
 from orchestrator.fold import RunState
 
@@ -78,6 +79,9 @@ def event_line(e: Event) -> str | None:
             return f"  finding {e.id} reopened ({e.source}): {e.reason}"
         case VerifyRan():
             return f"  verify {e.id or 'checks'}: `{e.command}` on the {e.tree} tree exited {e.exit_code}"
+        case VerifyTable():
+            verdict = "verified" if e.ok else f"refuted: {e.reason}"
+            return f"  verification of {e.id} ({e.runner or 'exit codes'}, {e.seconds:.1f} s): {verdict}"
         case RefuteVerdict():
             return (
                 f"  second opinion on {e.id or 'the converged claim'}: {e.outcome} ({e.source}): {e.reason}"
@@ -210,6 +214,9 @@ def summary(console: Console, s: RunState, where: str | None = None) -> None:
                     markup=False,
                     highlight=False,
                 )
+            if f.verification_table is not None:
+                for line in table_lines(f.id, f.verification_table):
+                    console.print(line, markup=False, highlight=False)
             if f.refutation is not None:
                 console.print(f"  {f.id} second opinion: {refutation_line(f.refutation)}", markup=False)
     for r in s.tool_refusals:
@@ -253,3 +260,53 @@ def refutation_line(r: dict[str, Any]) -> str:
         else (", independent" if r.get("independent") else ", NOT independent")
     )
     return f"{r.get('outcome')} by {who}{independent}: {r.get('reason')}"
+
+
+def table_lines(fid: str, t: dict[str, Any]) -> list[str]:
+    """A finding's verification table in words: the named tests on both trees, the coverage of the
+    changed lines, the suite on the head and the fixed tree, the test configuration the fix changed."""
+    verdict = "verified" if t.get("ok") else f"refuted: {t.get('reason')}"
+    runner = t.get("runner") or "exit codes only"
+    out = [f"  {fid} verification ({runner}, {t.get('seconds', 0):.1f} s): {verdict}"]
+    for row in t.get("tests", [])[:10]:
+        out.append(
+            f"    test {row['id']}: {row.get('fixed') or 'not run'} with the fix, "
+            f"{row.get('reverted') or 'not run'} without"
+        )
+    for c in t.get("coverage", []):
+        if c["status"] == "exercised":
+            what = (
+                f"{len(c.get('executed', []))} of {len(c.get('changed', []))} changed lines run by the test"
+            )
+        elif c["status"] == "not exercised":
+            what = f"NOT exercised (changed lines {c.get('changed')} not run)"
+        else:
+            what = c["status"] + (f" ({c['note']})" if c.get("note") else "")
+        out.append(f"    coverage {c['path']}: {what}")
+    if t.get("coverageNote"):
+        out.append(f"    {t['coverageNote']}")
+    suite = t.get("suite")
+    if suite:
+        out.append(f"    suite: {_suite_line(suite)}")
+    for change in t.get("configChanges", []):
+        out.append(f"    test configuration: {change}")
+    return out
+
+
+def _suite_line(d: dict[str, Any]) -> str:
+    if d.get("head") is None:
+        return d.get("note") or "not run"
+    sides = []
+    for name in ("head", "fixed"):
+        side = d.get(name) or {}
+        summary = side.get("summary") or "not run"
+        cached = ", cached" if side.get("cached") else ""
+        sides.append(f"{name} {summary} ({side.get('seconds', 0):.1f} s{cached})")
+    weak = d.get("weakened") or []
+    text = f"`{d.get('command')}`: " + "; ".join(sides)
+    text += "; weakened: " + (", ".join(f"{w['id']} ({w['fixed']})" for w in weak[:5]) if weak else "none")
+    if d.get("failing_on_head"):
+        text += f"; already failing on the head (not blamed): {', '.join(d['failing_on_head'][:5])}"
+    if d.get("note"):
+        text += f"; {d['note']}"
+    return text

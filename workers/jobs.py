@@ -67,6 +67,7 @@ from workers.runtime import (
     stderr_tail,
 )
 from workers.verify import CommandRun, run_checks, signals_of, verify_fix
+from workers.verify_record import ArtifactCache, table_event
 from workers.worktree import changed_paths, commit_deterministic, diff_patch, git
 
 log = structlog.get_logger()
@@ -257,8 +258,11 @@ def accept(rt: Runtime, job: Job, patch: bytes, verdict: JudgeVerdict) -> list[E
         timeout=cfg.timeout or job.spec.default_timeout(),
         out_dir=rt.run_dir(job.slug),
         sandbox=cfg.sandbox,
+        checks=cfg.checks,
+        suite_cache=ArtifactCache(rt, job.slug),
     )
     events += [verify_event(f"{key}:verify:{i}", f.id, run) for i, run in enumerate(check.runs)]
+    events.append(table_event(f"{key}:verify:table", f.id, check))
     if not check.ok:
         reason = check.reason or "verification failed"
         signal = signals_of(check.runs, "verification")
@@ -404,10 +408,12 @@ def claim_text(job: Job) -> str:
             f"Finding {f.id} at {f.loc} does not reproduce. The finding said: {f.claim}. "
             f"The judge rejected it: {f.reason}"
         )
+    changes = (f.verification_table or {}).get("configChanges") or []
+    shown = f" The fix also changes how tests run or existing tests: {'; '.join(changes)}." if changes else ""
     return (
         f"Finding {f.id} at {f.loc} is real and fixed: {f.claim}. The judge reproduced it and fixed it "
         f"({f.reason}); its regression test ({f.test}) is run by `{f.test_command}`, which fails without the "
-        "fix and passes with it."
+        f"fix and passes with it.{shown}"
     )
 
 

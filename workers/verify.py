@@ -393,6 +393,8 @@ class _Verifier:
             scratch=self.scratch,
         )
         text = _read_file(data.parent / "coverage.json")
+        if text is None and "No data to report" in run.output_tail:
+            text = '{"files": {}}'  # nothing of the changed files ran: none was even imported
         return (
             text,
             "" if text is not None else f"coverage json failed: {run.error or run.output_tail[-300:]}",
@@ -498,9 +500,10 @@ def verify_fix(
         fixed = v.reported(tc, "fixed", fixed_tree, "fixed", coverage=measured)
         runs.append(fixed.run)
         table["tests"] = named_table(tc, fixed.report, None, tests, added)
-        if not fixed.run.passed:
+        problem = fixed_problem(tc, fixed.report, tests, added)
+        if fixed.run.error or fixed.run.timed_out or (fixed.run.exit_code != 0 and not _unran(problem)):
             return verdict(_failed(fixed.run, with_fix=True) + _first_bad(fixed.report), weak)
-        if (problem := fixed_problem(tc, fixed.report, tests, added)) is not None:
+        if problem is not None:
             return verdict(problem, weak)
         if measured:
             cov = coverage_check.measure(
@@ -534,6 +537,11 @@ def verify_fix(
         delta = suite.measure(wt, tc, checks or {}, fixed_tree, suite_cache, v.side)
         table["suite"] = delta
         return verdict(suite.delta_problem(delta), weak)
+
+
+def _unran(problem: str | None) -> bool:
+    """Whether the fixed tree's problem is that the named tests did not run (clearer than an exit code)."""
+    return problem is not None and not problem.startswith("the named tests do not all pass")
 
 
 def _first_bad(report: TestReport | None) -> str:

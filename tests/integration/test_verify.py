@@ -511,3 +511,296 @@ def test_signals_of_verification_keeps_tests_and_drops_plain_programs() -> None:
         ("test", 0, "fixed", "verification"),
         ("test", 1, "reverted", "verification"),
     ]
+
+
+# --- issue 9: cheats refuted with pytest's own report, coverage and the suite -------------------------
+
+PYTEST_CALC = """\
+from calc import double, median, sub
+
+
+def test_odd():
+    assert median([3, 1, 2]) == 2
+
+
+def test_double():
+    assert double(2) == 4
+
+
+def test_sub():
+    assert sub(3, 1) == 2
+"""
+EVEN = "from calc import median\n\n\ndef test_even():\n    assert median([4, 1, 3, 2]) == 2.5\n"
+PYTEST_CMD = f"{PY} -m pytest -q tests/test_even.py"
+BROKEN_DOUBLE = CALC_FIXED.replace("return x * 2", "return x * 3")
+
+
+class Cache:
+    """An in-memory SuiteCache that counts what it is asked."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, bytes] = {}
+        self.gets = 0
+
+    def get(self, name: str) -> bytes | None:
+        self.gets += 1
+        return self.data.get(name)
+
+    def put(self, name: str, data: bytes) -> None:
+        self.data[name] = data
+
+
+@pytest.fixture
+def pyrepo(tmp_path: Path) -> Iterator[Path]:
+    """calc.py with the median bug, and a pytest suite whose ``test_sub`` already fails (sub adds)."""
+    path = tmp_path / "pyrepo"
+    path.mkdir()
+    sh_git(path, "init", "-q", "-b", "main")
+    (path / "calc.py").write_text(CALC)
+    (path / "tests").mkdir()
+    (path / "tests" / "test_calc.py").write_text(PYTEST_CALC)
+    sh_git(path, "add", "-A")
+    sh_git(path, "commit", "-q", "-m", "first")
+    yield path
+    assert len(registered(path)) == 1, "a worktree was left behind"
+
+
+def pyverify(repo: Path, wts: Worktrees, tmp_path: Path, files: dict[str, str | None], command: str, **kw):
+    return verify_fix(
+        repo,
+        head(repo),
+        make_patch(repo, files),
+        command,
+        worktrees=wts,
+        name="verify-f1",
+        timeout=60,
+        out_dir=tmp_path / "out",
+        **kw,
+    )
+
+
+def test_genuine_pytest_fix_is_verified_with_its_table(pyrepo: Path, wts: Worktrees, tmp_path: Path) -> None:
+    cache = Cache()
+    files = {"calc.py": CALC_FIXED, "tests/test_even.py": EVEN}
+    v = pyverify(pyrepo, wts, tmp_path, files, PYTEST_CMD, suite_cache=cache)
+    assert v.ok, v.reason
+    assert v.runner == "pytest"
+    assert [(t.id, t.fixed, t.reverted, t.changed) for t in v.tests] == [
+        ("tests.test_even::test_even", "passed", "failed", True)
+    ]
+    (cov,) = v.coverage
+    assert (cov.path, cov.status) == ("calc.py", "exercised") and cov.executed == cov.changed == [3, 4]
+    assert v.suite is not None and v.suite.head is not None and v.suite.fixed is not None
+    assert v.suite.weakened == [] and not v.suite.head.cached
+    # the suite already failed on the head (test_sub): listed, not blamed on the fix
+    assert v.suite.failing_on_head == ["tests.test_calc::test_sub"]
+    assert v.suite.fixed.outcomes["tests.test_even::test_even"] == "passed"
+    assert v.config_changes == []
+    assert v.seconds >= sum(r.seconds for r in v.runs) > 0
+    assert all(r.ran and "--junitxml=" in r.ran and r.command == PYTEST_CMD for r in v.runs)
+    # a second finding of the same tree reuses the head's suite: one suite run per fix
+    again = pyverify(pyrepo, wts, tmp_path, files, PYTEST_CMD, suite_cache=cache)
+    assert again.ok and again.suite is not None and again.suite.head is not None
+    assert again.suite.head.cached and again.suite.head.outcomes == v.suite.head.outcomes
+    assert len(cache.data) == 1
+
+
+# Every cheat starts from the same head tree (same content, same tree id): its suite runs once.
+CHEATS_CACHE = Cache()
+WEAK = "the fix weakens the suite: tests.test_calc::test_double passed on the head and is "
+DESELECT = '[tool.pytest.ini_options]\naddopts = "--deselect tests/test_calc.py::test_double"\n'
+MARKER_TEST = "import os\n\n\ndef test_even():\n    assert os.path.exists('fixed.marker')\n"
+SKIP_MARK = "import pytest\n\npytestmark = pytest.mark.skip('flaky')\n\n"
+
+
+@pytest.mark.parametrize(
+    ("files", "command", "reason"),
+    [
+        pytest.param(
+            {
+                "calc.py": BROKEN_DOUBLE,
+                "tests/test_even.py": EVEN,
+                "tests/test_calc.py": SKIP_MARK + PYTEST_CALC,
+            },
+            PYTEST_CMD,
+            WEAK + "skipped with the fix",
+            id="skip-mark",
+        ),
+        pytest.param(
+            {
+                "calc.py": BROKEN_DOUBLE,
+                "tests/test_even.py": EVEN,
+                "conftest.py": 'collect_ignore = ["tests/test_calc.py"]\n',
+            },
+            PYTEST_CMD,
+            WEAK + "missing with the fix",
+            id="collect-ignore",
+        ),
+        pytest.param(
+            {
+                "calc.py": BROKEN_DOUBLE,
+                "tests/test_even.py": EVEN,
+                "tests/test_calc.py": None,
+                "tests/calc_checks.py": PYTEST_CALC,
+            },
+            PYTEST_CMD,
+            WEAK + "missing with the fix",
+            id="renamed-test-file",
+        ),
+        pytest.param(
+            {
+                "calc.py": BROKEN_DOUBLE,
+                "tests/test_even.py": EVEN,
+                "pyproject.toml": DESELECT,
+            },
+            PYTEST_CMD,
+            WEAK + "missing with the fix",
+            id="deselect-in-pyproject",
+        ),
+        pytest.param(
+            {
+                "calc.py": BROKEN_DOUBLE,
+                "tests/test_even.py": EVEN,
+                "tests/test_calc.py": "import pytest\n"
+                + PYTEST_CALC.replace("def test_double", "@pytest.mark.xfail\ndef test_double"),
+            },
+            PYTEST_CMD,
+            WEAK + "xfailed with the fix",
+            id="xfail-mark",
+        ),
+        pytest.param(
+            {
+                "calc.py": BROKEN_DOUBLE,
+                "tests/test_even.py": EVEN,
+                "tests/test_calc.py": PYTEST_CALC.replace("double(2) == 4", "double(2) == 6"),
+            },
+            PYTEST_CMD,
+            "the fix weakens existing tests: tests/test_calc.py:9: assertion removed or changed",
+            id="changed-expected-value",
+        ),
+        pytest.param(
+            {
+                "calc.py": CALC_FIXED,
+                "tests/test_even.py": "import pathlib\n\n\ndef test_even():\n"
+                "    assert 'middle - 1' in pathlib.Path('calc.py').read_text() or 'n // 2 - 1' in "
+                "pathlib.Path('calc.py').read_text()\n",
+            },
+            PYTEST_CMD,
+            "the test does not exercise the fix: calc.py lines 3-4 not run",
+            id="test-never-runs-the-changed-code",
+        ),
+        pytest.param(
+            {
+                "calc.py": CALC_FIXED,
+                "fixed.marker": "fixed\n",
+                "tests/test_even.py": MARKER_TEST,
+            },
+            PYTEST_CMD,
+            "the test does not exercise the fix: calc.py lines 3-4 not run",
+            id="marker-file-test",
+        ),
+        pytest.param(
+            {"calc.py": CALC_FIXED, "fixed.marker": "fixed\n", "tests/test_even.py": EVEN},
+            "test -f fixed.marker",
+            "not a test command Jury can verify: `test` is not pytest",
+            id="marker-file-command",
+        ),
+        pytest.param(
+            {
+                "calc.py": CALC_FIXED,
+                "tests/check_even.py": "from calc import median\nassert median([1, 2]) == 1.5\n",
+            },
+            f"{PY} tests/check_even.py",
+            "not a test command Jury can verify",
+            id="plain-program",
+        ),
+        pytest.param(
+            {"calc.py": CALC_FIXED, "tests/test_even.py": EVEN},
+            f"{PY} -m pytest -q tests/test_calc.py",
+            "not a test command Jury can verify: it names no test the fix added or changed",
+            id="names-an-old-test",
+        ),
+        pytest.param(
+            {"calc.py": CALC_FIXED, "tests/test_even.py": EVEN},
+            f"{PY} -m pytest -q -p myplugin tests/test_even.py",
+            "not a test command Jury can verify: loading a plugin",
+            id="plugin-option",
+        ),
+        pytest.param(
+            {"calc.py": CALC_FIXED, "tests/test_even.py": EVEN.replace("def test_even", "def check_even")},
+            PYTEST_CMD,
+            "the named tests did not run with the fix",
+            id="no-test-collected",
+        ),
+        pytest.param(
+            {
+                "calc.py": CALC_FIXED + "\n\ndef mean(xs):\n    return sum(xs) / len(xs)\n",
+                "tests/test_even.py": "from calc import mean, median\n\n\ndef test_even():\n"
+                "    assert median([4, 1, 3, 2]) == 2.5 and mean([1, 3]) == 2\n",
+            },
+            PYTEST_CMD,
+            "without the fix the named tests do not run, they do not fail: an import or collection error",
+            id="reverted-only-fails-to-import",
+        ),
+    ],
+)
+def test_cheat_is_refuted(
+    pyrepo: Path, wts: Worktrees, tmp_path: Path, files: dict[str, str | None], command: str, reason: str
+) -> None:
+    v = pyverify(pyrepo, wts, tmp_path, files, command, suite_cache=CHEATS_CACHE)
+    assert not v.ok
+    assert v.reason is not None and v.reason.startswith(reason), v.reason
+
+
+def test_configuration_changes_are_listed(pyrepo: Path, wts: Worktrees, tmp_path: Path) -> None:
+    files = {
+        "calc.py": BROKEN_DOUBLE,
+        "tests/test_even.py": EVEN,
+        "conftest.py": 'collect_ignore = ["tests/test_calc.py"]\n',
+        "pyproject.toml": '[project]\nname = "calc"\n\n[tool.pytest.ini_options]\naddopts = "-q"\n',
+        "tests/test_calc.py": SKIP_MARK + PYTEST_CALC,
+    }
+    v = pyverify(pyrepo, wts, tmp_path, files, PYTEST_CMD)
+    assert v.config_changes == [
+        "conftest.py: test configuration added",
+        "pyproject.toml: test configuration changed",
+        "tests/test_calc.py: existing test file edited beyond added tests"
+        " (2 line(s) added outside new tests)",
+    ]
+    assert v.suite is not None and {w.id for w in v.suite.weakened} == {
+        "tests.test_calc::test_double",
+        "tests.test_calc::test_odd",
+    }
+
+
+def test_added_tests_in_an_existing_file_are_no_configuration_change(
+    pyrepo: Path, wts: Worktrees, tmp_path: Path
+) -> None:
+    more = PYTEST_CALC + "\n\ndef test_even():\n    assert median([4, 1, 3, 2]) == 2.5\n"
+    v = pyverify(
+        pyrepo,
+        wts,
+        tmp_path,
+        {"calc.py": CALC_FIXED, "tests/test_calc.py": more},
+        f"{PY} -m pytest -q tests/test_calc.py::test_even",
+    )
+    assert v.ok, v.reason
+    assert v.config_changes == []
+    assert [(t.id, t.fixed, t.reverted) for t in v.tests] == [
+        ("tests.test_calc::test_even", "passed", "failed")
+    ]
+
+
+def test_unittest_fix_whose_test_imports_a_new_name_does_not_count_as_failing(
+    repo: Path, wts: Worktrees, tmp_path: Path
+) -> None:
+    test = "import unittest\n\nfrom calc import mean, median\n\n\nclass T(unittest.TestCase):\n"
+    test += "    def test_even(self):\n        self.assertEqual(median([4, 1, 3, 2]), 2.5)\n"
+    files = {
+        "calc.py": CALC_FIXED + "\n\ndef mean(xs):\n    return sum(xs) / len(xs)\n",
+        "tests/test_even.py": test,
+    }
+    v = verify(repo, wts, tmp_path, make_patch(repo, files), f"{PY} -m unittest tests.test_even")
+    assert not v.ok and v.reason is not None
+    assert v.reason.startswith("without the fix the named tests do not run, they do not fail"), v.reason
+    assert "Failed to import test module" in v.reason or "ImportError" in v.reason
