@@ -50,7 +50,7 @@ from orchestrator.refute import (
     independence,
     parse_refutation,
 )
-from orchestrator.transcript import broken_reason
+from orchestrator.transcript import broken_reason, codex_failure
 from workers.agents.cli import AgentRun
 from workers.runtime import (
     Job,
@@ -122,7 +122,7 @@ def review(rt: Runtime, slug: str, key: str, stop: Stop) -> None:
     if error is None and parsed.verdict == "unparseable":
         code = run.proc.exit_code
         error = (
-            f"exited {code}: {stderr_tail(run)}"
+            f"exited {code}: {codex_failure(run.stdout) or stderr_tail(run)}"  # codex --json: on stdout
             if code
             else "nothing parseable in its report: no FINDING/WHERE pair and no stop token"
         )

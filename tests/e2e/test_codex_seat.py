@@ -218,3 +218,21 @@ def test_codex_whose_sandbox_helpers_are_missing_is_not_a_clean_review(
     )
     (report_event,) = reports(d)
     assert report_event["verdict"] == "error" and report_event["report"] == "NO NEW FINDINGS"
+
+
+def test_codex_whose_model_fails_says_why(
+    jury, codex_bin, home_outside_tmp, sample_repo, write_config, state_dir
+):
+    def down(request: Recorded, index: int) -> list[Event]:
+        raise RuntimeError("the model is down")  # the server answers 500
+
+    config = write_config(fake_agent("judge", "clean", "fix"))
+    with ResponsesServer(down) as server:
+        r = jury(*review(sample_repo, config, "codex"), env=codex_env(codex_bin, home_outside_tmp, server))
+    assert r.code == 1, r.out + r.err
+    doc = json.loads((run_dir(state_dir) / "run.json").read_text())
+    assert doc["target"]["state"] == "human"
+    # codex --json says why on stdout (a "turn.failed" event); its stderr has nothing useful
+    note = doc["target"]["stateNote"]
+    assert note.startswith("reviewer codex could not run in round 1: exited 1: "), note
+    assert "Reading additional input" not in note and "demand" in note, note
