@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CODEX_VERSION = "0.171.0"
 SANDBOX_ERROR = "bwrap: execvp codex-linux-sandbox: No such file or directory"
 BUG = "    return ordered[middle]"
+LISTING = "--- HOME ---"
 
 
 def run_dir(state_dir: Path) -> Path:
@@ -148,7 +149,11 @@ def reviewer_brain(request: Recorded, index: int) -> list[Event]:
         return [created(rid), message("NO CONTEST"), completed(rid)]
     outputs = request.outputs()
     if not outputs:
-        return [created(rid), shell_call(request, "cat stats.py", "call-1"), completed(rid)]
+        return [
+            created(rid),
+            shell_call(request, f"cat stats.py; echo {LISTING}; ls -A ~", "call-1"),
+            completed(rid),
+        ]
     seen = outputs[-1]
     if "def median" not in seen:
         text = "NO NEW FINDINGS"  # what a model says when it could see nothing wrong (nor anything)
@@ -176,6 +181,7 @@ def test_codex_reviews_through_its_own_sandbox_and_its_review_counts(
     jury, codex_bin, home_outside_tmp, sample_repo, write_config, state_dir
 ) -> None:
     config = write_config(fake_agent("judge", "clean", "fix"))
+    (home_outside_tmp / "not-for-agents.txt").write_text("a secret in the worker's HOME\n")
     with ResponsesServer(reviewer_brain) as server:
         r = jury(*review(sample_repo, config, "codex"), env=codex_env(codex_bin, home_outside_tmp, server))
         asked = server.model_requests()
@@ -190,6 +196,10 @@ def test_codex_reviews_through_its_own_sandbox_and_its_review_counts(
     outputs = [o for req in asked for o in req.outputs()]
     assert any(BUG in o for o in outputs) and any("ordered[middle - 1]" in o for o in outputs)
     assert all(SANDBOX_ERROR not in o for o in outputs)
+    # codex ran inside Jury's sandbox: of HOME it saw only its state directory, and its own bubblewrap
+    # (the command above ran through it) kept working in there
+    listings = [o.split(LISTING, 1)[1].split() for o in outputs if LISTING in o]
+    assert listings and all(listing == [".codex"] for listing in listings), listings
     sessions = {e["sessionId"] for e in reports(d) if e["agent"] == "codex"}
     assert len(sessions) == 2 and all(re.fullmatch(r"[0-9a-f-]{36}", s) for s in sessions)
     assert any(last_prompt(req).startswith("# Jury reply") for req in asked)  # the reply resumed codex
