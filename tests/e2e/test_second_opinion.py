@@ -139,19 +139,26 @@ def test_a_cheating_fix_is_refuted_mechanically_and_never_integrated(
     triages = [a for a in state["actions"].values() if a["kind"] == "triage"]
     assert len(triages) == 3  # the judge was told why, twice, and cheated again each time
     assert len(verdicts) == len(reopened) == 3
+    # a rewritten assertion is read from the patch alone: refuted before anything runs (issue 9)
+    ran = mode != "weaken"
     for v in verdicts:
         assert (v["id"], v["source"], v["outcome"], v["costUsd"]) == (FID, "verification", "refuted", 0.0)
         assert why in v["reason"]
-        assert v["signal"]["kind"] == "test" and v["signal"]["source"] == "verification"
+        if ran:
+            assert v["signal"]["kind"] == "test" and v["signal"]["source"] == "verification"
         assert "agent" not in v and "model" not in v
     for e in reopened:
         assert (e["id"], e["source"]) == (FID, "verification") and why in e["reason"]
     # the verification ran the judge's own command on the fixed and the reverted tree
     runs = events_of(d, "verify.ran")
-    assert {(v["tree"], v["command"]) for v in runs} == {
-        ("fixed", "python3 -m unittest tests.test_median"),
-        ("reverted", "python3 -m unittest tests.test_median"),
-    }
+    assert {(v["tree"], v["command"]) for v in runs} == (
+        {
+            ("fixed", "python3 -m unittest tests.test_median"),
+            ("reverted", "python3 -m unittest tests.test_median"),
+        }
+        if ran
+        else set()
+    )
     # the next triage prompt carries the evidence back to the judge
     assert why in (d / f"triage.{FID}.2.prompt.md").read_text()
     # the cheat reached no tree: no commit, no jury branch
@@ -167,7 +174,9 @@ def test_a_cheating_fix_is_refuted_mechanically_and_never_integrated(
     assert [(x["finding"], x["source"], x["outcome"], x["changed_answer"]) for x in logged] == [
         (FID, "verification", "refuted", True)
     ] * 3
-    assert all(x["had_signal"] and x["cost_usd"] == 0.0 and x["reviewer_model"] is None for x in logged)
+    assert all(
+        x["had_signal"] is ran and x["cost_usd"] == 0.0 and x["reviewer_model"] is None for x in logged
+    )
 
 
 # --- 2. a genuine fix: verified, then a second opinion from another family ------------------------
@@ -322,26 +331,8 @@ def test_a_rejection_is_refuted_only_with_a_signal(
         assert [(x["had_signal"], x["signal_source"]) for x in logged] == [(True, "task")]
 
 
-def test_a_plain_program_as_the_judges_test_is_no_signal(
-    jury, sample_repo, write_config, state_dir, fake_state
-) -> None:
-    # ``python3 tests/check_median.py`` is a plain program run: verification still proves it fails without
-    # the fix and passes with it, but it is no test, lint, typecheck or build signal (REFERENCE §3), so no
-    # refuter starts and the finding says asked, not run, and why.
-    config = write_config(finder(), critic("not-refuted"), judge("judges", "plain"))
-    r = review(jury, sample_repo, config)
-    assert r.code == 0, r.out + r.err
-    d = the_run(state_dir)
-    f = shown(jury, d.name)["findings"][FID]
-    assert [(v["command"], v["exitCode"] == 0) for v in f["verification"]] == [
-        ("python3 tests/check_median.py", True),
-        ("python3 tests/check_median.py", False),
-    ]
-    ref = f["refutation"]
-    assert ref["asked"] is True and ref["ran"] is False
-    assert NO_SIGNAL in ref["skipped_reason"]
-    assert refuter_calls(fake_state) == []
-    assert f["status"] == "accepted" and f["sha"]  # verified mechanically, so integrated
+# A plain program as the judge's test (``python3 tests/check_median.py``) is no longer run at all: it is
+# "not a test command Jury can verify" (issue 9), see tests/e2e/test_verification_cheats.py.
 
 
 def test_no_refuter_of_another_family_is_asked_but_not_run(
