@@ -329,3 +329,34 @@ def test_bad_input_is_never_a_crash(garbage: str) -> None:
     codex_usage(garbage)
     codex_failure(garbage)
     assert list(json_lines("{" * 100_000)) == []
+
+
+# --- finding codex's session file (workers/agents/cli.py) -------------------------------------------------
+
+
+def test_the_rollout_is_found_under_codex_home_or_home(tmp_path) -> None:
+    from workers.agents import cli
+
+    day = tmp_path / "ch" / "sessions" / "2026" / "12" / "01"
+    day.mkdir(parents=True)
+    (day / f"rollout-2026-12-01T05-41-00-{THREAD}.jsonl").write_text(ROLLOUT_BROKEN)
+    (day / "rollout-2026-12-01T05-41-00-other.jsonl").write_text("not this one")
+    assert cli.codex_rollout_text({"CODEX_HOME": str(tmp_path / "ch")}, THREAD) == ROLLOUT_BROKEN
+    (tmp_path / "ch").rename(tmp_path / ".codex")
+    assert cli.codex_rollout_text({"HOME": str(tmp_path)}, THREAD) == ROLLOUT_BROKEN
+    assert cli.codex_rollout_text({"HOME": str(tmp_path)}, "0199-no-such-thread") is None
+    assert cli.codex_rollout_text({"HOME": str(tmp_path)}, None) is None
+    assert cli.codex_rollout_text({}, THREAD) is None
+
+
+def test_only_the_tail_of_a_huge_rollout_is_read(tmp_path, monkeypatch) -> None:
+    from workers.agents import cli
+
+    day = tmp_path / ".codex" / "sessions" / "2026" / "12" / "01"
+    day.mkdir(parents=True)
+    old = lines(TASK_STARTED, rollout_call("a"), rollout_output("a", 0, "x" * 5000))
+    (day / f"rollout-x-{THREAD}.jsonl").write_text(old + ROLLOUT_BROKEN)
+    monkeypatch.setattr(cli, "ROLLOUT_MAX_BYTES", len(ROLLOUT_BROKEN) + 100)
+    text = cli.codex_rollout_text({"HOME": str(tmp_path)}, THREAD)
+    assert text is not None and len(text) <= len(ROLLOUT_BROKEN) + 100
+    assert codex_rollout(text) == codex_rollout(ROLLOUT_BROKEN)  # the torn first line is dropped
