@@ -5,8 +5,15 @@ tool call goes through ``tools.dispatch``, which refuses what the role may not d
 model answers without tool calls (that answer is the report), after ``spec.max_rounds`` turns, or when
 the wall clock runs out. Requests are retried with backoff (429, 5xx, timeouts, connection errors,
 malformed answers), then the next model of ``spec.fallback`` is tried. Every call reserves its projected
-cost first (``reserve``) and reports its usage and cost. The API key is read from the environment
-variable the spec names and never written to logs, events or the transcript.
+cost first (``reserve``) and reports its usage and cost.
+
+The API key is read from the environment variable the spec names and sent only in the Authorization
+header. A model may still echo it — in its answers, its tool-call arguments, its error bodies — so it is
+registered with ``orchestrator.logs.add_secret`` and ``_Session.redact`` (that registry's ``redact``)
+guards the session's doors: every response body is redacted as it arrives, before it is parsed (so a
+tool never receives the key: a judge cannot write it into the tree), every tool result as it comes
+back, and every transcript line and event again as it leaves. Log lines are redacted by the log
+renderer itself (``orchestrator.logs.configure``), whatever logged them.
 """
 
 from __future__ import annotations
@@ -24,7 +31,8 @@ from typing import Any
 import httpx
 import structlog
 
-from orchestrator.domain import AgentSpec
+from orchestrator.domain import AgentSpec, SandboxSettings
+from orchestrator.logs import add_secret, redact
 from workers.agents.cli import AgentRun
 from workers.agents.tools import ToolRole, dispatch, schemas_for
 from workers.supervise import ProcResult
@@ -37,12 +45,12 @@ BACKOFF_BASE = 1.0
 MAX_OUTPUT_TOKENS = 4096  # the output side of a call's cost projection
 DEFAULT_REQUEST_TIMEOUT = 300.0
 TRANSCRIPT_TEXT_CAP = 4000
-REDACTED = "[redacted]"
 
 _RULES = {
     "reviewer": (
-        "You are a code reviewer. You may read files, search, use read-only git and run the declared "
-        "checks through the tools. You cannot write or edit files: write tools are refused."
+        "You are a code reviewer. You may read files, search, read git history with git_diff, git_log "
+        "and git_show, and run the declared checks by name through the tools. You cannot write or edit "
+        "files: write tools are refused."
     ),
     "reply": (
         "You reviewed this change earlier and are told what happened to your findings. You may read and "
@@ -136,6 +144,29 @@ def _count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
+def _scrubbed(data: Any) -> Any:
+    """``data`` (parsed JSON) with ``redact`` applied to every string in it, keys included.
+
+    Iterative, so a deeply nested answer is walked without recursion."""
+
+    def fix(value: Any) -> Any:
+        return redact(value) if isinstance(value, str) else value
+
+    root: list[Any] = [data]
+    stack: list[tuple[Any, Any]] = [(root, 0)]
+    while stack:
+        parent, key = stack.pop()
+        value = parent[key]
+        if isinstance(value, dict):
+            parent[key] = value = {fix(k): v for k, v in value.items()}
+            stack.extend((value, k) for k in value)
+        elif isinstance(value, list):
+            stack.extend((value, i) for i in range(len(value)))
+        else:
+            parent[key] = fix(value)
+    return root[0]
+
+
 def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
@@ -156,9 +187,9 @@ class _Session:
     client: httpx.Client
     headers: dict[str, str]
     tool_env: dict[str, str]
+    sandbox: SandboxSettings
     deadline: float
     transcript: Any  # an open text file
-    secret: str | None
     reserve: Callable[[float], bool] | None
     on_event: Callable[[str, dict[str, Any]], None] | None
     sleep: Callable[[float], None]
@@ -175,7 +206,8 @@ class _Session:
     # --- records -------------------------------------------------------------------------------
 
     def redact(self, text: str) -> str:
-        return text.replace(self.secret, REDACTED) if self.secret else text
+        """``text`` without the key (or any other registered secret): see the module's docstring."""
+        return redact(text)
 
     def record(self, kind: str, **fields: Any) -> None:
         line = json.dumps({"t": kind, "ts": round(time.time(), 3), **fields}, default=str)
@@ -220,7 +252,8 @@ class _Session:
         self.record(
             "response", model=body["model"], status=status, seconds=round(time.monotonic() - started, 3)
         )
-        snippet = self.redact(resp.text[:300])
+        body_text = self.redact(resp.text)  # the door: nothing from the model gets past with the key
+        snippet = body_text[:300]
         if status in (401, 403):
             return _Attempt(
                 error=f"HTTP {status}: authentication refused: {snippet}", status=status, fatal=True
@@ -234,9 +267,11 @@ class _Session:
             )
         if status >= 400:  # the model or the request is not accepted: no retry, try the next model
             return _Attempt(error=f"HTTP {status}: {snippet}", status=status)
+        from orchestrator import jsonsafe  # the model's answer is hostile input: bounded size and depth
+
         try:
-            data = resp.json()
-        except ValueError:
+            data = _scrubbed(jsonsafe.loads(body_text))
+        except (ValueError, RecursionError):
             return _Attempt(error="malformed JSON in the response", status=status, retry=True)
         choices = data.get("choices") if isinstance(data, dict) else None
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
@@ -313,20 +348,23 @@ class _Session:
                 checks=self.checks,
                 env=self.tool_env,
                 timeout=max(1.0, min(self.remaining(), 900.0)),
+                sandbox=self.sandbox,
             )
+            text = self.redact(result.text)  # a check could print what it should not have seen
+            refused = self.redact(result.refused) if result.refused is not None else None
             self.record(
                 "tool",
                 tool=tool,
                 args=args if isinstance(args, str) else json.dumps(args),
                 ok=result.ok,
-                refused=result.refused,
-                text=result.text[:TRANSCRIPT_TEXT_CAP],
+                refused=refused,
+                text=text[:TRANSCRIPT_TEXT_CAP],
             )
-            if result.refused is not None:
-                self.emit("tool.refused", tool=tool, reason=result.refused, role=self.role)
+            if refused is not None:
+                self.emit("tool.refused", tool=tool, reason=refused, role=self.role)
             else:
                 self.emit("tool.called", tool=tool, ok=result.ok)
-            results.append({"role": "tool", "tool_call_id": call_id, "content": self.redact(result.text)})
+            results.append({"role": "tool", "tool_call_id": call_id, "content": text})
         return results
 
     def loop(self, url: str, prompt: str) -> str:
@@ -395,6 +433,7 @@ def run_http_agent(
     on_event: Callable[[str, dict[str, Any]], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
     should_stop: Callable[[], bool] | None = None,
+    sandbox: SandboxSettings | None = None,
 ) -> AgentRun:
     """Run ``spec`` (an http agent) as ``role`` in ``worktree``; never raises for the model failing.
 
@@ -403,7 +442,8 @@ def run_http_agent(
     the model gave a final answer, else 1 with ``proc.error`` saying why (``timed_out`` when the wall
     clock ran out). ``env`` (default: this process's) supplies the key named by ``spec.api_key_env``.
     ``cost_usd`` is the sum of the calls' costs, None when any call's cost is unknown, 0.0 when no call
-    was made; ``model`` is the model that gave the last answer.
+    was made; ``model`` is the model that gave the last answer. The declared checks the model runs are
+    confined as ``sandbox`` says (default: bubblewrap, no network).
     """
     started = time.monotonic()
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -423,6 +463,7 @@ def run_http_agent(
             missing = f"missing API key: environment variable {spec.api_key_env} is not set"
             return _failed(spec, stdout_path, stderr_path, missing, started, url)
         headers["Authorization"] = f"Bearer {secret}"
+        add_secret(secret)  # before the first request: from now on no file, event or log line holds it
     tool_env = {k: v for k, v in source.items() if k != spec.api_key_env and (not secret or v != secret)}
     own_client = client is None
     http = client if client is not None else httpx.Client()
@@ -438,9 +479,9 @@ def run_http_agent(
             client=http,
             headers=headers,
             tool_env=tool_env,
+            sandbox=sandbox or SandboxSettings(),
             deadline=started + timeout,
             transcript=transcript,
-            secret=secret,
             reserve=reserve,
             on_event=on_event,
             sleep=sleep,
@@ -450,7 +491,7 @@ def run_http_agent(
         try:
             report = session.loop(url, prompt)
         except _Stop as stop:
-            error, timed_out, cancelled = stop.reason, stop.timed_out, stop.cancelled
+            error, timed_out, cancelled = session.redact(stop.reason), stop.timed_out, stop.cancelled
             report = "\n\n".join(session.said)
             session.record("error", error=error)
         finally:
