@@ -38,7 +38,8 @@ def run_seat(
     """Run ``spec`` as ``role`` in ``worktree``, whatever its kind: a CLI subprocess (``session``,
     ``resume``, ``max_output``), an OpenAI-compatible model with a tool loop (``checks`` it may run,
     ``reserve`` per call, ``on_event``), or a checker whose diagnostics on lines changed since ``base``
-    become findings. ``sandbox`` (default: bubblewrap) confines the CLI agent and the checker. Never raises
+    become findings. ``sandbox`` (default: bubblewrap) confines the CLI agent, the checker and the checks an
+    http model runs. Never raises
     for the agent failing: ``AgentRun.proc`` says how it ended."""
     common: dict[str, Any] = {
         "role": role,
@@ -50,7 +51,9 @@ def run_seat(
         "should_stop": should_stop,
     }
     if spec.kind == "http":
-        run = run_http_agent(spec, checks=checks, reserve=reserve, on_event=on_event, **common)
+        run = run_http_agent(
+            spec, checks=checks, reserve=reserve, on_event=on_event, sandbox=sandbox, **common
+        )
         run.commands = http_tools(run.stderr)  # its tool calls, from the loop's own transcript
         return run
     if spec.kind == "check":
