@@ -39,8 +39,7 @@ def run_seat(
     ``resume``, ``max_output``), an OpenAI-compatible model with a tool loop (``checks`` it may run,
     ``reserve`` per call, ``on_event``), or a checker whose diagnostics on lines changed since ``base``
     become findings. ``sandbox`` (default: bubblewrap) confines the CLI agent, the checker and the checks an
-    http model runs. Never raises
-    for the agent failing: ``AgentRun.proc`` says how it ended."""
+    http model runs. Never raises for the agent failing: ``AgentRun.proc`` says how it ended."""
     common: dict[str, Any] = {
         "role": role,
         "prompt": prompt,
