@@ -18,6 +18,7 @@ import pytest
 
 from orchestrator.demo import STATS_FEATURE
 from tests.conftest import FAKE, fake_agent
+from tests.fakes.chat_server import ChatServer, answer, tool_call
 from tests.fakes.responses_server import (
     Event,
     Recorded,
@@ -92,6 +93,29 @@ def test_a_judge_whose_every_command_failed_cannot_reject(jury, sample_repo, wri
     note = doc["target"]["stateNote"]
     assert "is still open after" in note, note
     assert f"the judge could not run: every command judge ran failed (2 of 2): {SANDBOX_ERROR}" in note
+
+
+def test_an_http_reviewer_whose_every_tool_call_was_refused_is_not_clean(
+    jury, sample_repo, write_config, state_dir
+) -> None:
+    with ChatServer() as server:
+        server.script(
+            "vendor/m-1",
+            tool_call("write_file", {"path": "stats.py", "content": "x"}, call_id="c1"),
+            tool_call("run_command", {"command": "curl http://example.com"}, call_id="c2"),
+            answer("NO NEW FINDINGS"),
+        )
+        entry = (
+            f'[agents.h]\nkind = "http"\nbase_url = "{server.url}"\nmodel = "vendor/m-1"\nmax_rounds = 5\n'
+        )
+        config = write_config(entry, fake_agent("judge", "clean", "fix"))
+        r = jury(*review(sample_repo, config, "h"))
+    assert r.code == 1, r.out + r.err
+    doc = json.loads((run_dir(state_dir) / "run.json").read_text())
+    assert doc["target"]["state"] == "human"
+    assert doc["target"]["stateNote"].startswith(
+        "reviewer h could not run in round 1: every command h ran failed (2 of 2): refused: "
+    ), doc["target"]
 
 
 def test_one_good_command_is_enough_for_a_clean_review(jury, sample_repo, write_config, state_dir) -> None:
