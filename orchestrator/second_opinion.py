@@ -66,6 +66,7 @@ def second_opinion(
             name=f"refute-checks-{os.getpid()}",
             timeout=timeout or 600.0,
             out_dir=work,
+            sandbox=cfg.sandbox,
         )
         if named
         else []
@@ -95,6 +96,7 @@ def second_opinion(
             base=head,
             checks=named,
             grace=settings.kill_grace,
+            sandbox=cfg.sandbox,
         )
         wrote = changed_paths(wt)
     verdict = parse_refutation(run.report)

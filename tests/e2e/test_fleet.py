@@ -50,6 +50,7 @@ from orchestrator.domain import TERMINAL_STATES, Event
 from orchestrator.fold import RunState, fold
 from orchestrator.store import keys
 from orchestrator.store.redis import RedisStore, from_url
+from tests.conftest import FAKE_SANDBOX_KEYS
 from workers.ledger import Ledger, LedgerTotals
 
 T = TypeVar("T")
@@ -94,6 +95,7 @@ def agent(
         return json.dumps([sys.executable, str(AGENT), *opts, m, "{prompt_file}"])
 
     entry = f"[agents.{name}]\nargv = {argv(mode)}\nexpect_seconds = {expect_seconds}\n"
+    entry += FAKE_SANDBOX_KEYS  # the fakes keep their state in the test's tmp dir, inside the sandbox
     if judge_mode:
         entry += f"judge_argv = {argv(judge_mode)}\n"
     if usd_per_minute is not None:
@@ -110,12 +112,42 @@ def alive(pid: int) -> bool:
         return False
 
 
+GONE = 2**22 + 1  # above any pid_max: a recorded process that no longer exists anywhere
+
+
+def host_pids() -> dict[tuple[str, int], int]:
+    """(pid namespace inode, pid inside it) -> host pid, for every process in a nested pid namespace."""
+    found: dict[tuple[str, int], int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ns = os.readlink(entry / "ns" / "pid")
+            nspid = next(ln for ln in (entry / "status").read_text().splitlines() if ln.startswith("NSpid:"))
+        except (OSError, StopIteration):
+            continue
+        found[(ns[ns.index("[") + 1 : -1], int(nspid.split()[-1]))] = int(entry.name)
+    return found
+
+
 def pids_of(state: Path, tag: str) -> list[list[int]]:
-    """One list of pids per invocation of the agent ``tag`` (the agent's, then its child's)."""
+    """One list of host pids per invocation of the agent ``tag`` (the agent's, then its child's).
+
+    The agent runs in Jury's sandbox and records ``<pid namespace>:<pid>``; a process that is gone maps
+    to ``GONE``, which no process has."""
     path = state / f"{tag}.pids"
     if not path.exists():
         return []
-    return [[int(p) for p in line.split()] for line in path.read_text().splitlines() if line.strip()]
+    lines = [line.split() for line in path.read_text().splitlines() if line.strip()]
+    table = host_pids() if any(":" in t for line in lines for t in line) else {}
+
+    def host(token: str) -> int:
+        if ":" not in token:
+            return int(token)
+        ns, pid = token.split(":")
+        return table.get((ns, int(pid)), GONE)
+
+    return [[host(t) for t in line] for line in lines]
 
 
 def all_pids(state: Path) -> list[int]:
@@ -517,7 +549,7 @@ def test_sigkilled_worker_mid_review_another_worker_finishes_the_run(
     assert_log_is_clean(events)
     # the killed review ran again on the second worker (round 1 twice, round 2 once, and its reply)
     finder_runs = pids_of(fake_state, "finder")
-    assert finder_runs[0] == [finder_pid] and len(finder_runs) == 4
+    assert finder_runs[0] in ([finder_pid], [GONE]) and len(finder_runs) == 4  # GONE: dead, sandboxed
     assert len([e for e in events if e.t == "agent.launch" and e.key == "review:r1:finder"]) == 1
     assert_no_agent_left(fake_state)
     # the killed call's reservation was settled by the run that replaced it; no worktree is left over
@@ -528,6 +560,15 @@ def test_sigkilled_worker_mid_review_another_worker_finishes_the_run(
 def parent_of(pid: int) -> int:
     with open(f"/proc/{pid}/stat") as f:
         return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+def ancestors_of(pid: int) -> list[int]:
+    """``pid``'s parent, its parent's ... (an agent's: the sandbox's bwrap processes, then its worker)."""
+    found = []
+    while pid > 1:
+        pid = parent_of(pid)
+        found.append(pid)
+    return found
 
 
 def test_worker_frozen_past_its_lease_another_worker_takes_over(
@@ -544,7 +585,7 @@ def test_worker_frozen_past_its_lease_another_worker_takes_over(
         "finder,quiet",
     )
     (first,) = fleet.wait_launched(slug, "review:r1:finder", "finder")
-    frozen = next(w for w in workers if w.pid == parent_of(first))
+    frozen = next(w for w in workers if w.pid in ancestors_of(first))
     # freeze it only once its agent is all it does: frozen inside `git worktree add`, it would hold the
     # repository's file lock, which every worker on this host waits for
     only_finder = lambda: [a.key for a in fleet.state(slug).inflight()] == ["review:r1:finder"]  # noqa: E731

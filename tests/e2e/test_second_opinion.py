@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import FAKE_SANDBOX_KEYS
+
 FAKES = Path(__file__).resolve().parent.parent / "fakes"
 FID = "r1-finder-1"  # the finder's one finding
 NO_SIGNAL = "no test, typecheck, lint or build signal"
@@ -41,6 +43,7 @@ def entry(
         return [sys.executable, str(FAKES / f"{script}.py"), mode, *named, "{prompt_file}"]
 
     text = f"[agents.{name}]\nargv = {json.dumps(argv(script, mode))}\nexpect_seconds = 5\n"
+    text += FAKE_SANDBOX_KEYS  # the fakes keep their state under $FAKE_STATE, inside the sandbox
     text += f'model = "{model}"\n'
     if judge:
         text += f"judge_argv = {json.dumps(argv(*judge))}\n"

@@ -67,9 +67,16 @@ BUGS: dict[str, tuple[str, str, str, str, str, str]] = {
 }
 
 
+def pid_token(pid: int) -> str:
+    """``pid`` as the test can find it on the host: inside Jury's sandbox pids are those of its own pid
+    namespace, so each is written as ``<pid namespace inode>:<pid>`` (the test maps it to the host's)."""
+    ns = os.readlink("/proc/self/ns/pid")  # "pid:[4026532345]"
+    return f"{ns[ns.index('[') + 1 : -1]}:{pid}"
+
+
 def record(state: pathlib.Path, tag: str, child: int | None) -> int:
     """Append this invocation's pids to ``state/TAG.pids``; how many invocations it holds now."""
-    line = f"{os.getpid()}" + (f" {child}" if child else "")
+    line = pid_token(os.getpid()) + (f" {pid_token(child)}" if child else "")
     path = state / f"{tag}.pids"
     with open(path, "a") as f:
         f.write(line + "\n")

@@ -14,7 +14,7 @@ from orchestrator.domain import TERMINAL_STATES, AgentSpec, JuryConfig, JuryConf
 from orchestrator.fold import apply, fold
 from orchestrator.store.redis import from_url
 from orchestrator.target import resolve_local
-from tests.conftest import FAKE
+from tests.conftest import FAKE, FAKE_STATE_ROOT
 from workers import tasks
 from workers.app import app, celery_config
 
@@ -26,6 +26,8 @@ def spec(name: str, mode: str, judge: str | None = None) -> AgentSpec:
         argv=argv,
         judge_argv=[sys.executable, str(FAKE), judge, "{prompt_file}"] if judge else None,
         expect_seconds=5,
+        env_pass=["FAKE_STATE"],  # the fake keeps its state there, inside the sandbox
+        state_dirs=[str(FAKE_STATE_ROOT)],
     )
 
 
