@@ -1,0 +1,173 @@
+"""The suite delta and the coverage judgement, as tables (issue 9, parts 3 and 4): pure functions."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from orchestrator.progress import table_lines
+from workers.coverage_check import coverage_problem, headers, read_coverage
+from workers.suite import SuiteDelta, SuiteSide, compare, delta_problem
+from workers.testreport import Outcome
+
+
+def side(tree: str, outcomes: dict[str, Outcome], **kw) -> SuiteSide:
+    return SuiteSide(
+        tree=tree, sha="t", command="pytest tests", exit_code=0, seconds=1.0, outcomes=outcomes, **kw
+    )
+
+
+HEAD = {"t::a": "passed", "t::b": "passed", "t::c": "failed", "t::d": "skipped"}
+
+
+@pytest.mark.parametrize(
+    ("fixed", "weakened"),
+    [
+        pytest.param({**HEAD, "t::new": "passed"}, [], id="a-test-added"),
+        pytest.param({**HEAD, "t::c": "passed"}, [], id="a-failing-test-fixed"),
+        pytest.param({**HEAD, "t::a": "failed"}, [("t::a", "failed")], id="failing"),
+        pytest.param({**HEAD, "t::a": "skipped"}, [("t::a", "skipped")], id="skipped"),
+        pytest.param({**HEAD, "t::a": "xfailed"}, [("t::a", "xfailed")], id="xfailed"),
+        pytest.param({**HEAD, "t::a": "error"}, [("t::a", "error")], id="error"),
+        pytest.param({k: v for k, v in HEAD.items() if k != "t::a"}, [("t::a", "missing")], id="removed"),
+        pytest.param(
+            {**{k: v for k, v in HEAD.items() if k != "t::a"}, "old::a": "passed"},
+            [("t::a", "renamed to old::a")],
+            id="renamed",
+        ),
+        pytest.param({}, [("t::a", "missing"), ("t::b", "missing")], id="nothing-collected"),
+    ],
+)
+def test_compare(fixed: dict[str, Outcome], weakened: list[tuple[str, str]]) -> None:
+    got, failing = compare(side("head", HEAD), side("fixed", fixed))
+    assert [(w.id, w.fixed) for w in got] == weakened
+    assert failing == ["t::c"]  # already failing on the head: never the fix's doing
+
+
+def test_delta_problem() -> None:
+    head = side("head", HEAD)
+    ok = SuiteDelta(command="pytest tests", head=head, fixed=side("fixed", HEAD))
+    assert delta_problem(ok) is None
+    weak, _ = compare(head, side("fixed", {**HEAD, "t::a": "skipped"}))
+    assert delta_problem(ok.model_copy(update={"weakened": weak})) == (
+        "the fix weakens the suite: t::a passed on the head and is skipped with the fix"
+    )
+    unread = side("fixed", {}, read=False, problems=["the runner wrote no junit report"])
+    assert delta_problem(ok.model_copy(update={"fixed": unread})) == (
+        "the suite gives no report with the fix (the runner wrote no junit report)"
+    )
+    timeout = side("fixed", {}, timed_out=True)
+    assert delta_problem(ok.model_copy(update={"fixed": timeout})) == "the suite times out with the fix"
+    # a head that could not be read is no evidence against the fix
+    blind = SuiteDelta(head=side("head", {}, read=False), fixed=unread, note="not compared")
+    assert delta_problem(blind) is None
+
+
+def cov_json(files: dict[str, dict[str, object]]) -> str:
+    return json.dumps({"files": files})
+
+
+CHANGED = {"calc.py": {3, 4, 9}, "data.json": {1}}
+
+
+@pytest.mark.parametrize(
+    ("entry", "status", "executed"),
+    [
+        pytest.param(
+            {
+                "executed_lines": [1, 3, 4],
+                "missing_lines": [9],
+                "contexts": {"3": ["t.test_x"], "4": ["t.test_x"]},
+            },
+            "exercised",
+            [3, 4],
+            id="run-by-a-test",
+        ),
+        pytest.param(
+            {"executed_lines": [1, 2], "missing_lines": [3, 4, 9], "contexts": {"1": [""], "2": [""]}},
+            "not exercised",
+            [],
+            id="never-run",
+        ),
+        pytest.param(
+            {"executed_lines": [3], "missing_lines": [4], "contexts": {"3": [""]}},
+            "not exercised",
+            [],
+            id="only-a-def-line-run-on-import",
+        ),
+        pytest.param(
+            {"executed_lines": [9], "missing_lines": [3, 4], "contexts": {"9": [""]}},
+            "exercised",
+            [9],
+            id="a-module-level-line-run-on-import",
+        ),
+        pytest.param(
+            {"executed_lines": [1], "missing_lines": [2]}, "no executable change", [], id="comments-only"
+        ),
+        pytest.param(
+            {"executed_lines": [], "missing_lines": [], "excluded_lines": [3, 4]},
+            "not exercised",
+            [],
+            id="pragma-no-cover-counts",
+        ),
+    ],
+)
+def test_read_coverage(entry: dict[str, object], status: str, executed: list[int]) -> None:
+    skip = {"calc.py": {3}}  # line 3 is a def header
+    files = read_coverage(cov_json({"calc.py": entry}), CHANGED, skip=skip)
+    calc = next(f for f in files if f.path == "calc.py")
+    assert (calc.status, calc.executed) == (status, executed)
+    data = next(f for f in files if f.path == "data.json")
+    assert (data.status, data.note) == ("not measured", "not a Python file")
+
+
+def test_coverage_problem() -> None:
+    never = read_coverage(cov_json({}), {"calc.py": {3, 4, 5, 9}})
+    assert never[0].note == "never imported"
+    assert coverage_problem(never) == "the test does not exercise the fix: calc.py lines 3-5, 9 not run"
+    unmeasured = read_coverage(None, {"calc.py": {3}}, "the test run left no coverage data")
+    assert (
+        coverage_problem(unmeasured)
+        == "coverage of the fix could not be measured: the test run left no coverage data"
+    )
+    assert (
+        coverage_problem(read_coverage(None, {"data.json": {1}})) is None
+    )  # not Python: not measured, no claim
+
+
+def test_headers() -> None:
+    text = "import x\n\n@deco\ndef f():\n    return 1\n\n\nclass K:\n    async def g(self):\n        pass\n"
+    assert headers(text) == {3, 4, 8, 9}
+
+
+def test_table_lines_in_words() -> None:
+    table = {
+        "ok": False,
+        "reason": "the fix weakens the suite: t::a passed on the head and is skipped with the fix",
+        "runner": "pytest",
+        "seconds": 4.25,
+        "tests": [{"id": "t::even", "fixed": "passed", "reverted": "failed", "changed": True}],
+        "coverage": [{"path": "calc.py", "status": "exercised", "changed": [3, 4], "executed": [3, 4]}],
+        "suite": {
+            "command": "pytest tests",
+            "head": {"summary": "2 passed", "seconds": 1.0, "cached": True},
+            "fixed": {"summary": "1 passed, 1 skipped", "seconds": 1.5},
+            "weakened": [{"id": "t::a", "head": "passed", "fixed": "skipped"}],
+            "failing_on_head": ["t::c"],
+        },
+        "configChanges": ["conftest.py: test configuration added"],
+    }
+    assert table_lines("f1", table) == [
+        "  f1 verification (pytest, 4.2 s): refuted: the fix weakens the suite: "
+        "t::a passed on the head and is skipped with the fix",
+        "    test t::even: passed with the fix, failed without",
+        "    coverage calc.py: 2 of 2 changed lines run by the test",
+        "    suite: `pytest tests`: head 2 passed (1.0 s, cached); fixed 1 passed, 1 skipped (1.5 s); "
+        "weakened: t::a (skipped); already failing on the head (not blamed): t::c",
+        "    test configuration: conftest.py: test configuration added",
+    ]
+    go = table_lines(
+        "f2", {"ok": True, "runner": "go", "seconds": 1, "coverageNote": "coverage not measured (go)"}
+    )
+    assert go == ["  f2 verification (go, 1.0 s): verified", "    coverage not measured (go)"]
