@@ -191,14 +191,18 @@ def reviewer_brain(request: Recorded, index: int) -> list[Event]:
     return [created(rid), message(text), completed(rid)]
 
 
-def codex_env(codex_bin: Path, home: Path, server: ResponsesServer) -> dict[str, str]:
-    codex_home = write_codex_home(home / ".codex", server.url)
-    return {
+def codex_env(
+    codex_bin: Path, home: Path, server: ResponsesServer, *, codex_home: bool = True
+) -> dict[str, str]:
+    """The environment ``jury`` runs with: codex on PATH, its configuration in ``home/.codex`` (named by
+    CODEX_HOME, or found there as codex's default when ``codex_home`` is False), a made-up key."""
+    where = write_codex_home(home / ".codex", server.url)
+    env = {
         "PATH": f"{codex_bin.parent}{os.pathsep}{os.environ['PATH']}",
         "HOME": str(home),
-        "CODEX_HOME": str(codex_home),
         "OPENAI_API_KEY": "sk-jury-test",
     }
+    return {**env, "CODEX_HOME": str(where)} if codex_home else env
 
 
 def test_codex_reviews_through_its_own_sandbox_and_its_review_counts(
@@ -240,7 +244,9 @@ def test_codex_whose_sandbox_helpers_are_missing_is_not_a_clean_review(
     assert str(home).startswith(tempfile.gettempdir())
     config = write_config(fake_agent("judge", "clean", "fix"))
     with ResponsesServer(reviewer_brain) as server:
-        r = jury(*review(sample_repo, config, "codex"), env=codex_env(codex_bin, home, server))
+        # no CODEX_HOME: codex's default, ~/.codex, where Jury also looks for its session file
+        env = codex_env(codex_bin, home, server, codex_home=False)
+        r = jury(*review(sample_repo, config, "codex"), env=env)
         outputs = [o for req in server.model_requests() for o in req.outputs()]
     assert any(SANDBOX_ERROR in o for o in outputs), outputs  # the model saw nothing but the failure
     assert r.code == 1, r.out + r.err
