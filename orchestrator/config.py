@@ -233,6 +233,8 @@ def _parse_toml(source: str, text: str) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{source}: invalid TOML: {exc}") from exc
+    except RecursionError:  # a repository's file nested past tomllib's reach is bad input, not a crash
+        raise ConfigError(f"{source}: invalid TOML: nested too deeply") from None
 
 
 def _check_jury(

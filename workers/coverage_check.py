@@ -141,7 +141,7 @@ def read_coverage(
         try:
             doc = json.loads(report)
             files = doc.get("files", {}) if isinstance(doc, dict) else {}
-        except ValueError:
+        except (ValueError, RecursionError):  # the reviewed code can write it: nested past reach is unread
             report, why = None, "coverage's JSON report does not parse"
     out: list[FileCoverage] = []
     for path, lines in sorted(changed.items()):

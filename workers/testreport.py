@@ -203,7 +203,7 @@ def parse_go_json(text: str) -> TestReport:
             continue
         try:
             ev = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # a hostile line is no event
             continue
         if not isinstance(ev, dict):
             continue
@@ -286,8 +286,8 @@ def parse_jest_json(text: str, root: str = "") -> TestReport:
     before any test ran (a syntax or import error) is a problem. ``root`` is stripped from file paths."""
     try:
         doc = json.loads(text)
-    except ValueError as exc:
-        return unread(f"the JSON report does not parse: {exc}")
+    except (ValueError, RecursionError) as exc:  # nested past the decoder's reach: unread too
+        return unread(f"the JSON report does not parse: {type(exc).__name__}: {str(exc)[:200]}")
     if not isinstance(doc, dict):
         return unread("the JSON report is not an object")
     results: list[TestResult] = []

@@ -9,13 +9,13 @@ the refuter's prompt. The suite delta (``workers.suite``) catches their effect; 
 
 from __future__ import annotations
 
-import json
 import re
 import tempfile
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from orchestrator import jsonsafe
 from orchestrator.errors import GitError
 from workers.worktree import commit_deterministic, git, git_bytes
 
@@ -183,9 +183,9 @@ def _test_tables(text: str | None, name: str) -> dict[str, object]:
         if name == "pyproject.toml":
             tool = tomllib.loads(text).get("tool", {})
             return {k: tool.get(k) for k in _PYPROJECT_TABLES if isinstance(tool, dict) and k in tool}
-        doc = json.loads(text)
+        doc = jsonsafe.loads(text)  # bounded: what it returns goes into the run's events
         return {k: doc.get(k) for k in _PACKAGE_KEYS if isinstance(doc, dict) and k in doc}
-    except ValueError:
+    except (ValueError, RecursionError):  # tomllib recurses too
         return {"unreadable": text}
 
 

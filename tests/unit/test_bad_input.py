@@ -215,3 +215,42 @@ def test_http_tool_call_arguments_too_deep_are_refused(tmp_path: Path) -> None:
     assert result.proc.exit_code == 0 and result.report == "NO NEW FINDINGS"  # type: ignore[attr-defined]
     transcript = (tmp_path / "out" / "round-1.h.stderr.txt").read_text()
     assert "not valid JSON" in transcript
+
+
+# --- what the reviewed code's own runs write, and its files -------------------------------------------
+
+
+@pytest.mark.parametrize("text", HOSTILE, ids=IDS)
+def test_test_reports_too_deep_are_unread(text: str) -> None:
+    from workers.testreport import parse_go_json, parse_jest_json
+
+    assert parse_go_json(text + "\n").results == []
+    report = parse_jest_json(text)
+    assert not report.read and "does not parse" in report.problems[0]
+
+
+@pytest.mark.parametrize("text", HOSTILE, ids=IDS)
+def test_coverage_report_too_deep_is_unread(text: str) -> None:
+    from workers.coverage_check import read_coverage
+
+    (only,) = read_coverage(text, {"src/app.py": {2}})
+    assert only.status == "not measured" and "does not parse" in (only.note or "")
+
+
+def test_package_json_and_pyproject_too_deep_are_unreadable() -> None:
+    from workers.weakening import _test_tables
+
+    for text in HOSTILE:
+        assert _test_tables(text, "package.json") == {"unreadable": text}
+    toml = "a = " + "[" * DEEP + "]" * DEEP
+    assert _test_tables(toml, "pyproject.toml") == {"unreadable": toml}
+    shallow_but_deep = '{"jest": ' + "[" * 500 + "]" * 500 + "}"  # decodes, but past MAX_DEPTH
+    assert _test_tables(shallow_but_deep, "package.json") == {"unreadable": shallow_but_deep}
+
+
+def test_a_repositorys_jury_toml_too_deep_is_a_config_error() -> None:
+    from orchestrator.config import _parse_toml
+    from orchestrator.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="jury.toml.*nested too deeply"):
+        _parse_toml("jury.toml", "[jury]\nreviewers = " + "[" * DEEP + "]" * DEEP)
