@@ -26,6 +26,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator import jsonsafe
+
 ERROR_CHARS = 300
 # codex's tools that run a shell command (unified exec, the classic shell tool, its newer spelling)
 CODEX_SHELL_TOOLS = frozenset({"exec_command", "shell", "shell_command", "container.exec", "local_shell"})
@@ -65,15 +67,15 @@ def broken_reason(commands: Commands | None, agent: str) -> str | None:
 
 
 def json_lines(text: str) -> Iterator[dict[str, Any]]:
-    """The JSON objects of ``text``, one a line; anything else (torn, nested past the parser's depth,
-    not an object) is skipped."""
+    """The JSON objects of ``text``, one a line; anything else (torn, too large, nested deeper than
+    ``jsonsafe`` allows, not an object) is skipped with its line."""
     for line in (text or "").splitlines():
         line = line.strip()
         if not line.startswith("{"):
             continue
         try:
-            value = json.loads(line)
-        except (ValueError, RecursionError):
+            value = jsonsafe.loads(line)
+        except (ValueError, RecursionError):  # BadJSON is a ValueError
             continue
         if isinstance(value, dict):
             yield value
@@ -168,7 +170,7 @@ def _shell_output(output: Any) -> tuple[int | None, str, bool]:
         text = json.dumps(output)
     if text.startswith("{"):
         try:
-            data = _obj(json.loads(text))
+            data = _obj(jsonsafe.loads(text))
         except (ValueError, RecursionError):
             data = {}
         if data:

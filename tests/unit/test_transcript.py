@@ -360,3 +360,19 @@ def test_only_the_tail_of_a_huge_rollout_is_read(tmp_path, monkeypatch) -> None:
     text = cli.codex_rollout_text({"HOME": str(tmp_path)}, THREAD)
     assert text is not None and len(text) <= len(ROLLOUT_BROKEN) + 100
     assert codex_rollout(text) == codex_rollout(ROLLOUT_BROKEN)  # the torn first line is dropped
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        "[" * 100_000,
+        '{"a": ' * 5_000 + "1" + "}" * 5_000,
+        '{"type": "item.completed", "item": {"id": "x", "type": "comm',
+    ],
+    ids=["deep-array", "deep-object", "torn"],
+)
+def test_a_hostile_line_keeps_the_good_ones(hostile: str) -> None:
+    text = hostile + "\n" + CODEX_OK + hostile + "\n"
+    assert codex_events(text) == codex_events(CODEX_OK)
+    assert codex_message(text) == "NO NEW FINDINGS\n" and codex_thread(text) == THREAD
+    assert codex_rollout(hostile + "\n" + ROLLOUT_BROKEN) == codex_rollout(ROLLOUT_BROKEN)
