@@ -62,6 +62,10 @@ def coordinate(rt: Runtime, slug: str) -> RunState:
     # A short lock: a coordinator that dies holding it stalls the run only this long.
     with rt.store.lock(slug, timeout=COORDINATE_LOCK_SECONDS):
         state = fold(rt.store.read(slug), slug)
+        if state.events == 0:  # its keys were deleted (or expired): nothing to decide, nothing to keep alive
+            rt.client.srem(keys.active_runs(rt.prefix), slug)
+            log.warning("run.vanished", slug=slug)
+            return state
         for _ in range(200):
             actions = decide(state)
             emits = [a.event for a in actions if isinstance(a, Emit)]

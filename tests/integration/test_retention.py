@@ -202,3 +202,17 @@ def test_a_run_whose_keys_expired_unpruned_comes_back_new(
     assert rt.store.append(SLUG, [TargetEvent(eid="target:0", target=Target(repo="repo"))]) == 1
     assert client.zscore(keys.expiring_runs(prefix), SLUG) is None
     assert client.ttl(keys.events(prefix, SLUG)) == -1
+
+
+def test_a_live_run_whose_keys_were_deleted_leaves_the_active_set(
+    client: redis.Redis, prefix: str, tmp_path: Path
+) -> None:
+    # Else the reaper would kick it forever, and each pass would write its state back into Redis.
+    rt = make_rt(client, prefix, tmp_path)
+    live(rt)
+    assert client.sismember(keys.active_runs(prefix), SLUG)
+    client.delete(*rt.store.run_keys(SLUG))
+    state = coordinator.coordinate(rt, SLUG)
+    assert state.events == 0
+    assert not client.sismember(keys.active_runs(prefix), SLUG)
+    assert rt.store.run_keys(SLUG) == [] and coordinator.reap(rt) == []
