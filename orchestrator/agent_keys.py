@@ -60,6 +60,8 @@ SECRET_NAME_RE = re.compile(
 )
 
 _PLACEHOLDER_RE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+MODEL_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+\[\]-]{0,199}")
+MAX_EXPECT_SECONDS = 7200.0  # 3x it is six hours: the broker's default visibility timeout
 _ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 AGENT_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
@@ -159,6 +161,18 @@ def _price(value: object) -> dict[str, float]:
     return out
 
 
+def _model_id(value: object) -> str:
+    """A model id as vendors spell them (``openai/gpt-5``, ``qwen/qwen3-coder:free``, ``sonnet[1m]``).
+
+    It lands in an agent's argument vector (``{model}``) and may come from a repository that is not
+    trusted, so it cannot start with '-' (an option to the CLI) nor hold spaces or '='."""
+    if not isinstance(value, str) or not MODEL_ID_RE.fullmatch(value):
+        raise Invalid(
+            "must be a model id: letters, digits and . _ : / @ + - [ ], starting with a letter or digit"
+        )
+    return value
+
+
 def _state_dirs(value: object) -> list[str]:
     """Directories under HOME (``~/...``) or absolute ones, each naming one directory: the sandbox binds
     exactly these, so ``~`` itself, ``/`` or a path that climbs with ``..`` would undo it."""
@@ -197,7 +211,7 @@ def _check_value(key: str, value: object) -> object:
         return float(value)
     if key == "fallback":
         models = string_list(value, non_empty=False)
-        if any(not m.strip() for m in models):
+        if any(not MODEL_ID_RE.fullmatch(m) for m in models):
             raise Invalid("must be a list of model ids")
         return models
     if key == "max_rounds":
@@ -235,8 +249,13 @@ def _check_value(key: str, value: object) -> object:
     if key == "report":
         return _one_of(value, REPORT_FORMATS)
     if key == "expect_seconds":
-        return _positive(value, "number of seconds")
-    if key in ("model", "install"):
+        seconds = _positive(value, "number of seconds")
+        if seconds > MAX_EXPECT_SECONDS:
+            raise Invalid(f"must be at most {MAX_EXPECT_SECONDS} (the default timeout is 3x it)")
+        return seconds
+    if key == "model":
+        return _model_id(value)
+    if key == "install":
         if not isinstance(value, str) or not value.strip():
             raise Invalid("must be a non-empty string")
         return value

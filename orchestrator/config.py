@@ -31,8 +31,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from orchestrator.agent_keys import (
-    ALLOWED_AGENT_KEYS,
-    SECRET_NAME_RE,
     Invalid,
     check_agent,
     check_checks,
@@ -51,8 +49,6 @@ from orchestrator.trust import (
     parse_sandbox,
     parse_trust,
 )
-
-__all__ = ["ALLOWED_AGENT_KEYS", "SECRET_NAME_RE"]  # re-exported: the agent keys' own module is agent_keys
 
 log = structlog.get_logger()
 

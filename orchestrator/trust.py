@@ -161,11 +161,10 @@ def parse_sandbox(source: str, data: dict[str, Any]) -> SandboxSettings:
                 f"{source}: [sandbox]: unknown key {key!r} (allowed: {', '.join(SANDBOX_KEYS)})"
             )
     for key, value in table.items():  # TOML has true booleans and integers: take no strings for them
-        if key in ("network",) and not isinstance(value, bool):
+        annotation = SandboxSettings.model_fields[key].annotation
+        if annotation is bool and not isinstance(value, bool):
             raise ConfigError(f"{source}: [sandbox].{key}: must be true or false")
-        if key in ("memory_mb", "max_procs", "max_file_mb") and (
-            isinstance(value, bool) or not isinstance(value, int)
-        ):
+        if annotation is int and (isinstance(value, bool) or not isinstance(value, int)):
             raise ConfigError(f"{source}: [sandbox].{key}: must be a whole number")
     try:
         return SandboxSettings.model_validate(table)

@@ -13,9 +13,8 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
+from orchestrator.agent_keys import ALLOWED_AGENT_KEYS, SECRET_NAME_RE
 from orchestrator.config import (
-    ALLOWED_AGENT_KEYS,
-    SECRET_NAME_RE,
     JuryDefaults,
     RepoConfig,
     RepoFile,
@@ -696,9 +695,29 @@ def test_a_jury_naming_an_ignored_agent_says_why() -> None:
     assert "the repository is not trusted" in message
 
 
-def test_an_untrusted_value_it_may_set_is_still_checked() -> None:
-    with pytest.raises(ConfigError, match=r"agents\.codex\.expect_seconds: must be a positive"):
-        load_config(untrusted("[agents.codex]\nexpect_seconds = -1\n"))
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("expect_seconds = -1", "agents.codex.expect_seconds: must be a positive"),
+        ("expect_seconds = 1e9", "agents.codex.expect_seconds: must be at most 7200"),
+        ('model = "--dangerously-bypass-approvals-and-sandbox"', "agents.codex.model: must be a model id"),
+        ('model = "gpt-5 --yolo"', "agents.codex.model: must be a model id"),
+        ('model = "x=y"', "agents.codex.model: must be a model id"),
+        ('model = ""', "agents.codex.model: must be a model id"),
+        ("model = 5", "agents.codex.model: must be a model id"),
+    ],
+)
+def test_an_untrusted_value_it_may_set_is_still_checked(line: str, expected: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(untrusted(f"[agents.codex]\n{line}\n"))
+    assert expected in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "model", ["openai/gpt-5", "gpt-5-codex", "qwen/qwen3-coder:free", "sonnet[1m]", "a@b+c.d_e"]
+)
+def test_model_ids_vendors_use(model: str) -> None:
+    assert load_config(untrusted(f'[agents.codex]\nmodel = "{model}"\n')).agents["codex"].model == model
 
 
 @pytest.mark.parametrize("repo", [trusted, untrusted])
