@@ -281,6 +281,27 @@ def test_a_planted_worktree_location_does_not_move_git(hostile: Hostile, tmp_pat
     assert result.ok and "+    return b + a" in result.text and SENTINEL not in result.text
 
 
+def test_a_promisor_remote_cannot_make_git_fetch_through_a_program(tmp_path: Path) -> None:
+    """A partial clone fetches a missing object lazily from its promisor remote; an ``ext::`` remote
+    the repository allows (``protocol.ext.allow``) would run a program for it."""
+    src, wt, marker = tmp_path / "src", tmp_path / "wt", tmp_path / "marker"
+    src.mkdir()
+    (src / "f.txt").write_text("hi\n")
+    git(src, "init", "-q", "-b", "main")
+    git(src, "add", "-A")
+    git(src, "commit", "-qm", "one")
+    git(src, "config", "uploadpack.allowFilter", "true")
+    git(tmp_path, "clone", "-q", "--filter=blob:none", "--no-checkout", f"file://{src}", str(wt))
+    git(wt, "config", "remote.origin.url", f"ext::sh -c touch% {marker}")
+    git(wt, "config", "protocol.ext.allow", "always")
+    result = dispatch("git_show", {"rev": "HEAD:f.txt"}, role="reviewer", worktree=wt)
+    assert not result.ok and "hi" not in result.text, result.text  # "transport 'ext' not allowed"
+    assert not marker.exists()
+    # the plant is live: git told to show the file fetches it through the program
+    subprocess.run(["git", "show", "HEAD:f.txt"], cwd=wt, capture_output=True, stdin=subprocess.DEVNULL)
+    assert marker.exists()
+
+
 # --- run_command: declared checks only, exactly, in the sandbox ---------------------------------------
 
 

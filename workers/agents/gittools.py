@@ -11,9 +11,13 @@ The repository is hostile too: its ``.git/config`` and ``.gitattributes`` can na
 run (``diff.external``, a ``textconv`` or external diff driver, a ``filter`` whose ``clean`` runs when git
 reads the worktree, ``core.fsmonitor``, a lazy fetch through a promisor remote, a gpg program). So every
 call carries ``--no-ext-diff --no-textconv``, the overrides in ``GIT_OVERRIDES`` (command-line config,
-which beats every file), and blanks every ``filter``/``diff`` driver command the repository's config
-defines (``_driver_overrides``: git 2.39 cannot ignore ``.gitattributes``, so the drivers are disarmed
-instead). ``--work-tree`` is given explicitly so a planted ``core.worktree`` cannot point git elsewhere.
+which beats every file), ``GIT_ALLOW_PROTOCOL=`` (no transport, whatever the config allows), and blanks
+every ``filter``/``diff`` driver command the repository's config defines (``_driver_overrides``: git 2.39
+cannot ignore ``.gitattributes``, so the drivers are disarmed instead). ``--work-tree`` is given
+explicitly so a planted ``core.worktree`` cannot point git elsewhere.
+
+Git itself runs outside the sandbox: it is Jury's own program, reading, with every way it could be told to
+run something else closed above; the sandbox is for what executes the reviewed code (``run_command``).
 """
 
 from __future__ import annotations
@@ -55,9 +59,9 @@ GIT_OVERRIDES: tuple[tuple[str, str], ...] = (
     ("log.mailmap", "false"),
     ("mailmap.file", "/dev/null"),
     ("gpg.program", "/nonexistent/jury-no-gpg"),
+    ("gpg.openpgp.program", "/nonexistent/jury-no-gpg"),
     ("gpg.ssh.program", "/nonexistent/jury-no-gpg"),
     ("gpg.x509.program", "/nonexistent/jury-no-gpg"),
-    ("protocol.allow", "never"),
     ("core.sshCommand", "/nonexistent/jury-no-ssh"),
     ("color.ui", "false"),
 )
@@ -143,6 +147,9 @@ def _git_env(ctx: ToolContext, overrides: list[tuple[str, str]]) -> dict[str, st
         "GIT_ATTR_NOSYSTEM": "1",
         "GIT_CONFIG_NOSYSTEM": "1",
         "GIT_NO_REPLACE_OBJECTS": "1",
+        # No transport at all, whatever ``protocol.<name>.allow`` the repository sets: a partial clone
+        # would otherwise fetch a missing object lazily from its promisor remote (``ext::`` runs a program).
+        "GIT_ALLOW_PROTOCOL": "",
         "GIT_CONFIG_COUNT": str(len(overrides)),
     }
     for i, (key, value) in enumerate(overrides):
