@@ -599,88 +599,18 @@ def doctor(
 ) -> None:
     """Whether this machine can run Jury: git, Redis, bubblewrap, user namespaces, and the sandbox with
     the operator's [sandbox] settings. Exit 0 when it can, 1 with the reason otherwise."""
-    import subprocess
-
-    import redis
-
-    from orchestrator.embedded import redis_binary
-    from workers.sandbox import bwrap_binary, sandbox_problem
+    from orchestrator.doctor import diagnose
 
     settings = settings_for(dir)
-    problems: list[str] = []
-
-    def line(what: str, ok: bool | None, text: str) -> None:
-        mark = "ok" if ok else ("--" if ok is None else "FAIL")
-        out.print(f"{what:<10} {mark:<5} {text}", markup=False)
-
-    def version(argv: list[str]) -> str | None:
-        try:
-            p = subprocess.run(argv, capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        return (p.stdout or p.stderr).strip().splitlines()[0] if p.returncode == 0 else None
-
-    git_version = version(["git", "--version"])
-    line("git", git_version is not None, git_version or "not found: install git")
-    if git_version is None:
-        problems.append("git is not installed")
-
-    if settings.redis_url:
-        try:
-            redis.Redis.from_url(settings.redis_url, socket_timeout=5, socket_connect_timeout=5).ping()
-            line("redis", True, "JURY_REDIS_URL answers")
-        except (redis.RedisError, OSError) as exc:
-            line("redis", False, f"JURY_REDIS_URL does not answer: {exc}")
-            problems.append(f"the Redis of JURY_REDIS_URL does not answer: {exc}")
-    else:
-        try:
-            line("redis", True, f"embedded: {redis_binary()}")
-        except JuryError as exc:
-            line("redis", False, str(exc))
-            problems.append(str(exc))
-
-    bwrap = bwrap_binary()
-    shown_bwrap = f"{bwrap} ({version([bwrap, '--version'])})" if bwrap else "not installed"
-    line("bwrap", bwrap is not None, shown_bwrap)
-    if bwrap is not None:
-        try:
-            p = subprocess.run(
-                [bwrap, "--unshare-user", "--ro-bind", "/", "/", "--", "true"],
-                capture_output=True,
-                text=True,
-                timeout=20,
-                stdin=subprocess.DEVNULL,
-            )
-            userns, why = p.returncode == 0, p.stderr.strip()[-300:]
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            userns, why = False, str(exc)
-        line("userns", userns, "user namespaces work" if userns else f"unavailable: {why}")
-    else:
-        line("userns", None, "not tried (no bwrap)")
-
-    cfg = load_config(None, operator_config_file(settings, config))
-    sb = cfg.sandbox
-    if sb.mode == "none":
-        line("sandbox", None, 'off ([sandbox] mode = "none"): the reviewed code runs unconfined')
-    else:
-        problem = sandbox_problem(sb)
-        shown = (
-            f"network {'on' if sb.network else 'off'}, {sb.memory_mb} MiB, {sb.max_procs} processes, "
-            f"files up to {sb.max_file_mb} MiB"
-        )
-        line("sandbox", problem is None, f"works ({shown})" if problem is None else problem)
-        if problem is not None:
-            problems.append(f"sandbox unavailable: {problem}")
-        elif os.geteuid() == 0:
-            out.print(
-                "note: the worker runs as root; inside the sandbox files root owns outside HOME stay "
-                "readable (run workers as a dedicated user)",
-                markup=False,
-            )
-    if problems:
-        err.print(f"jury doctor: {'; '.join(problems)}", markup=False, highlight=False)
+    report = diagnose(settings, load_config(None, operator_config_file(settings, config)).sandbox)
+    for c in report.checks:
+        mark = "ok" if c.ok else ("--" if c.ok is None else "FAIL")
+        out.print(f"{c.what:<10} {mark:<5} {c.text}", markup=False)
+    for note in report.notes:
+        out.print(f"note: {note}", markup=False)
+    if report.problems:
+        err.print(f"jury doctor: {'; '.join(report.problems)}", markup=False, highlight=False)
         raise typer.Exit(1)
-    raise typer.Exit(0)
 
 
 def usage_error_types() -> tuple[type[Any], ...]:
