@@ -45,6 +45,7 @@ JURY_ADDITIONS = {
     "run.resumed",
     "run.cancel",
     "verify.ran",
+    "verify.table",
     "refute.verdict",
     "refute.skipped",
     "budget.reserved",
