@@ -229,7 +229,18 @@ def _layout(jail: Jail, env: Mapping[str, str], *, create: bool) -> _Layout:
     binds.append(("--bind" if jail.writable else "--ro-bind", worktree, worktree))
     binds += [("--bind", p.resolve(), p.resolve()) for p in jail.rw_paths]
     binds += [("--ro-bind", d, d) for d in jail.git_dirs]
-    return _Layout(hidden=[Path("/tmp"), Path("/run"), inside_home], binds=binds)
+    return _Layout(hidden=[Path("/tmp"), Path("/run"), inside_home, *_jury_dirs(env)], binds=binds)
+
+
+def _jury_dirs(env: Mapping[str, str]) -> list[Path]:
+    """Jury's own state directory (``$JURY_DIR``) when it lies outside HOME: it holds other runs'
+    worktrees and records and the embedded Redis's socket, which code in one run must never reach. The
+    run's own worktree, bound after it, shows through."""
+    value = env.get("JURY_DIR", "")
+    if not os.path.isabs(value):
+        return []
+    path = Path(os.path.normpath(value))
+    return [path] if path.is_dir() and path != Path("/") else []
 
 
 def bwrap_argv(

@@ -159,6 +159,36 @@ def test_state_dir_is_writable_and_the_rest_of_home_is_hidden(
     assert (home / ".agent" / "session").read_text() == "kept"  # created on the host, bound read-write
 
 
+def test_jury_state_dir_is_hidden_but_the_own_worktree_shows(
+    tmp_path: Path, worker_env: dict[str, str]
+) -> None:
+    """Other runs' worktrees, the records and the embedded Redis socket live in JURY_DIR: hidden."""
+    state = Path(tempfile.mkdtemp(prefix="jury-test-state-", dir="/var/tmp"))
+    try:
+        other = state / "worktrees" / "other-run"
+        other.mkdir(parents=True)
+        (other / "secret.py").write_text("TOKEN = 'other-run-secret'\n")
+        wt = state / "worktrees" / "this-run"
+        wt.mkdir(parents=True)
+        (wt / "mine.py").write_text("x = 1\n")
+        code = f"""
+            import os
+            print("MINE", open("mine.py").read().strip())
+            try:
+                print("OTHER", open({str(other / "secret.py")!r}).read())
+            except OSError as exc:
+                print("ERRNO", exc.errno)
+            print("STATE", sorted(os.listdir({str(state)!r})))
+        """
+        res, out = run(tmp_path, Jail(worktree=wt), code, {**worker_env, "JURY_DIR": str(state)})
+        assert res.exit_code == 0, out
+        assert "MINE x = 1" in out
+        assert f"ERRNO {errno.ENOENT}" in out and "other-run-secret" not in out
+        assert "STATE ['worktrees']" in out  # only the mount point of the own worktree
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
+
+
 def test_git_common_dir_is_read_only(
     tmp_path: Path, repo_wt: tuple[Path, Path], worker_env: dict[str, str]
 ) -> None:
