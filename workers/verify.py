@@ -1,10 +1,13 @@
 """Mechanical verification of a fix: real commands on real trees, no model call (DESIGN "Verification").
 
 ``verify_fix`` runs the judge's test command on the fixed tree (it must pass) and on the tree with the fix
-reverted but the tests kept (it must fail), and checks that the patch does not weaken existing tests.
-``run_checks`` runs declared checks (test, lint ...) on one tree. Commands are split with shlex and run as
-argv under ``run_supervised`` in the sandbox (``workers.sandbox``: the worktree the only writable tree, no
-network, an allow-listed environment, output capped); never a shell.
+reverted but the tests kept (it must fail), and checks that the patch does not weaken existing tests. It
+reads the runner's own report, not only exit codes (``testcommand``, ``testreport``, ``proof``), measures
+that the test runs the changed lines (``coverage_check``) and that the suite keeps every test that passed
+on the head (``suite``); ``weakening`` reads the patch alone. ``run_checks`` runs declared checks (test,
+lint ...) on one tree. Commands are split with shlex and run as argv under ``run_supervised`` in the
+sandbox (``workers.sandbox``: the worktree the only writable tree, no network, an allow-listed
+environment, output capped); never a shell.
 """
 
 from __future__ import annotations
