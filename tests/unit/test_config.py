@@ -94,7 +94,7 @@ def test_catalog_entry_is_usable(name: str) -> None:
     ("name", "report", "expect_seconds"),
     [
         ("codex", "codex-json", 1200),
-        ("claude", "result-json", 900),
+        ("claude", "stream-json", 900),
         ("opencode", "opencode-json", 600),
         ("qwen", "result-json", 600),
         ("droid", "result-json", 120),
@@ -118,7 +118,8 @@ def test_codex_and_claude_entries() -> None:
     found = re.search(codex.session_from, "session id: 0199-abc\n")
     assert found is not None and found.group(1) == "0199-abc"
     assert "OPENAI_API_KEY" in codex.env_pass
-    assert claude.new_session and "--output-format" in claude.argv and "json" in claude.argv
+    assert claude.new_session and "--output-format" in claude.argv and "stream-json" in claude.argv
+    assert "--verbose" in claude.argv and claude.report == "stream-json"  # tool calls seen: broken seats
     assert "plan" in claude.argv and "acceptEdits" in (claude.judge_argv or [])
     assert "ANTHROPIC_API_KEY" in claude.env_pass
 
