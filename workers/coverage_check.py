@@ -59,8 +59,8 @@ _HUNK_RE = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
 
 
 def changed_lines(repo: Path, old: str, new: str, path: str) -> set[int]:
-    """Line numbers of ``path`` in tree ``new`` that differ from tree ``old``. Where lines were only
-    deleted, the lines on either side of the cut stand for the change."""
+    """Line numbers of ``path`` in tree ``new`` that differ from tree ``old`` (added or changed). Lines
+    that were only deleted are in no tree to run: a deletion has no changed executable line."""
     raw = git(
         ["diff", "-U0", "--no-color", "--no-ext-diff", "--no-textconv", old, new, "--", path],
         repo,
@@ -69,12 +69,8 @@ def changed_lines(repo: Path, old: str, new: str, path: str) -> set[int]:
     out: set[int] = set()
     for line in raw.splitlines():
         m = _HUNK_RE.match(line)
-        if not m:
-            continue
-        start, count = int(m[1]), int(m[2]) if m[2] is not None else 1
-        if count == 0:
-            out.update(n for n in (start, start + 1) if n > 0)
-        else:
+        if m:
+            start, count = int(m[1]), int(m[2]) if m[2] is not None else 1
             out.update(range(start, start + count))
     return out
 
@@ -127,14 +123,18 @@ def headers(text: str) -> set[int]:
 
 
 def read_coverage(
-    report: str | None, changed: dict[str, set[int]], why: str = "", skip: dict[str, set[int]] | None = None
+    report: str | None,
+    changed: dict[str, set[int]],
+    why: str = "",
+    skip: dict[str, set[int]] | None = None,
 ) -> list[FileCoverage]:
     """Judge each changed file against coverage's JSON ``report`` (None: there is none, ``why``).
 
     A file's changed executable lines are the changed lines coverage counts as statements (run or not).
     The file is ``exercised`` when a test function ran one of them, or when one ran at all that is not a
     ``def``/``class`` header (``skip``: those lines per file) — a module-level line runs only on import.
-    A Python file absent from the report was never imported by the tests: nothing of it ran.
+    A file the fix only deleted lines from has no executable change. A Python file absent from the
+    report was never imported by the tests: nothing of it ran.
     """
     files: dict[str, dict[str, object]] = {}
     if report is not None:
@@ -150,6 +150,9 @@ def read_coverage(
             continue
         if report is None:
             out.append(FileCoverage(path=path, status="not measured", note=why or "no coverage data"))
+            continue
+        if not lines:
+            out.append(FileCoverage(path=path, status="no executable change", note="only lines deleted"))
             continue
         entry = files.get(path)
         if not isinstance(entry, dict):

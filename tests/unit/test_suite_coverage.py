@@ -122,6 +122,15 @@ def test_read_coverage(entry: dict[str, object], status: str, executed: list[int
     assert (data.status, data.note) == ("not measured", "not a Python file")
 
 
+def test_a_deletion_has_no_executable_change() -> None:
+    # only lines deleted (an unused import): nothing of the fixed tree to run, so nothing to refute
+    entry = {"executed_lines": [1, 5], "missing_lines": [6]}
+    assert [(f.status, f.note) for f in read_coverage(cov_json({"calc.py": entry}), {"calc.py": set()})] == [
+        ("no executable change", "only lines deleted")
+    ]
+    assert read_coverage(cov_json({}), {"calc.py": set()})[0].status == "no executable change"
+
+
 def test_coverage_problem() -> None:
     never = read_coverage(cov_json({}), {"calc.py": {3, 4, 5, 9}})
     assert never[0].note == "never imported"
