@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -804,3 +805,69 @@ def test_unittest_fix_whose_test_imports_a_new_name_does_not_count_as_failing(
     assert not v.ok and v.reason is not None
     assert v.reason.startswith("without the fix the named tests do not run, they do not fail"), v.reason
     assert "Failed to import test module" in v.reason or "ImportError" in v.reason
+
+
+# --- a runner without coverage in Jury: node --test ----------------------------------------------------
+
+CALC_JS = """\
+function median(xs) {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)];
+}
+
+function double(x) {
+  return x * 2;
+}
+
+module.exports = { median, double };
+"""
+CALC_JS_FIXED = CALC_JS.replace(
+    "  return s[Math.floor(s.length / 2)];",
+    "  const m = Math.floor(s.length / 2);\n  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;",
+)
+NODE_TEST = """\
+const test = require("node:test");
+const assert = require("node:assert");
+const { median, double } = require("../calc.js");
+
+test("odd median", () => assert.strictEqual(median([3, 1, 2]), 2));
+test("double", () => assert.strictEqual(double(2), 4));
+"""
+NODE_EVEN = """\
+const test = require("node:test");
+const assert = require("node:assert");
+const { median } = require("../calc.js");
+
+test("even median", () => assert.strictEqual(median([4, 1, 3, 2]), 2.5));
+"""
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+def test_node_fix_is_verified_and_its_coverage_is_not_measured(tmp_path: Path, wts: Worktrees) -> None:
+    repo = tmp_path / "js"
+    (repo / "test").mkdir(parents=True)
+    sh_git(repo, "init", "-q", "-b", "main")
+    (repo / "calc.js").write_text(CALC_JS)
+    (repo / "test" / "calc.test.js").write_text(NODE_TEST)
+    sh_git(repo, "add", "-A")
+    sh_git(repo, "commit", "-q", "-m", "first")
+    genuine = {"calc.js": CALC_JS_FIXED, "test/median.test.js": NODE_EVEN}
+    v = pyverify(repo, wts, tmp_path, genuine, "node --test test/median.test.js")
+    assert v.ok, v.reason
+    assert v.runner == "node" and v.coverage == []
+    assert v.coverage_note == "coverage not measured (node)"  # never "passed"
+    assert [(t.id, t.fixed, t.reverted) for t in v.tests] == [("even median", "passed", "failed")]
+    assert v.suite is not None and v.suite.weakened == []
+    assert v.suite.fixed is not None and v.suite.fixed.outcomes == {
+        "odd median": "passed",
+        "double": "passed",
+        "even median": "passed",
+    }
+    # the same fix hiding the test it broke by renaming its file out of node's discovery: the suite says
+    cheat = {"calc.js": CALC_JS_FIXED.replace("x * 2", "x * 3"), "test/median.test.js": NODE_EVEN}
+    cheat |= {"test/calc.test.js": None, "test/calc.js.bak": NODE_TEST}
+    v = pyverify(repo, wts, tmp_path, cheat, "node --test test/median.test.js")
+    assert not v.ok and v.reason is not None
+    assert v.reason.startswith(
+        "the fix weakens the suite: double passed on the head and is missing with the fix"
+    )
