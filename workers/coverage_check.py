@@ -231,6 +231,7 @@ def _ranges(lines: list[int]) -> str:
     return ", ".join(spans[:8]) + (" ..." if len(spans) > 8 else "")
 
 
+_PYTHON_NAME_RE = re.compile(r"^(?:python(?:\d(?:\.\d+)?)?|pypy3?)$")
 _SH_EXEC_RE = re.compile(r"""^'''exec' (\S+) """, re.M)
 
 
@@ -253,7 +254,10 @@ def interpreter_of(program: str, cwd: Path, path_env: str) -> str:
         return "python3"
     if PurePosixPath(words[0]).name == "env":
         rest = [w for w in words[1:] if not w.startswith("-")]
-        return rest[0] if rest else "python3"
-    if PurePosixPath(words[0]).name in ("sh", "bash") and (m := _SH_EXEC_RE.search(head)):
-        return m[1]
-    return words[0]
+        found = rest[0] if rest else "python3"
+    elif PurePosixPath(words[0]).name in ("sh", "bash") and (m := _SH_EXEC_RE.search(head)):
+        found = m[1]
+    else:
+        found = words[0]
+    # a wrapper that is no interpreter (a pyenv shim is a bash script): the PATH's python3 then
+    return found if _PYTHON_NAME_RE.match(PurePosixPath(found).name) else "python3"

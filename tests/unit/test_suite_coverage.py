@@ -180,3 +180,28 @@ def test_table_lines_in_words() -> None:
         "f2", {"ok": True, "runner": "go", "seconds": 1, "coverageNote": "coverage not measured (go)"}
     )
     assert go == ["  f2 verification (go, 1.0 s): verified", "    coverage not measured (go)"]
+
+
+@pytest.mark.parametrize(
+    ("script", "expected"),
+    [
+        ("#!/opt/venv/bin/python3.11\nimport pytest\n", "/opt/venv/bin/python3.11"),
+        ("#!/usr/bin/env python3\n", "python3"),
+        (
+            "#!/bin/sh\n'''exec' /very/long/venv/bin/python \"$0\" \"$@\"\n' '''\n",
+            "/very/long/venv/bin/python",
+        ),
+        ("#!/usr/bin/env bash\nexec pyenv exec pytest\n", "python3"),  # a shim is no interpreter
+        ("not a script", "python3"),
+    ],
+)
+def test_interpreter_of_a_console_script(tmp_path, script: str, expected: str) -> None:
+    from workers.coverage_check import interpreter_of
+
+    (tmp_path / "bin").mkdir()
+    path = tmp_path / "bin" / "pytest"
+    path.write_text(script)
+    path.chmod(0o755)
+    assert interpreter_of("pytest", tmp_path, str(tmp_path / "bin")) == expected
+    assert interpreter_of("bin/pytest", tmp_path, "") == expected
+    assert interpreter_of("no-such-program", tmp_path, str(tmp_path / "bin")) == "python3"
