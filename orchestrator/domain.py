@@ -1,9 +1,9 @@
 """Pydantic types shared by every part of Jury: the agent spec, the target, and the events.
 
-Events are the truth (DESIGN.md). Each event has an ``eid`` (a duplicated append folds once), a ``ts``
-(ISO 8601, UTC) and a ``t`` naming its kind; the vocabulary follows codejury's (REFERENCE §2) with a few
-additions (``jury.config``, ``action.*``, ``finding.refused``, ``agent.wrote``, ``run.resumed``). Fields
-are snake_case in Python and camelCase on the wire, like codejury's files.
+Events are the truth (docs/architecture.md, "The data path"). Each event has an ``eid`` (a duplicated
+append folds once), a ``ts`` (ISO 8601, UTC) and a ``t`` naming its kind; the vocabulary follows
+codejury's with a few additions (``jury.config``, ``action.*``, ``finding.refused``, ``agent.wrote``,
+``run.resumed``). Fields are snake_case in Python and camelCase on the wire, like codejury's files.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Reading what agents answer: reviewer reports, judge verdicts, replies, and the CLIs' raw output.
 
-Pure functions over text (REFERENCE §2). Nothing here raises on odd input: an answer that cannot be
+Pure functions over text. Nothing here raises on odd input: an answer that cannot be
 read comes back as "unparseable" or ``None`` and the caller decides what that means.
 """
 
@@ -295,7 +295,7 @@ _NOT_REPRODUCED = frozenset({"no", "false", "0", "not reproduced", "unknown", "m
 
 def _reproduced(value: Any) -> tuple[bool | None, str | None]:
     """``reproduced`` as (whether, evidence): a boolean as Jury asks for it, or codejury's string, which is
-    the evidence and means reproduced unless it says no, false, null or nothing (REFERENCE §2)."""
+    the evidence and means reproduced unless it says no, false, null or nothing."""
     if not isinstance(value, str):
         return _opt_bool(value), None
     text = value.strip()

@@ -1,4 +1,4 @@
-"""The second opinion's pure parts: signals, the gate, the refuter's family, its verdict (REFERENCE §3).
+"""The second opinion's pure parts: signals, the gate, the refuter's family, its verdict.
 
 - A *signal* is the exit code of a test, typecheck, lint or build command; a plain program run is not one.
   ``classify_command`` knows the usual tools of every ecosystem and looks through env assignments, runners

@@ -2,7 +2,7 @@
 
 Signals first (the named commands and those in the task text, run on the repository's HEAD); no
 signal, no critique. Then an agent of another family than the judge's tries to refute the claim, in a
-read-only worktree. The result is the three-state record of REFERENCE §3.
+read-only worktree. The result is the three-state ``RefutationRecord``.
 """
 
 from __future__ import annotations

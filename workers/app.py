@@ -1,4 +1,4 @@
-"""The Celery app. Tasks are routed by name to one queue per kind (DESIGN.md, "Celery settings").
+"""The Celery app. Tasks are routed by name to one queue per kind (docs/architecture.md, "Queues").
 
 The broker is the Redis of ``JURY_REDIS_URL`` (``redis://``, ``rediss://``, ``unix://`` or
 ``redis+socket://``); results are not kept: the event log is where results live. Over ``rediss://`` the

@@ -21,7 +21,7 @@ _CHECK_KINDS: dict[str, SignalKind] = {
 
 def signals_of(runs: list[CommandRun], source: SignalSource) -> list[Signal]:
     """The runs as refuter signals: a run's kind is its command's, else (a declared check) its name's
-    (``test``, ``lint`` ...). A plain program run is no signal (REFERENCE §3), even in verification."""
+    (``test``, ``lint`` ...). A plain program run is no signal, even in verification."""
     out: list[Signal] = []
     for run in runs:
         kind = classify_command(run.command)

@@ -1,6 +1,6 @@
 """Running one agent process under supervision: scrubbed environment, own process group, hard limits.
 
-The contract (REFERENCE §1, §4): stdin is closed, stdout/stderr go to files (readable while the agent
+The contract (README, "Reviewing"): stdin is closed, stdout/stderr go to files (readable while the agent
 runs), the agent leads its own process group, and when it ends — normally, by timeout or by
 cancellation — the whole group is SIGKILLed so no child outlives it. On Linux the agent also gets
 PR_SET_PDEATHSIG=SIGKILL, so it dies with the worker even if the worker is killed outright.

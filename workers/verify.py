@@ -1,4 +1,4 @@
-"""Mechanical verification of a fix: real commands on real trees, no model call (DESIGN "Verification").
+"""Mechanical verification of a fix: real commands on real trees, no model call.
 
 ``verify_fix`` runs the judge's test command on the fixed tree (it must pass) and on the tree with the fix
 reverted but the tests kept (it must fail), and checks that the patch does not weaken existing tests. It

@@ -1,4 +1,4 @@
-"""The event log on disk, in codejury's layout (REFERENCE §2).
+"""The event log on disk, in codejury's layout (the README's run record).
 
     <root>/runs/<slug>/events.ndjson    one event a line (``dump_event``), appended under an flock
     <root>/runs/<slug>/run.json         the fold, pretty JSON, replaced atomically

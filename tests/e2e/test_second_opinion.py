@@ -1,4 +1,4 @@
-"""The second opinion end to end (REFERENCE §3): mechanical verification refutes cheating fixes without a
+"""The second opinion end to end: mechanical verification refutes cheating fixes without a
 model, a refuter of another family checks the rest, no signal means no critique, and ``jury refute``.
 
 The CLI runs in a subprocess on the demo sample repository, with fake agents: tests/fakes/agent.py (the
