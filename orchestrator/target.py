@@ -25,8 +25,8 @@ from urllib.parse import urlsplit
 from orchestrator.config import REPO_CONFIG_NAME, RepoFile
 from orchestrator.domain import Target
 from orchestrator.errors import ConfigError, GitError, TargetError
+from orchestrator.git import git, git_bytes, merge_base, rev_parse
 from orchestrator.trust import MAX_FORGE_DEPTH, forge_identity, forge_name_problem
-from workers.worktree import git, git_bytes, merge_base, rev_parse
 
 # The forges every Jury knows, and the one kind of request each serves; an enterprise host from
 # JURY_FORGE_HOSTS may serve either.

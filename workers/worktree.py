@@ -1,7 +1,7 @@
 """Git plumbing for workers: detached worktrees under a per-repo lock, change capture, deterministic commits.
 
-Every command runs ``git`` directly (argv, never a shell) with hooks disabled, so a repository under
-review cannot run code in the worker through git.
+Every command goes through ``orchestrator.git`` (argv, never a shell, hooks disabled), so a repository
+under review cannot run code in the worker through git.
 """
 
 from __future__ import annotations
@@ -10,96 +10,21 @@ import fcntl
 import hashlib
 import os
 import shutil
-import subprocess
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import structlog
 
-from orchestrator.errors import GitError
+from orchestrator.git import git, git_bytes, rev_parse
 from orchestrator.store.files import private_dir
 
 log = structlog.get_logger()
 
-# Inherited variables that would point git at another repository, index or object store.
-_GIT_LOCATION_VARS = frozenset(
-    {
-        "GIT_DIR",
-        "GIT_WORK_TREE",
-        "GIT_INDEX_FILE",
-        "GIT_OBJECT_DIRECTORY",
-        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-        "GIT_COMMON_DIR",
-        "GIT_NAMESPACE",
-        "GIT_PREFIX",
-    }
-)
-_GIT_CONFIG = ["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"]
-
 IDENTITY_NAME = "Jury"
 IDENTITY_EMAIL = "jury@localhost"
 FIXED_DATE = "2000-01-01T00:00:00+00:00"
-
-
-def _git_env(env: Mapping[str, str] | None) -> dict[str, str]:
-    base = {k: v for k, v in os.environ.items() if k not in _GIT_LOCATION_VARS}
-    base["GIT_TERMINAL_PROMPT"] = "0"
-    base["LC_ALL"] = "C"
-    if env:
-        base.update(env)
-    return base
-
-
-def git_bytes(
-    args: list[str],
-    cwd: Path,
-    *,
-    check: bool = True,
-    input: bytes | None = None,
-    env: Mapping[str, str] | None = None,
-) -> bytes:
-    """Run ``git args`` in ``cwd`` and return raw stdout; GitError on a non-zero exit when ``check``.
-
-    ``env`` is added to the inherited environment (minus inherited GIT_DIR-like variables).
-    """
-    proc = subprocess.run(
-        ["git", *_GIT_CONFIG, *args],
-        cwd=cwd,
-        input=input,
-        stdin=None if input is not None else subprocess.DEVNULL,
-        capture_output=True,
-        env=_git_env(env),
-        check=False,
-    )
-    if check and proc.returncode != 0:
-        stderr = proc.stderr.decode("utf-8", errors="replace")
-        log.debug("git.failed", args=args, cwd=str(cwd), code=proc.returncode, stderr=stderr[-500:])
-        raise GitError(args, proc.returncode, stderr)
-    return proc.stdout
-
-
-def git(
-    args: list[str],
-    cwd: Path,
-    *,
-    check: bool = True,
-    input: bytes | None = None,
-    env: Mapping[str, str] | None = None,
-) -> str:
-    """``git_bytes`` decoded as UTF-8 (undecodable bytes replaced)."""
-    return git_bytes(args, cwd, check=check, input=input, env=env).decode("utf-8", errors="replace")
-
-
-def rev_parse(repo: Path, rev: str) -> str:
-    """The full object id ``rev`` names; GitError when it names nothing."""
-    return git(["rev-parse", "--verify", "--end-of-options", rev], repo).strip()
-
-
-def merge_base(repo: Path, a: str, b: str) -> str:
-    """The best common ancestor of ``a`` and ``b``; GitError when they share none."""
-    return git(["merge-base", a, b], repo).strip()
 
 
 def update_ref(repo: Path, ref: str, sha: str) -> None:

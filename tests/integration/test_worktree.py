@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import GitError
+from orchestrator.git import merge_base
 from workers.worktree import (
     Worktrees,
     changed_paths,
@@ -17,7 +18,6 @@ from workers.worktree import (
     diff_patch,
     discard_changes,
     git,
-    merge_base,
     rev_parse,
     update_ref,
 )
