@@ -151,16 +151,11 @@ def pick_refuter(
     cfg: RepoConfig, reviewers: list[str], judge: str, forced: str | None
 ) -> tuple[str | None, str]:
     """The second opinion's agent: the user's choice, else a juror of another family than the judge."""
-    from orchestrator.refute import choose_refuter, spec_family
+    from orchestrator.refute.families import refuter_for
 
-    judge_family = spec_family(cfg.agents[judge])
     if forced is not None and forced not in cfg.agents:
         raise UsageError(f"--refuter: unknown agent '{forced}' (known: {', '.join(sorted(cfg.agents))})")
-    names = [n for n in dict.fromkeys([*reviewers, judge]) if cfg.agents[n].kind != "check"]
-    candidates = {n: spec_family(cfg.agents[n]) for n in names}
-    if forced is not None:
-        candidates = {forced: spec_family(cfg.agents[forced])}
-    choice = choose_refuter(judge_family, candidates, forced)
+    choice = refuter_for(cfg.agents, [*reviewers, judge], judge, forced)
     return choice.agent, choice.reason
 
 

@@ -297,8 +297,8 @@ def converge(s: RunState, cfg: JuryConfig, n: int) -> list[Action]:
         if key in s.actions:
             return []
         return [Dispatch(kind="refute", key=key, round=n, agent=cfg.refuter, sha=s.tip)]
-    if s.final_check and s.final_check.get("outcome") == "refuted":
-        return [end(s, "human", f"the second opinion refuted the converged claim: {s.final_check['reason']}")]
+    if s.final_check and s.final_check.outcome == "refuted":
+        return [end(s, "human", f"the second opinion refuted the converged claim: {s.final_check.reason}")]
     if cfg.push and s.commits and not any(c.pushed for c in s.commits):
         key = f"push:{s.tip}"
         if key not in s.actions:

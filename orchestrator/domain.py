@@ -8,7 +8,6 @@ codejury's with a few additions (``jury.config``, ``action.*``, ``finding.refuse
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -22,6 +21,11 @@ from pydantic import (
     model_validator,
 )
 from pydantic.alias_generators import to_camel
+
+from orchestrator.refute.families import spec_family
+from orchestrator.refute.record import RefutationRecord, RefuteSource
+from orchestrator.refute.signals import Signal
+from orchestrator.refute.verdicts import ParsedRefutation, RefuteOutcome
 
 RunStateName = Literal["queued", "review", "converged", "human", "failed", "cancelled"]
 TERMINAL_STATES: frozenset[str] = frozenset({"converged", "human", "failed", "cancelled"})
@@ -86,13 +90,9 @@ class AgentSpec(BaseModel):
 
     @property
     def family(self) -> str | None:
-        """The model family: the explicit ``family``, else the vendor prefix of the model id
-        (``openai/gpt-5`` -> ``openai``)."""
-        if self.family_override:
-            return self.family_override.lower()
-        if not self.model:
-            return None
-        return re.split(r"[/:]", self.model, maxsplit=1)[0].lower()
+        """The effective model family: the explicit ``family``, else the model's (``spec_family``, the one
+        resolver: ``openai/gpt-5`` -> ``openai``, routers looked through, then the agent's default)."""
+        return spec_family(self)
 
     @property
     def can_judge(self) -> bool:
@@ -426,18 +426,31 @@ class VerifyTable(EventBase):
 
 
 class RefuteVerdict(EventBase):
-    """A second opinion on a claim (``source``: ``verification`` needs no model, ``refuter`` is one)."""
+    """A second opinion that ran on a claim (``source``: ``verification`` needs no model, ``refuter`` is
+    one): a ``RefutationRecord`` on the wire, under codejury-style names (``agent``, ``model``)."""
 
     t: Literal["refute.verdict"] = "refute.verdict"
     id: str | None = None
-    outcome: Literal["refuted", "not_refuted", "unclear"]
+    outcome: RefuteOutcome
     reason: str
-    source: Literal["verification", "refuter"]
+    source: RefuteSource
     agent: str | None = None
     model: str | None = None
     independent: bool | None = None
-    signal: dict[str, Any] | None = None
+    signal: Signal | None = None
     cost_usd: float | None = None
+
+    def record(self) -> RefutationRecord:
+        if self.source == "verification":
+            return RefutationRecord.from_verification(self.outcome == "not_refuted", self.reason, self.signal)
+        return RefutationRecord.from_verdict(
+            ParsedRefutation(outcome=self.outcome, reason=self.reason),
+            cost_usd=self.cost_usd,
+            reviewer_model=self.model,
+            reviewer_agent=self.agent,
+            independent=self.independent,
+            signal=self.signal,
+        )
 
 
 class RefuteSkipped(EventBase):
@@ -446,6 +459,31 @@ class RefuteSkipped(EventBase):
     t: Literal["refute.skipped"] = "refute.skipped"
     id: str | None = None
     reason: str
+    signal: Signal | None = None
+
+    def record(self) -> RefutationRecord:
+        return RefutationRecord.skipped(self.reason, signal=self.signal)
+
+
+def refutation_event(record: RefutationRecord, *, eid: str, id: str | None) -> RefuteVerdict | RefuteSkipped:
+    """The event carrying ``record`` for claim ``id`` (None: the converged claim); ``event.record()``
+    gives it back. A second opinion never asked has no event."""
+    if not record.asked:
+        raise ValueError("a second opinion that was never asked has no event")
+    if not record.ran or record.outcome is None or record.source is None:
+        return RefuteSkipped(eid=eid, id=id, reason=record.skipped_reason or "", signal=record.signal)
+    return RefuteVerdict(
+        eid=eid,
+        id=id,
+        outcome=record.outcome,
+        reason=record.reason or "",
+        source=record.source,
+        agent=record.reviewer_agent,
+        model=record.reviewer_model,
+        independent=record.independent,
+        signal=record.signal,
+        cost_usd=record.cost_usd,
+    )
 
 
 class BudgetReserved(EventBase):

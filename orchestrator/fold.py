@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, assert_never
 
 from pydantic import Field
 
@@ -50,6 +50,7 @@ from orchestrator.domain import (
     VerifyRan,
     VerifyTable,
 )
+from orchestrator.refute.record import RefutationRecord
 
 FindingStatus = Literal["open", "accepted", "rejected", "deferred", "superseded"]
 
@@ -88,7 +89,7 @@ class FindingState(Model):
     stale: int = 0  # times its patch no longer applied to the run's tree
     verification: list[dict[str, Any]] = Field(default_factory=list)  # verify.ran of its last acceptance
     verification_table: dict[str, Any] | None = None  # verify.table of its last acceptance
-    refutation: dict[str, Any] | None = None  # the three-state second opinion of its last resolution
+    refutation: RefutationRecord | None = None  # the three-state second opinion of its last resolution
     cost_usd: float = 0.0
 
     @property
@@ -173,7 +174,7 @@ class RunState(Model):
     budget_refused: str | None = None
     cancel_requested: bool = False
     tool_refusals: list[dict[str, Any]] = Field(default_factory=list)  # tools refused to http agents
-    final_check: dict[str, Any] | None = None  # the second opinion on the converged claim
+    final_check: RefutationRecord | None = None  # the second opinion on the converged claim
     events: int = 0
     first_ts: str | None = None
     last_ts: str | None = None
@@ -299,30 +300,11 @@ def apply(s: RunState, e: Event) -> None:
                 f.verification_table = {
                     k: v for k, v in e.wire().items() if k not in ("eid", "t", "ts", "id")
                 }
-        case RefuteVerdict():
-            record = {
-                "asked": True,
-                "ran": e.source == "refuter",
-                "outcome": e.outcome,
-                "ok": {"refuted": False, "not_refuted": True}.get(e.outcome),
-                "reason": e.reason,
-                "source": e.source,
-                "reviewer_agent": e.agent,
-                "reviewer_model": e.model,
-                "independent": e.independent,
-                "signal": e.signal,
-                "cost_usd": e.cost_usd,
-            }
+        case RefuteVerdict() | RefuteSkipped():
             if e.id is None:
-                s.final_check = record
+                s.final_check = e.record()
             elif (f := s.findings.get(e.id)) is not None:
-                f.refutation = record
-        case RefuteSkipped():
-            record = {"asked": True, "ran": False, "skipped_reason": e.reason}
-            if e.id is None:
-                s.final_check = record
-            elif (f := s.findings.get(e.id)) is not None:
-                f.refutation = record
+                f.refutation = e.record()
         case BudgetReserved():
             s.reserved[e.key] = e.amount
         case BudgetSpent():
@@ -364,6 +346,14 @@ def apply(s: RunState, e: Event) -> None:
                     reply.verdict, reply.contests = e.verdict, e.contests
                     reply.seconds, reply.error = e.seconds, e.error
                     break
+        case _:
+            # Every event kind has its case: a new one without is a type error here (``assert_never``),
+            # and at run time a clear error rather than an event silently ignored.
+            kind = getattr(e, "t", type(e).__name__)
+            try:
+                assert_never(e)
+            except AssertionError:
+                raise TypeError(f"fold.apply has no case for the event kind {kind!r}") from None
 
 
 def _report(s: RunState, e: AgentReport) -> None:

@@ -218,15 +218,13 @@ def summary(console: Console, s: RunState, where: str | None = None) -> None:
                 for line in table_lines(f.id, f.verification_table):
                     console.print(line, markup=False, highlight=False)
             if f.refutation is not None:
-                console.print(f"  {f.id} second opinion: {refutation_line(f.refutation)}", markup=False)
+                console.print(f"  {f.id} second opinion: {f.refutation.words()}", markup=False)
     for r in s.tool_refusals:
         console.print(
             f"  refused {r['agent']} ({r['role']}) the tool {r['tool']}: {r['reason']}", markup=False
         )
     if s.final_check is not None:
-        console.print(
-            f"  second opinion on the converged claim: {refutation_line(s.final_check)}", markup=False
-        )
+        console.print(f"  second opinion on the converged claim: {s.final_check.words()}", markup=False)
     if s.spent or s.unknown_costs or s.budget_refused:
         per_agent = ", ".join(f"{a} ${v:.4f}" for a, v in sorted(s.spent.items())) or "nothing known"
         unknown = f"; {s.unknown_costs} call(s) of unknown cost" if s.unknown_costs else ""
@@ -247,19 +245,6 @@ def summary(console: Console, s: RunState, where: str | None = None) -> None:
                 console.print(f"  pushed to {c.branch}", markup=False)
     if where:
         console.print(f"  run record: {where}", markup=False, highlight=False)
-
-
-def refutation_line(r: dict[str, Any]) -> str:
-    """The three states of a second opinion, in words."""
-    if not r.get("ran"):
-        return f"asked, not run: {r.get('skipped_reason') or r.get('reason')}"
-    who = r.get("reviewer_agent") or r.get("source")
-    independent = (
-        ""
-        if r.get("independent") is None
-        else (", independent" if r.get("independent") else ", NOT independent")
-    )
-    return f"{r.get('outcome')} by {who}{independent}: {r.get('reason')}"
 
 
 def table_lines(fid: str, t: dict[str, Any]) -> list[str]:

@@ -15,15 +15,11 @@ from orchestrator.config import RepoConfig, Settings
 from orchestrator.cost import cost_from_report
 from orchestrator.errors import TargetError, UsageError
 from orchestrator.prompts import refute_prompt
-from orchestrator.refute import (
-    RefutationRecord,
-    agent_family,
-    choose_refuter,
-    commands_in_task,
-    gate,
-    independence,
-    parse_refutation,
-)
+from orchestrator.refute.commands import commands_in_task
+from orchestrator.refute.families import independence, refuter_for, spec_family
+from orchestrator.refute.record import RefutationRecord
+from orchestrator.refute.signals import gate
+from orchestrator.refute.verdicts import parse_refutation
 from workers.agents import run_seat
 from workers.verify import run_checks, signals_of
 from workers.worktree import GitError, Worktrees, changed_paths, rev_parse
@@ -45,12 +41,10 @@ def second_opinion(
     except GitError:
         raise TargetError(f"not a git repository with a commit: {repo}") from None
     judge = cfg.jury.judge or "codex"
-    judge_family = agent_family(judge, cfg.agents[judge].model) if judge in cfg.agents else None
     if refuter is not None and refuter not in cfg.agents:
         raise UsageError(f"--refuter: unknown agent '{refuter}' (known: {', '.join(sorted(cfg.agents))})")
     names = [refuter] if refuter else [n for n in (cfg.jury.reviewers or list(cfg.agents)) if n != judge]
-    candidates = {n: agent_family(n, cfg.agents[n].model) for n in names if cfg.agents[n].kind != "check"}
-    choice = choose_refuter(judge_family, candidates, refuter)
+    choice = refuter_for(cfg.agents, names, judge, refuter)
 
     named = {f"command-{i}": c for i, c in enumerate(commands, 1)}
     named |= {f"task-{i}": c for i, c in enumerate(commands_in_task(task or ""), 1)}
@@ -109,12 +103,12 @@ def second_opinion(
         verdict = verdict.model_copy(
             update={"reason": f"{verdict.reason} (it changed {', '.join(wrote)}; discarded)"}
         )
+    judge_family = spec_family(cfg.agents[judge]) if judge in cfg.agents else None
     return RefutationRecord.from_verdict(
         verdict,
         cost_usd=run.cost_usd if run.cost_usd is not None else cost_from_report(run.stdout),
         reviewer_model=run.model or spec.model,
         reviewer_agent=choice.agent,
-        independent=choice.independent
-        and independence(judge_family, run.model, agent_family(spec.name, spec.model)),
+        independent=choice.independent and independence(judge_family, spec_family(spec, run.model)),
         signal=g.signals[0],
     )

@@ -25,11 +25,10 @@ from orchestrator.domain import (
     FindingResolved,
     FindingTurn,
     JudgeSession,
-    RefuteSkipped,
-    RefuteVerdict,
     ReplyAnswered,
     ReplySent,
     VerifyRan,
+    refutation_event,
 )
 from orchestrator.errors import GitError
 from orchestrator.parse import (
@@ -41,15 +40,11 @@ from orchestrator.parse import (
     summarize,
 )
 from orchestrator.prompts import SettledItem, refute_prompt, reply_prompt, triage_prompt
-from orchestrator.refute import (
-    Signal,
-    agent_family,
-    classify_command,
-    commands_in_task,
-    gate,
-    independence,
-    parse_refutation,
-)
+from orchestrator.refute.commands import classify_command, commands_in_task
+from orchestrator.refute.families import independence, spec_family
+from orchestrator.refute.record import RefutationRecord
+from orchestrator.refute.signals import Signal, gate
+from orchestrator.refute.verdicts import parse_refutation
 from orchestrator.transcript import broken_reason, codex_failure
 from workers.agents.cli import AgentRun
 from workers.runtime import (
@@ -265,38 +260,13 @@ def accept(rt: Runtime, job: Job, patch: bytes, verdict: JudgeVerdict) -> list[E
     events.append(table_event(f"{key}:verify:table", f.id, check))
     if not check.ok:
         reason = check.reason or "verification failed"
-        signal = signals_of(check.runs, "verification")
+        signals = signals_of(check.runs, "verification")
+        refutation = RefutationRecord.from_verification(False, reason, signals[-1] if signals else None)
         events += [
-            RefuteVerdict(
-                eid=f"{key}:refuted",
-                id=f.id,
-                outcome="refuted",
-                reason=reason,
-                source="verification",
-                signal=signal[-1].model_dump() if signal else None,
-                cost_usd=0.0,
-            ),
+            refutation_event(refutation, eid=f"{key}:refuted", id=f.id),
             FindingReopened(eid=f"{key}:reopened", id=f.id, reason=reason, who="jury", source="verification"),
         ]
-        log_refutation(
-            rt,
-            job.slug,
-            {
-                "finding": f.id,
-                "source": "verification",
-                "had_signal": bool(signal),
-                "signal_kind": signal[-1].kind if signal else None,
-                "signal_source": "verification" if signal else None,
-                "ran": True,
-                "outcome": "refuted",
-                "reason": reason,
-                "changed_answer": True,
-                "reviewer_agent": None,
-                "reviewer_model": None,
-                "independent": None,
-                "cost_usd": 0.0,
-            },
-        )
+        log_refutation(rt, job.slug, refutation.log_line(f.id))
     return events
 
 
@@ -478,16 +448,10 @@ def refute(rt: Runtime, slug: str, key: str, stop: Stop) -> None:
         signals += signals_of([r for r in runs if not (r.check or "").startswith("task-")], "declared")
         signals += signals_of([r for r in runs if (r.check or "").startswith("task-")], "task")
     g = gate(signals)
-    record: dict[str, object] = {
-        "finding": fid,
-        "source": "refuter",
-        "had_signal": g.open,
-        "signal_kind": signals[0].kind if signals else None,
-        "signal_source": signals[0].source if signals else None,
-    }
     if not g.open:
-        events.append(RefuteSkipped(eid=f"{key}:skipped", id=fid, reason=g.reason))
-        log_refutation(rt, slug, record | {"ran": False, "reason": g.reason, "changed_answer": False})
+        skipped = RefutationRecord.skipped(g.reason)
+        events.append(refutation_event(skipped, eid=f"{key}:skipped", id=fid))
+        log_refutation(rt, slug, skipped.log_line(fid))
         return finish(rt, job, events)
     allowed = {**commands, **({"test_command": f.test_command} if f and f.test_command else {})}
     prompt = refute_prompt(
@@ -518,26 +482,19 @@ def refute(rt: Runtime, slug: str, key: str, stop: Stop) -> None:
         verdict = verdict.model_copy(
             update={"outcome": "unclear", "reason": f"the refuter could not run: {error}"}
         )
-    judge_family = agent_family(cfg.judge, cfg.agents[cfg.judge].model)
     spec = job.spec
     # a CLI agent's cost is in its output (claude's total_cost_usd), as the ledger reads it; None: unknown
     cost = run.cost_usd if run.cost_usd is not None else cost_from_report(run.stdout)
-    chosen_family = agent_family(spec.name, spec.model)
-    independent = independence(judge_family, run.model, chosen_family)
-    events.append(
-        RefuteVerdict(
-            eid=f"{key}:verdict",
-            id=fid,
-            outcome=verdict.outcome,
-            reason=verdict.reason,
-            source="refuter",
-            agent=a.agent,
-            model=run.model or spec.model,
-            independent=independent,
-            signal=g.signals[0].model_dump() if g.signals else None,
-            cost_usd=cost,
-        )
+    judge_family = spec_family(cfg.agents[cfg.judge]) if cfg.judge in cfg.agents else None
+    refutation = RefutationRecord.from_verdict(
+        verdict,
+        cost_usd=cost,
+        reviewer_model=run.model or spec.model,
+        reviewer_agent=a.agent,
+        independent=independence(judge_family, spec_family(spec, run.model)),
+        signal=g.signals[0] if g.signals else None,
     )
+    events.append(refutation_event(refutation, eid=f"{key}:verdict", id=fid))
     if verdict.outcome == "refuted" and f is not None:
         events.append(
             FindingReopened(
@@ -548,20 +505,7 @@ def refute(rt: Runtime, slug: str, key: str, stop: Stop) -> None:
                 reason=f"refuted by {a.agent}: {verdict.reason}",
             )
         )
-    log_refutation(
-        rt,
-        slug,
-        record
-        | {
-            "ran": True,
-            "outcome": verdict.outcome,
-            "changed_answer": verdict.outcome == "refuted",
-            "reviewer_agent": a.agent,
-            "reviewer_model": run.model or spec.model,
-            "independent": independent,
-            "cost_usd": cost,
-        },
-    )
+    log_refutation(rt, slug, refutation.log_line(fid))
     finish(rt, job, events)
 
 

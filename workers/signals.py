@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from orchestrator.refute import Signal, SignalKind, SignalSource, classify_command
+from orchestrator.refute.commands import classify_command
+from orchestrator.refute.signals import Signal, SignalKind, SignalSource
 
 if TYPE_CHECKING:
     from workers.verify import CommandRun

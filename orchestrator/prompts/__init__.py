@@ -14,7 +14,7 @@ from string import Template
 
 from pydantic import BaseModel, ConfigDict
 
-from orchestrator.refute import Signal
+from orchestrator.refute.signals import Signal
 
 __all__ = ["SettledItem", "refute_prompt", "reply_prompt", "review_prompt", "triage_prompt"]
 

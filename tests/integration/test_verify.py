@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.refute import gate
+from orchestrator.refute.signals import gate
 from workers.verify import (
     CommandRun,
     is_test_path,

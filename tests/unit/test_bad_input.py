@@ -15,7 +15,7 @@ import pytest
 
 from orchestrator import diagnostics, jsonsafe
 from orchestrator.parse import extract_report, parse_reply, parse_review, parse_verdict, report_cost
-from orchestrator.refute import parse_refutation
+from orchestrator.refute.verdicts import parse_refutation
 from orchestrator.store.files import FileStore
 from workers.agents.tools import ToolRefused, _parse_args, dispatch
 
