@@ -95,9 +95,9 @@ class Backend:
 @contextmanager
 def backend(settings: Settings, concurrency: int = 4) -> Iterator[Backend]:
     """The shared Redis of JURY_REDIS_URL, or a private Redis with local workers for this command."""
-    from orchestrator.embedded import EmbeddedRedis, LocalWorkers
     from orchestrator.store.redis import from_url as redis_store
     from workers.app import make_app
+    from workers.embedded import EmbeddedRedis, LocalWorkers
 
     files = FileStore(settings.dir)
     if settings.redis_url:
@@ -523,8 +523,8 @@ def refute(
     dir: DirOpt = None,
 ) -> None:
     """The second opinion on its own. Exit 1 only on a concrete refutation."""
-    from orchestrator.second_opinion import second_opinion
     from orchestrator.target import checkout_config
+    from workers.second_opinion import second_opinion
 
     settings = settings_for(dir)
     if not repo.is_dir():
@@ -594,7 +594,7 @@ def doctor(
 ) -> None:
     """Whether this machine can run Jury: git, Redis, bubblewrap, user namespaces, and the sandbox with
     the operator's [sandbox] settings. Exit 0 when it can, 1 with the reason otherwise."""
-    from orchestrator.doctor import diagnose
+    from workers.doctor import diagnose
 
     settings = settings_for(dir)
     report = diagnose(settings, load_config(None, operator_config_file(settings, config)).sandbox)

@@ -3,7 +3,7 @@
 Each check is a ``Check`` (what, ok / failed / not tried, what was seen); ``problems`` are the failures
 that stop a run: no git, a Redis that does not answer, a sandbox that cannot run with the operator's
 ``[sandbox]`` settings (no sandbox, no run). The sandbox is probed the way a worker probes it
-(``workers.sandbox.sandbox_problem``), imported only here, where it is needed.
+(``workers.sandbox.sandbox_problem``): what doctor answers is what a worker on this machine would meet.
 """
 
 from __future__ import annotations
@@ -12,9 +12,13 @@ import os
 import subprocess
 from dataclasses import dataclass, field
 
+import redis
+
 from orchestrator.config import Settings
 from orchestrator.domain import SandboxSettings
 from orchestrator.errors import JuryError
+from workers.embedded import redis_binary
+from workers.sandbox import bwrap_binary, sandbox_problem
 
 ROOT_NOTE = (
     "the worker runs as root: inside the sandbox, files root owns outside HOME stay readable "
@@ -51,10 +55,6 @@ def _version(argv: list[str]) -> str | None:
 
 
 def _redis(settings: Settings, report: Report) -> None:
-    import redis
-
-    from orchestrator.embedded import redis_binary
-
     if settings.redis_url:
         try:
             redis.Redis.from_url(settings.redis_url, socket_timeout=5, socket_connect_timeout=5).ping()
@@ -85,8 +85,6 @@ def _userns(bwrap: str) -> tuple[bool, str]:
 
 def diagnose(settings: Settings, sandbox: SandboxSettings) -> Report:
     """Every check, in order: git, Redis, bwrap, user namespaces, the sandbox as ``sandbox`` asks."""
-    from workers.sandbox import bwrap_binary, sandbox_problem
-
     report = Report()
     git = _version(["git", "--version"])
     report.add("git", git is not None, git or "not found: install git", "git is not installed")

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from orchestrator.config import RepoConfig, Settings
 from orchestrator.cost import cost_from_report
-from orchestrator.errors import TargetError, UsageError
+from orchestrator.errors import GitError, TargetError, UsageError
+from orchestrator.git import rev_parse
 from orchestrator.prompts import refute_prompt
 from orchestrator.refute.commands import commands_in_task
 from orchestrator.refute.families import independence, refuter_for, spec_family
@@ -22,7 +23,7 @@ from orchestrator.refute.signals import gate
 from orchestrator.refute.verdicts import parse_refutation
 from workers.agents import run_seat
 from workers.verify import run_checks, signals_of
-from workers.worktree import GitError, Worktrees, changed_paths, rev_parse
+from workers.worktree import Worktrees, changed_paths
 
 
 def second_opinion(
