@@ -167,6 +167,27 @@ def _scrubbed(data: Any) -> Any:
     return root[0]
 
 
+def _tool_arguments(raw: Any) -> str | dict[str, Any] | None:
+    """A tool call's arguments as the tool will read them, with the key redacted in that form.
+
+    The arguments are a JSON string inside the JSON body: a key spelled there with ``\\u`` escapes is not
+    the key's bytes when the body is redacted, nor after the body is parsed, only once the arguments
+    are. So they are parsed here and redacted parsed; what does not parse goes on as text (already
+    redacted), for ``dispatch`` to refuse.
+    """
+    if raw is None or isinstance(raw, dict):
+        return raw
+    if not isinstance(raw, str):
+        return json.dumps(raw)
+    from orchestrator import jsonsafe  # hostile input: bounded size and depth
+
+    try:
+        value = jsonsafe.loads(raw)
+    except (ValueError, RecursionError):
+        return raw
+    return _scrubbed(value) if isinstance(value, dict) else raw
+
+
 def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
@@ -339,10 +360,10 @@ class _Session:
             fn = _obj(call.get("function"))
             call_id = str(call.get("id") or f"call_{turn}_{i}")
             tool = str(fn.get("name") or "")
-            args = fn.get("arguments")
+            args = _tool_arguments(fn.get("arguments"))
             result = dispatch(
                 tool,
-                args if isinstance(args, str | dict) or args is None else json.dumps(args),
+                args,
                 role=self.role,
                 worktree=self.worktree,
                 checks=self.checks,
