@@ -125,6 +125,7 @@ def test_demo_converges(jury, state_dir: Path) -> None:
 
 
 def test_review_converges_with_a_fix_on_the_jury_branch(jury, sample_repo, write_config, state_dir) -> None:
+    before = git(sample_repo, "rev-parse", "feature")
     r = jury(*review_args(sample_repo, standard_jury(write_config)))
     assert r.code == 0, r.out + r.err
     d = run_dir(state_dir)
@@ -133,7 +134,7 @@ def test_review_converges_with_a_fix_on_the_jury_branch(jury, sample_repo, write
     files = git(sample_repo, "show", "--name-only", "--format=", f"jury/{slug}").split()
     assert sorted(files) == ["stats.py", "tests/test_median.py"]
     assert "ordered[middle - 1]" in git(sample_repo, "show", f"jury/{slug}:stats.py")
-    assert git(sample_repo, "rev-parse", "feature") == git(sample_repo, "rev-parse", "feature")  # not pushed
+    assert git(sample_repo, "rev-parse", "feature") == before  # without --push the reviewed branch stays
     # the log speaks codejury's vocabulary (plus Jury's few additions), and run.json is its fold
     events = events_of(d)
     kinds = {e["t"] for e in events}
