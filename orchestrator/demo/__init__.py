@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from orchestrator.domain import AgentSpec
-from workers.worktree import git
+from orchestrator.git import git
 
 HERE = Path(__file__).resolve().parent
 
