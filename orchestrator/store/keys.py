@@ -1,4 +1,4 @@
-"""Every Redis key Jury uses, in one place (arq's ``constants.py`` habit).
+"""Every Redis key Jury uses, in one place: this docstring is the key map (docs/architecture.md).
 
 All keys start with a prefix (``jury`` unless configured), so one Redis can hold several installations
 and a test can use a random prefix and delete exactly its own keys.
@@ -20,6 +20,10 @@ and a test can use a random prefix and delete exactly its own keys.
     <prefix>:runs:expiring                 sorted set: slug -> epoch second its keys expire (ended runs)
 
 Ledger amounts are integer micro-dollars (see ``workers.ledger``).
+
+Celery's broker keeps its own keys in the same database, outside the prefix: one list per queue
+(``control``, ``review`` ...), ``_kombu.binding.*`` and, while tasks run, ``unacked``, ``unacked_index``
+and ``unacked_mutex``; only Celery touches them.
 
 A run's keys: everything under ``run:<slug>:``, and the ``lease``, ``done``, ``sent`` and ``ledger:call``
 keys whose name starts with ``<slug>:`` (actions and agent calls are named ``<slug>:<key>``). A new key
