@@ -31,6 +31,20 @@ FAKE_STATE_ROOT = Path(tempfile.gettempdir()) / f"pytest-of-{getpass.getuser()}"
 FAKE_SANDBOX_KEYS = f'env_pass = ["FAKE_STATE"]\nstate_dirs = [{json.dumps(str(FAKE_STATE_ROOT))}]\n'
 
 
+# The fake agents are scripts of this folder; the checkout may sit under /tmp or HOME, which the sandbox
+# hides, so every worker and CLI the tests start gets this folder as a read-only path of the sandbox.
+SANDBOX_RO_PATHS = {"JURY_SANDBOX_RO_PATHS": str(Path(__file__).resolve().parent)}
+os.environ.update(SANDBOX_RO_PATHS)  # the workers and sandboxes the tests start in-process
+
+
+def outside_env() -> dict[str, str]:
+    """The test process's environment for a ``jury`` subprocess: none of the developer's ``JURY_*``
+    settings (a shared Redis URL, a state directory), but the sandbox paths the fake agents need."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JURY_")}
+    env.update(SANDBOX_RO_PATHS)
+    return env
+
+
 def fake_agent(name: str, mode: str, judge_mode: str | None = None) -> str:
     """A jury.toml entry for the fake agent script in ``mode`` (and ``judge_mode`` when it judges)."""
     argv = json.dumps([sys.executable, str(FAKE), mode, "{prompt_file}"])
@@ -81,7 +95,7 @@ def jury(state_dir: Path, fake_state: Path):
     """Run ``jury ARGS`` in a subprocess with its own state directory."""
 
     def run(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> Result:
-        full = {k: v for k, v in os.environ.items() if not k.startswith("JURY_")}
+        full = outside_env()
         full.update({"JURY_DIR": str(state_dir), "FAKE_STATE": str(fake_state), "NO_COLOR": "1"})
         full.update(env or {})
         p = subprocess.run(

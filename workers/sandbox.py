@@ -40,6 +40,7 @@ from pathlib import Path
 
 import structlog
 
+from orchestrator import domain as domain_module
 from orchestrator.domain import SandboxSettings
 from orchestrator.errors import JuryError
 
@@ -54,6 +55,12 @@ MIB = 1024 * 1024
 # user namespace needs CAP_SETFCAP there (Linux 5.12+), so without it an agent that sandboxes itself with
 # bubblewrap (codex) cannot start its own sandbox inside Jury's. See ``Jail.nested``.
 NESTED_CAP = "CAP_SETFCAP"
+RO_PATHS_ENV = "JURY_SANDBOX_RO_PATHS"  # more read-only paths, from the worker's environment
+# Jury's own code, always visible read-only: the demo's scripted agents are files of the package.
+JURY_PACKAGES: tuple[Path, ...] = (
+    Path(__file__).resolve().parent,
+    Path(domain_module.__file__).resolve().parent,
+)
 
 
 class SandboxUnavailable(JuryError):
@@ -182,13 +189,17 @@ def _under(path: Path, root: Path) -> bool:
     return path != root and path.is_relative_to(root)
 
 
-def _visible(jail: Jail, home: Path) -> list[Path]:
-    """Host paths shown read-only over the private HOME and /tmp: the jail's ``ro_paths``, the operator's
-    ``[sandbox] ro_paths``, and the worker's own Python installation when it lives there (a pyenv or a
-    venv under HOME: verification runs the worker's interpreter). A program elsewhere under HOME, even on
-    PATH, stays hidden unless listed: a half-visible toolchain (pyenv's shims without pyenv) fails
-    where a hidden one lets PATH fall through to the system's."""
+def _visible(jail: Jail, home: Path, env: Mapping[str, str]) -> list[Path]:
+    """Host paths shown read-only over the private HOME, /tmp and Jury's state directory: the jail's
+    ``ro_paths``, the operator's ``[sandbox] ro_paths`` and ``$JURY_SANDBOX_RO_PATHS`` (the same, for a
+    worker's environment: paths separated by ``:``), Jury's own packages (the demo's scripted agents live
+    there, and a checkout may sit under /tmp or HOME), and the worker's own Python installation when it
+    lives there (a pyenv or a venv under HOME: verification runs the worker's interpreter). A program
+    elsewhere under HOME, even on PATH, stays hidden unless listed: a half-visible toolchain (pyenv's
+    shims without pyenv) fails where a hidden one lets PATH fall through to the system's."""
     wanted = [*jail.ro_paths, *(state_dir_path(p, home) for p in jail.settings.ro_paths)]
+    wanted += [Path(p) for p in env.get(RO_PATHS_ENV, "").split(os.pathsep) if os.path.isabs(p)]
+    wanted += JURY_PACKAGES
     for prefix in {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}:
         p = Path(prefix).resolve()
         if _under(p, home) or _under(p, Path("/tmp")):
@@ -224,7 +235,7 @@ def _layout(jail: Jail, env: Mapping[str, str], *, create: bool) -> _Layout:
             path.mkdir(parents=True, exist_ok=True, mode=0o700)
         target = inside_home / path.relative_to(home) if _under(path, home) else path.resolve()
         binds.append(("--bind", path.resolve(), target))
-    binds += [("--ro-bind-try", p, p) for p in _visible(jail, home)]
+    binds += [("--ro-bind-try", p, p) for p in _visible(jail, home, env)]
     worktree = jail.worktree.resolve()
     binds.append(("--bind" if jail.writable else "--ro-bind", worktree, worktree))
     binds += [("--bind", p.resolve(), p.resolve()) for p in jail.rw_paths]

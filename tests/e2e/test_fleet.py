@@ -50,7 +50,7 @@ from orchestrator.domain import TERMINAL_STATES, Event
 from orchestrator.fold import RunState, fold
 from orchestrator.store import keys
 from orchestrator.store.redis import RedisStore, from_url
-from tests.conftest import FAKE_SANDBOX_KEYS
+from tests.conftest import FAKE_SANDBOX_KEYS, outside_env
 from workers.ledger import Ledger, LedgerTotals
 
 T = TypeVar("T")
@@ -215,7 +215,7 @@ class Fleet:
         return self.store.client
 
     def env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("JURY_")}
+        env = outside_env()
         env.update(FAST)
         env.update(
             {

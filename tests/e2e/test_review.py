@@ -16,7 +16,7 @@ import pytest
 
 from orchestrator.domain import parse_event
 from orchestrator.fold import fold, run_json
-from tests.conftest import fake_agent
+from tests.conftest import fake_agent, outside_env
 
 CODEJURY_VOCABULARY = {
     "target",
@@ -285,7 +285,7 @@ def test_agents_lists_the_catalog(jury) -> None:
 @pytest.fixture
 def workers(shared_redis: str, state_dir: Path, fake_state: Path, tmp_path: Path) -> Iterator[str]:
     """Two ``jury worker`` processes on the shared Redis, stopped after the test."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JURY_")}
+    env = outside_env()
     env.update({"JURY_REDIS_URL": shared_redis, "JURY_DIR": str(state_dir), "FAKE_STATE": str(fake_state)})
     procs = []
     for i in range(2):

@@ -7,7 +7,6 @@ The CLI in a subprocess against this session's Redis database; no workers, so a 
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
@@ -17,7 +16,7 @@ import pytest
 
 from orchestrator.store import keys
 from orchestrator.store.redis import RedisStore, from_url
-from tests.conftest import fake_agent
+from tests.conftest import fake_agent, outside_env
 
 GONE = "is no longer in the store"
 
@@ -85,7 +84,7 @@ def test_follow_ends_when_the_run_is_deleted(
     sample_repo, write_config, shared_redis, store, state_dir, fake_state
 ) -> None:
     config = write_config(fake_agent("quiet", "quiet", "judge-accept"))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JURY_")}
+    env = outside_env()
     env.update(
         {
             "JURY_DIR": str(state_dir),
@@ -128,7 +127,7 @@ def test_follow_ends_when_a_late_writer_begins_the_log_again(
     from orchestrator.domain import Target, TargetEvent
 
     config = write_config(fake_agent("quiet", "quiet", "judge-accept"))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JURY_")}
+    env = outside_env()
     env.update(
         {
             "JURY_DIR": str(state_dir),

@@ -26,6 +26,7 @@ from orchestrator.domain import Target, TargetEvent
 from orchestrator.errors import StoreError
 from orchestrator.store import keys
 from orchestrator.store.redis import from_url
+from tests.conftest import outside_env
 from workers.app import make_app
 
 PASSWORD = "tls-Pa55word-4242"
@@ -177,7 +178,7 @@ def test_celery_broker_refuses_a_server_it_cannot_verify(
 
 def test_a_worker_over_tls_coordinates_a_run(tls_redis: TlsRedis, prefix: str, tmp_path: Path) -> None:
     state_dir = tmp_path / "state"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JURY_")}
+    env = outside_env()
     env.update(
         {
             "JURY_REDIS_URL": tls_redis.url(),
@@ -221,7 +222,7 @@ def test_a_worker_over_tls_coordinates_a_run(tls_redis: TlsRedis, prefix: str, t
 
 
 def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    full = {k: v for k, v in os.environ.items() if not k.startswith("JURY_")}
+    full = outside_env()
     full.update(env)
     return subprocess.run(
         [sys.executable, "-m", "orchestrator.cli", *args],
