@@ -324,7 +324,7 @@ def test_a_rejection_is_refuted_only_with_a_signal(
         (skipped,) = events_of(d, "refute.skipped")
         assert skipped["id"] == FID
         assert [(x["had_signal"], x["ran"], x["changed_answer"]) for x in logged] == [(False, False, False)]
-        assert logged[0]["reason"].startswith(why)
+        assert logged[0]["skipped_reason"].startswith(why) and logged[0]["reason"] is None
     else:
         assert ref["ran"] and ref["outcome"] == "not_refuted" and ref["independent"] is True
         assert ref["signal"]["source"] == "task" and ref["signal"]["command"] == "python3 -m unittest"
