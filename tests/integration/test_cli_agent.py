@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 import textwrap
 import uuid
@@ -66,16 +67,18 @@ def test_expand_argv_substitutes_once() -> None:
 
 
 @pytest.mark.parametrize(
-    ("template", "session", "model"),
+    ("template", "session", "model", "message"),
     [
-        (["c", "--resume", "{session}"], None, None),
-        (["c", "--session={session}"], None, "m"),
-        (["c", "--model", "{model}"], "s", None),
-        (["c", "--flags={model_args}"], "s", "m"),
+        (["c", "--resume", "{session}"], None, None, "needs {session} but none is set"),
+        (["c", "--session={session}"], None, "m", "needs {session} but none is set"),
+        (["c", "--model", "{model}"], "s", None, "needs {model} but none is set"),
+        (["c", "--flags={model_args}"], "s", "m", "{model_args} must be a whole argv element"),
     ],
 )
-def test_expand_argv_errors(template: list[str], session: str | None, model: str | None) -> None:
-    with pytest.raises(ValueError):
+def test_expand_argv_errors(
+    template: list[str], session: str | None, model: str | None, message: str
+) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
         expand_argv(
             template,
             prompt="p",
@@ -95,7 +98,7 @@ def test_argv_for() -> None:
     assert argv_for(spec, "reply", resume=False) == ["r"]
     plain = AgentSpec(name="b", argv=["r"])
     assert argv_for(plain, "reply", resume=True) == ["r"]
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="agent b has no judge_argv"):
         argv_for(plain, "judge", resume=False)
 
 

@@ -115,7 +115,10 @@ def test_stale_registered_but_deleted_worktree_is_pruned(repo: Path, tmp_path: P
 
 
 def test_bad_name_is_refused(repo: Path, tmp_path: Path) -> None:
-    with pytest.raises(ValueError), Worktrees(tmp_path / "wts").checkout(repo, "HEAD", "../x"):
+    with (
+        pytest.raises(ValueError, match="bad worktree name"),
+        Worktrees(tmp_path / "wts").checkout(repo, "HEAD", "../x"),
+    ):
         pass
 
 

@@ -147,10 +147,16 @@ def test_projection_of_builtin_models_is_plausible() -> None:
 
 
 @pytest.mark.parametrize(
-    ("seconds", "rate"), [(-1, None), (float("nan"), None), (60, -0.1), (60, float("inf"))]
+    ("seconds", "rate", "message"),
+    [
+        (-1, None, "expect_seconds must be >= 0"),
+        (float("nan"), None, "expect_seconds must be >= 0"),
+        (60, -0.1, "usd_per_minute must be >= 0"),
+        (60, float("inf"), "usd_per_minute must be >= 0"),
+    ],
 )
-def test_projection_rejects_bad_input(seconds: float, rate: float | None) -> None:
-    with pytest.raises(ValueError):
+def test_projection_rejects_bad_input(seconds: float, rate: float | None, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
         projection(seconds, rate, None, PRICES)
 
 

@@ -64,9 +64,9 @@ def test_the_summary_starts_with_the_marker_whatever_the_body_says() -> None:
 
 
 def test_a_draft_refuses_bad_slugs_and_twin_keys() -> None:
-    with pytest.raises(ValidationError):
+    with pytest.raises(ValidationError, match="a run slug is letters, digits"):
         ReviewDraft(run="bad slug -->", body="x")
-    with pytest.raises(ValidationError):
+    with pytest.raises(ValidationError, match="two comments share the key of a:1"):
         ReviewDraft(
             run="r",
             body="x",

@@ -325,5 +325,5 @@ def test_gate(signals: list[Signal], is_open: bool, n_used: int, reason_has: str
 
 
 def test_signal_kind_is_validated() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"kind\n  Input should be 'test', 'typecheck', 'lint' or 'build'"):
         Signal(kind="program", command="python x.py", exit_code=0, source="task")  # type: ignore[arg-type]
