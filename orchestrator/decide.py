@@ -132,7 +132,7 @@ def settle_limits(s: RunState, cfg: JuryConfig) -> list[Action]:
         if f.contests >= cfg.max_contests:
             why = f"contested {f.contests} times; left for a human. Last word: {f.turns[-1].text}"
         elif f.stale > cfg.max_stale:
-            why = f"its fix no longer applied to the run's tree after {f.stale} re-triages"
+            why = f"its fix did not apply to the run's tree {f.stale} times (triaged again {f.stale - 1})"
         elif len(f.reopens) >= cfg.max_reopens:
             why = f"reopened {len(f.reopens)} times; left for a human. Last: {f.reopens[-1]}"
         if why:
