@@ -18,7 +18,7 @@ from tests.fakes.chat_server import ChatServer, answer, malformed, slow, status,
 from workers.agents.http import RETRY_AFTER_CAP, call_cost, project_cost, retry_after_seconds, run_http_agent
 from workers.agents.tools import (
     TOOL_SCHEMAS,
-    ToolRefused,
+    ToolRefusal,
     dispatch,
     resolve_in,
     schemas_for,
@@ -518,7 +518,7 @@ def outside(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("rel", ["../../etc/passwd", "/etc/passwd", "src/../../outside.txt", ".git/config"])
 def test_resolve_in_refuses_escapes(repo: Path, rel: str) -> None:
-    with pytest.raises(ToolRefused) as info:
+    with pytest.raises(ToolRefusal) as info:
         resolve_in(repo, rel)
     assert info.value.reason
 
@@ -527,7 +527,7 @@ def test_resolve_in_refuses_a_symlink_pointing_out(repo: Path, outside: Path) ->
     (repo / "link.txt").symlink_to(outside)
     (repo / "linkdir").symlink_to(outside.parent)
     for rel in ("link.txt", "linkdir/outside.txt"):
-        with pytest.raises(ToolRefused, match="outside the worktree"):
+        with pytest.raises(ToolRefusal, match="outside the worktree"):
             resolve_in(repo, rel)
     (repo / "inner.txt").symlink_to(repo / "README.md")
     assert resolve_in(repo, "inner.txt") == (repo / "README.md").resolve()

@@ -31,7 +31,7 @@ from workers.agents.toolbase import (
     Args,
     ToolContext,
     ToolFailed,
-    ToolRefused,
+    ToolRefusal,
     cap,
     run_process,
     tool_env,
@@ -75,11 +75,11 @@ _NO_PROGRAMS = ("--no-ext-diff", "--no-textconv", "--no-color", "--ignore-submod
 
 
 def revision(value: str, what: str = "revision") -> str:
-    """``value`` when it is one plain revision (see ``REV_RE``); ToolRefused otherwise."""
+    """``value`` when it is one plain revision (see ``REV_RE``); ToolRefusal otherwise."""
     if not isinstance(value, str) or not value:
-        raise ToolRefused(f"{what} is empty")
+        raise ToolRefusal(f"{what} is empty")
     if value.startswith("-"):
-        raise ToolRefused(f"{what} {value!r} refused: it starts with '-' (options are not accepted)")
+        raise ToolRefusal(f"{what} {value!r} refused: it starts with '-' (options are not accepted)")
     bad = (
         len(value) > MAX_REV_CHARS
         or not REV_RE.fullmatch(value)
@@ -89,28 +89,28 @@ def revision(value: str, what: str = "revision") -> str:
         or value.endswith((".", "/", ".lock"))
     )
     if bad:
-        raise ToolRefused(
+        raise ToolRefusal(
             f"{what} {value!r} refused: use a commit sha, HEAD, HEAD~N, HEAD^ or a branch or tag name"
         )
     return value
 
 
 def revision_range(value: str, what: str = "rev_range") -> str:
-    """One revision, or ``A..B`` / ``A...B`` of two (an empty side is HEAD); ToolRefused otherwise."""
+    """One revision, or ``A..B`` / ``A...B`` of two (an empty side is HEAD); ToolRefusal otherwise."""
     if not isinstance(value, str):
-        raise ToolRefused(f"{what} must be a string")
+        raise ToolRefusal(f"{what} must be a string")
     for sep in ("...", ".."):
         if sep in value:
             left, right = value.split(sep, 1)
             if not left and not right:
-                raise ToolRefused(f"{what} {value!r} refused: name at least one side of the range")
+                raise ToolRefusal(f"{what} {value!r} refused: name at least one side of the range")
             return f"{revision(left or 'HEAD', what)}{sep}{revision(right or 'HEAD', what)}"
     return revision(value, what)
 
 
 def _paths(ctx: ToolContext, paths: list[str]) -> list[str]:
     if len(paths) > MAX_PATHS:
-        raise ToolRefused(f"too many paths ({len(paths)}; at most {MAX_PATHS})")
+        raise ToolRefusal(f"too many paths ({len(paths)}; at most {MAX_PATHS})")
     return [worktree_path(ctx.worktree, p) for p in paths]
 
 
@@ -226,15 +226,15 @@ def git_show(ctx: ToolContext, args: GitShowArgs) -> str:
     rev_text, path = args.rev, args.path
     if ":" in rev_text:
         if path is not None:
-            raise ToolRefused("give the file either as rev:path or as path, not both")
+            raise ToolRefusal("give the file either as rev:path or as path, not both")
         rev_text, path = rev_text.split(":", 1)
     rev = revision(rev_text, "rev")
     if path is not None:
         if not path:
-            raise ToolRefused("path is empty: name a file (rev:path)")
+            raise ToolRefusal("path is empty: name a file (rev:path)")
         rel = worktree_path(ctx.worktree, path)
         if rel == ".":
-            raise ToolRefused("name a file of the revision, not the root")
+            raise ToolRefusal("name a file of the revision, not the root")
         obj = f"{rev}:{rel}"
     else:
         obj = rev

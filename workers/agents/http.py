@@ -31,10 +31,10 @@ from typing import Any
 import httpx
 import structlog
 
-from orchestrator.domain import AgentSpec, SandboxSettings
+from orchestrator.domain import AgentSpec, Role, SandboxSettings
 from orchestrator.logs import add_secret, redact
 from workers.agents.cli import AgentRun
-from workers.agents.tools import ToolRole, dispatch, schemas_for
+from workers.agents.tools import dispatch, schemas_for
 from workers.supervise import ProcResult
 
 log = structlog.get_logger()
@@ -202,7 +202,7 @@ def _text(content: Any) -> str:
 @dataclass
 class _Session:
     spec: AgentSpec
-    role: ToolRole
+    role: Role
     worktree: Path
     checks: dict[str, str]
     client: httpx.Client
@@ -441,7 +441,7 @@ def _failed(
 def run_http_agent(
     spec: AgentSpec,
     *,
-    role: ToolRole,
+    role: Role,
     prompt: str,
     worktree: Path,
     out_dir: Path,

@@ -15,15 +15,12 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from orchestrator.domain import SandboxSettings
+from orchestrator.domain import Role, SandboxSettings
 from workers.sandbox import Jail
 from workers.supervise import run_supervised
-
-ToolRole = Literal["reviewer", "judge", "reply", "refuter"]
 
 OUTPUT_CAP = 20_000
 DEFAULT_TOOL_TIMEOUT = 300.0
@@ -40,8 +37,9 @@ ENV_FIXED: dict[str, str] = {
 }
 
 
-class ToolRefused(Exception):
-    """A call that is not allowed (outside the worktree, not offered to the role, bad arguments)."""
+class ToolRefusal(Exception):
+    """A call that is not allowed (outside the worktree, not offered to the role, bad arguments): the
+    model is told the reason, and the run records it as a ``tool.refused`` event (``domain.ToolRefused``)."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
@@ -66,7 +64,7 @@ class ToolContext:
     """Where and how tools run for one agent run; ``sandbox`` confines the declared checks it runs."""
 
     worktree: Path
-    role: ToolRole
+    role: Role
     checks: Mapping[str, str]
     env: Mapping[str, str]
     timeout: float = DEFAULT_TOOL_TIMEOUT
@@ -83,26 +81,26 @@ class Args(BaseModel):
 
 
 def resolve_in(worktree: Path, rel: str) -> Path:
-    """``rel`` resolved (symlinks followed) inside the resolved ``worktree``; ToolRefused otherwise.
+    """``rel`` resolved (symlinks followed) inside the resolved ``worktree``; ToolRefusal otherwise.
 
     Refused: absolute paths, anything that lands outside the worktree (``..``, a symlink pointing out)
     and anything inside ``.git``.
     """
     if not isinstance(rel, str):
-        raise ToolRefused("path must be a string")
+        raise ToolRefusal("path must be a string")
     if "\0" in rel:
-        raise ToolRefused("path contains a NUL byte")
+        raise ToolRefusal("path contains a NUL byte")
     if os.path.isabs(rel):
-        raise ToolRefused(f"absolute path {rel!r} refused: paths are relative to the worktree")
+        raise ToolRefusal(f"absolute path {rel!r} refused: paths are relative to the worktree")
     root = worktree.resolve()
     try:
         target = (root / (rel or ".")).resolve()
     except (OSError, RuntimeError) as exc:
-        raise ToolRefused(f"cannot resolve {rel!r}: {exc}") from None
+        raise ToolRefusal(f"cannot resolve {rel!r}: {exc}") from None
     if target != root and not target.is_relative_to(root):
-        raise ToolRefused(f"path {rel!r} resolves outside the worktree")
+        raise ToolRefusal(f"path {rel!r} resolves outside the worktree")
     if ".git" in target.relative_to(root).parts:
-        raise ToolRefused(f"path {rel!r} is inside .git")
+        raise ToolRefusal(f"path {rel!r} is inside .git")
     return target
 
 
@@ -116,9 +114,9 @@ def worktree_path(worktree: Path, rel: str) -> str:
     norm = posixpath.normpath(rel.replace(os.sep, "/") or ".")
     parts = norm.split("/")
     if norm == ".." or norm.startswith("../") or norm.startswith("/"):
-        raise ToolRefused(f"path {rel!r} leaves the worktree")
+        raise ToolRefusal(f"path {rel!r} leaves the worktree")
     if ".git" in parts:
-        raise ToolRefused(f"path {rel!r} is inside .git")
+        raise ToolRefusal(f"path {rel!r} is inside .git")
     return norm
 
 

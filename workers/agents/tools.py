@@ -27,7 +27,7 @@ from typing import Any
 import structlog
 from pydantic import Field, ValidationError
 
-from orchestrator.domain import SandboxSettings
+from orchestrator.domain import Role, SandboxSettings
 from workers.agents import textsearch
 from workers.agents.gittools import (
     GitDiffArgs,
@@ -43,9 +43,8 @@ from workers.agents.toolbase import (
     Args,
     ToolContext,
     ToolFailed,
-    ToolRefused,
+    ToolRefusal,
     ToolResult,
-    ToolRole,
     cap,
     is_binary,
     rel_to,
@@ -62,9 +61,8 @@ __all__ = [
     "TOOL_SCHEMAS",
     "ToolContext",
     "ToolFailed",
-    "ToolRefused",
+    "ToolRefusal",
     "ToolResult",
-    "ToolRole",
     "dispatch",
     "resolve_in",
     "schemas_for",
@@ -275,9 +273,9 @@ def search_text(ctx: ToolContext, args: SearchTextArgs) -> str:
     limit; the worker only waits for it, so its threads keep running whatever the pattern does.
     """
     if len(args.pattern) > SEARCH_MAX_PATTERN:
-        raise ToolRefused(f"pattern too long ({len(args.pattern)} characters; at most {SEARCH_MAX_PATTERN})")
+        raise ToolRefusal(f"pattern too long ({len(args.pattern)} characters; at most {SEARCH_MAX_PATTERN})")
     if "\0" in args.pattern:
-        raise ToolRefused("pattern contains a NUL byte")
+        raise ToolRefusal("pattern contains a NUL byte")
     root = ctx.worktree.resolve()
     start = resolve_in(ctx.worktree, args.path)
     if not start.exists():
@@ -297,7 +295,7 @@ def search_text(ctx: ToolContext, args: SearchTextArgs) -> str:
         raise ToolFailed("pattern took too long; simplify it")  # killed: the limit, CPU or memory
     if "error" in result:
         if result.get("kind") in ("pattern", "path"):
-            raise ToolRefused(str(result["error"]))
+            raise ToolRefusal(str(result["error"]))
         raise ToolFailed(str(result["error"]))
     hits = [str(h) for h in result.get("hits") or []]
     if result.get("more"):
@@ -313,7 +311,7 @@ def _declared(ctx: ToolContext, args: RunCommandArgs) -> tuple[str, str]:
         if text and (text == name or text == command.strip()):
             return name, command
     declared = ", ".join(f"{n} (`{c}`)" for n, c in ctx.checks.items()) or "none are declared"
-    raise ToolRefused(
+    raise ToolRefusal(
         f"{asked!r} is not a declared check: run_command runs only a declared check, by name, exactly "
         f"as declared ({declared}); read git with git_diff, git_log and git_show"
     )
@@ -327,7 +325,7 @@ def run_command(ctx: ToolContext, args: RunCommandArgs) -> str:
     read-only, no network unless the operator allows it, an allow-listed environment without the key.
     """
     if args.check is None and args.command is None:
-        raise ToolRefused("name the declared check to run (check)")
+        raise ToolRefusal("name the declared check to run (check)")
     name, command = _declared(ctx, args)
     split = split_command(command)
     if isinstance(split, str):
@@ -354,7 +352,7 @@ def write_file(ctx: ToolContext, args: WriteFileArgs) -> str:
     path = resolve_in(ctx.worktree, args.path)
     data = args.content.encode("utf-8")
     if len(data) > WRITE_MAX_BYTES:
-        raise ToolRefused(f"content too large ({len(data)} bytes; limit {WRITE_MAX_BYTES})")
+        raise ToolRefusal(f"content too large ({len(data)} bytes; limit {WRITE_MAX_BYTES})")
     if path.is_dir():
         raise ToolFailed(f"is a directory: {args.path}")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -400,9 +398,9 @@ def _parse_args(raw: str | Mapping[str, Any] | None) -> dict[str, Any]:
     try:
         value = jsonsafe.loads(raw)  # bounded: size and depth (hostile input)
     except (ValueError, RecursionError) as exc:
-        raise ToolRefused(f"arguments are not valid JSON: {type(exc).__name__}") from None
+        raise ToolRefusal(f"arguments are not valid JSON: {type(exc).__name__}") from None
     if not isinstance(value, dict):
-        raise ToolRefused("arguments must be a JSON object")
+        raise ToolRefusal("arguments must be a JSON object")
     return value
 
 
@@ -410,7 +408,7 @@ def dispatch(
     name: str,
     args: str | Mapping[str, Any] | None,
     *,
-    role: ToolRole,
+    role: Role,
     worktree: Path,
     checks: Mapping[str, str] | None = None,
     env: Mapping[str, str] | None = None,
@@ -433,9 +431,9 @@ def dispatch(
     )
     try:
         if name not in _TOOLS:
-            raise ToolRefused(f"unknown tool {name!r}")
+            raise ToolRefusal(f"unknown tool {name!r}")
         if name not in tools_for(role):
-            raise ToolRefused(f"tool {name!r} is not allowed for the {role} role")
+            raise ToolRefusal(f"tool {name!r} is not allowed for the {role} role")
         model, func = _TOOLS[name]
         try:
             parsed = model.model_validate(_parse_args(args))
@@ -444,9 +442,9 @@ def dispatch(
                 f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
                 for e in exc.errors(include_url=False, include_input=False)
             )
-            raise ToolRefused(f"bad arguments for {name}: {problems}") from None
+            raise ToolRefusal(f"bad arguments for {name}: {problems}") from None
         text = func(ctx, parsed)
-    except ToolRefused as exc:
+    except ToolRefusal as exc:
         log.info("tool.refused", tool=name, role=role, reason=exc.reason[:300])
         return ToolResult(ok=False, text=f"REFUSED: {exc.reason}", refused=exc.reason)
     except ToolFailed as exc:
