@@ -15,7 +15,8 @@ from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
-from orchestrator.domain import AgentKind, AgentSpec, CheckParser, CheckScope, ReportFormat
+from orchestrator.agent_kinds import AGENT_KINDS
+from orchestrator.domain import AgentSpec, CheckParser, CheckScope, ReportFormat
 from orchestrator.errors import ConfigError
 
 ALLOWED_AGENT_KEYS: tuple[str, ...] = (
@@ -49,7 +50,6 @@ PLACEHOLDERS: frozenset[str] = frozenset(
     {"prompt", "prompt_file", "worktree", "session", "model_args", "model"}
 )
 REPORT_FORMATS: tuple[str, ...] = get_args(ReportFormat)
-AGENT_KINDS: tuple[str, ...] = get_args(AgentKind)
 CHECK_PARSERS: tuple[str, ...] = get_args(CheckParser)
 CHECK_SCOPES: tuple[str, ...] = get_args(CheckScope)
 PRICE_KEYS: tuple[str, ...] = ("input", "output")
@@ -192,7 +192,7 @@ def _state_dirs(value: object) -> list[str]:
 def _check_value(key: str, value: object) -> object:
     """The value of one agent key, checked; raises ``Invalid`` with what is wrong."""
     if key == "kind":
-        return _one_of(value, AGENT_KINDS)
+        return _one_of(value, AGENT_KINDS.names())
     if key == "base_url":
         return _base_url(value)
     if key == "api_key_env":

@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.table import Table
 
 from orchestrator import logs
+from orchestrator.actions import queues as action_queues
 from orchestrator.config import (
     RepoConfig,
     Settings,
@@ -553,7 +554,7 @@ def refute(
 
 @app.command()
 def worker(
-    queues: Annotated[str, typer.Option(help="Queues to consume.")] = "control,review,triage,reply,refute",
+    queues: Annotated[str, typer.Option(help="Queues to consume.")] = ",".join(action_queues()),
     concurrency: Annotated[int | None, typer.Option(help="Tasks at once.")] = None,
     pool: Annotated[str, typer.Option(help="Celery pool: threads or prefork.")] = "threads",
     loglevel: Annotated[str, typer.Option(help="Celery log level.")] = "INFO",

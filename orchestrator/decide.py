@@ -1,8 +1,9 @@
 """Run state -> the next actions. Pure.
 
 ``decide`` returns either events to append now (``Emit``: a state transition that needs no worker) or
-actions for workers (``Dispatch``). The coordinator appends the emits, folds again and asks again until
-only dispatches (or nothing) remain, so each call handles one step of the loop:
+actions for workers (``DispatchAction``, of a kind declared in ``orchestrator.actions``). The
+coordinator appends the emits, folds again and asks again until only dispatches (or nothing) remain, so
+each call handles one step of the loop:
 
 1. every reviewer of the round reports (the barrier: all of them, then look);
 2. an agent that could not run, or a report with nothing parseable, ends the run ``human``;
@@ -20,6 +21,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from orchestrator.actions import ActionName
 from orchestrator.domain import (
     Event,
     FindingResolved,
@@ -39,8 +41,10 @@ class Emit(BaseModel):
     event: Event
 
 
-class Dispatch(BaseModel):
-    kind: Literal["review", "triage", "reply", "push", "refute"]
+class DispatchAction(BaseModel):
+    """Work for a worker: becomes an ``action.dispatched`` event and a task of its kind's queue."""
+
+    kind: ActionName
     key: str
     round: int
     agent: str | None = None
@@ -56,7 +60,7 @@ class Integrate(BaseModel):
     sha: str
 
 
-Action = Emit | Dispatch | Integrate
+Action = Emit | DispatchAction | Integrate
 
 
 def end(s: RunState, state: Literal["converged", "human", "failed", "cancelled"], reason: str) -> Emit:
@@ -172,7 +176,7 @@ def second_opinions(s: RunState, cfg: JuryConfig, n: int) -> list[Action] | None
         ] or None
     inflight = {a.finding for a in s.inflight() if a.kind == "refute"}
     actions: list[Action] = [
-        Dispatch(kind="refute", key=key, round=n, agent=cfg.refuter, finding=f.id, sha=s.tip)
+        DispatchAction(kind="refute", key=key, round=n, agent=cfg.refuter, finding=f.id, sha=s.tip)
         for f in due
         if f.id not in inflight and (key := f"refute:{f.id}:{f.version}") not in s.actions
     ]
@@ -202,7 +206,7 @@ def decide(s: RunState) -> list[Action]:
     ]
     if missing:
         return [
-            Dispatch(kind="review", key=key, round=n, agent=a, sha=cur.sha)
+            DispatchAction(kind="review", key=key, round=n, agent=a, sha=cur.sha)
             for a in missing
             if (key := f"review:r{n}:{a}{_suffix(s)}") not in s.actions
         ]
@@ -233,7 +237,7 @@ def decide(s: RunState) -> list[Action]:
     fresh = [f for f in s.open_findings() if f.id not in judging]
     if fresh:
         return [
-            Dispatch(
+            DispatchAction(
                 kind="triage",
                 key=f"triage:{f.id}:{f.triages + 1}",
                 round=n,
@@ -264,7 +268,7 @@ def decide(s: RunState) -> list[Action]:
     if untold:
         sent = {a: sum(1 for r in s.replies if r.agent == a) for a in untold}
         return [
-            Dispatch(
+            DispatchAction(
                 kind="reply", key=f"reply:{a}:{sent[a] + 1}{_suffix(s)}", round=n, agent=a, findings=fids
             )
             for a, fids in untold.items()
@@ -296,13 +300,13 @@ def converge(s: RunState, cfg: JuryConfig, n: int) -> list[Action]:
         key = f"refute:final:{s.tip}"
         if key in s.actions:
             return []
-        return [Dispatch(kind="refute", key=key, round=n, agent=cfg.refuter, sha=s.tip)]
+        return [DispatchAction(kind="refute", key=key, round=n, agent=cfg.refuter, sha=s.tip)]
     if s.final_check and s.final_check.outcome == "refuted":
         return [end(s, "human", f"the second opinion refuted the converged claim: {s.final_check.reason}")]
     if cfg.push and s.commits and not any(c.pushed for c in s.commits):
         key = f"push:{s.tip}"
         if key not in s.actions:
-            return [Dispatch(kind="push", key=key, round=n, sha=s.tip)]
+            return [DispatchAction(kind="push", key=key, round=n, sha=s.tip)]
         if not s.actions[key].done:
             return []
         if not s.actions[key].ok:

@@ -22,6 +22,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from orchestrator.agent_kinds import AgentKind  # the names of the agent-kind registry
 from orchestrator.refute.families import spec_family
 from orchestrator.refute.record import RefutationRecord, RefuteSource
 from orchestrator.refute.signals import Signal
@@ -41,7 +42,6 @@ class Model(BaseModel):
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
-AgentKind = Literal["cli", "http", "check"]
 CheckParser = Literal["auto", "ruff", "mypy", "pytest", "flake8", "sarif", "none"]
 CheckScope = Literal["changed", "all"]
 
@@ -228,11 +228,16 @@ class RoundEnd(EventBase):
 
 
 class ActionDispatched(EventBase):
-    """An action handed to a worker. The task reads its parameters back from here by key."""
+    """An action handed to a worker. The task reads its parameters back from here by key.
+
+    ``kind`` is a name of ``orchestrator.actions.ACTIONS``, checked where the action is made (``decide``)
+    and where it runs (its task); here any name folds, so a log holding a kind this release does not
+    know can still be read.
+    """
 
     t: Literal["action.dispatched"] = "action.dispatched"
     key: str
-    kind: Literal["review", "triage", "reply", "push", "refute"]
+    kind: str
     round: int
     epoch: int = 0
     agent: str | None = None

@@ -135,7 +135,9 @@ class ReplyState(Model):
     error: str | None = None
 
 
-class Dispatched(Model):
+class DispatchedAction(Model):
+    """An action as the fold knows it: what ``action.dispatched`` said, and whether it is done."""
+
     key: str
     kind: str
     round: int
@@ -164,7 +166,7 @@ class RunState(Model):
     rounds: list[RoundState] = Field(default_factory=list)
     findings: dict[str, FindingState] = Field(default_factory=dict)
     replies: list[ReplyState] = Field(default_factory=list)
-    actions: dict[str, Dispatched] = Field(default_factory=dict)
+    actions: dict[str, DispatchedAction] = Field(default_factory=dict)
     sessions: dict[str, str] = Field(default_factory=dict)  # reviewer -> its CLI session id
     judge_session: str | None = None
     commits: list[CommitInfo] = Field(default_factory=list)
@@ -199,7 +201,7 @@ class RunState(Model):
                 return r
         return None
 
-    def inflight(self) -> list[Dispatched]:
+    def inflight(self) -> list[DispatchedAction]:
         return [a for a in self.actions.values() if not a.done]
 
     def open_findings(self) -> list[FindingState]:
@@ -241,7 +243,7 @@ def apply(s: RunState, e: Event) -> None:
             if (r := s.round(e.n)) is not None:
                 r.ended = True
         case ActionDispatched():
-            s.actions[e.key] = Dispatched.model_validate(e.model_dump(exclude={"eid", "ts", "t"}))
+            s.actions[e.key] = DispatchedAction.model_validate(e.model_dump(exclude={"eid", "ts", "t"}))
             if e.kind == "triage" and e.finding in s.findings:
                 s.findings[e.finding].triages += 1
                 s.findings[e.finding].judging = True

@@ -1,4 +1,5 @@
-"""The Celery app. Tasks are routed by name to one queue per kind (docs/architecture.md, "Queues").
+"""The Celery app. Tasks are routed by name to one queue per kind (docs/architecture.md, "Queues"); the
+queues and routes are derived from the action kinds of ``orchestrator.actions``.
 
 The broker is the Redis of ``JURY_REDIS_URL`` (``redis://``, ``rediss://``, ``unix://`` or
 ``redis+socket://``); results are not kept: the event log is where results live. Over ``rediss://`` the
@@ -11,19 +12,12 @@ from typing import Any
 
 from celery import Celery
 
+from orchestrator.actions import queues, routes
 from orchestrator.config import Settings, load_settings
 from orchestrator.store.urls import broker_ssl
 
-QUEUES = ("control", "review", "triage", "reply", "refute")
-ROUTES = {
-    "jury.coordinate": "control",
-    "jury.push": "control",
-    "jury.review": "review",
-    "jury.triage": "triage",
-    "jury.reply": "reply",
-    "jury.refute": "refute",
-    "jury.reap": "control",
-}
+QUEUES = queues()  # ("control", "review", "triage", "reply", "refute")
+ROUTES = routes()  # task name -> queue: jury.coordinate, jury.reap and each action kind's jury.<kind>
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
 
 

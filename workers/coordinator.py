@@ -15,17 +15,14 @@ from pathlib import Path
 import redis
 import structlog
 
-from orchestrator.decide import Dispatch, Emit, Integrate, decide
+from orchestrator.actions import failure_events as failure_of
+from orchestrator.decide import DispatchAction, Emit, Integrate, decide
 from orchestrator.domain import (
     TERMINAL_STATES,
     ActionDispatched,
-    AgentReport,
     CommitPushed,
     Event,
-    FindingRefused,
     FindingReopened,
-    ReplyAnswered,
-    ReplySent,
     RoundStart,
     Target,
     TargetEvent,
@@ -79,7 +76,7 @@ def coordinate(rt: Runtime, slug: str) -> RunState:
             rt.store.append(slug, emits)
             for event in emits:
                 apply(state, event)
-        for d in (a for a in actions if isinstance(a, Dispatch)):
+        for d in (a for a in actions if isinstance(a, DispatchAction)):
             ev = ActionDispatched(
                 eid=f"dispatch:{d.key}",
                 key=d.key,
@@ -159,48 +156,9 @@ def integrate(rt: Runtime, state: RunState, findings: list[str], sha: str) -> li
 
 
 def failure_events(job: Job, exc: BaseException) -> list[Event]:
-    """What a task that crashed leaves in the log, so the run never waits on it forever."""
-    a, reason = job.action, f"the worker failed: {type(exc).__name__}: {exc}"[:500]
-    if a.kind == "review":
-        return [
-            AgentReport(
-                eid=f"{a.key}:report",
-                agent=a.agent or "",
-                round=a.round,
-                verdict="error",
-                seconds=0.0,
-                summary=reason,
-                role="reviewer",
-                key=a.key,
-                error=reason,
-            )
-        ]
-    if a.kind == "triage":
-        return [
-            FindingRefused(
-                eid=f"{a.key}:refused", id=a.finding or "", reason=reason, who=a.agent or "", round=a.round
-            )
-        ]
-    if a.kind == "reply":
-        return [
-            ReplySent(
-                eid=f"{a.key}:sent",
-                agent=a.agent or "",
-                round=a.round,
-                resumed=False,
-                text="",
-                findings=a.findings,
-            ),
-            ReplyAnswered(
-                eid=f"{a.key}:answered",
-                agent=a.agent or "",
-                round=a.round,
-                verdict="error",
-                seconds=0.0,
-                error=reason,
-            ),
-        ]
-    return []
+    """What a task that crashed leaves in the log, so the run never waits on it forever: its kind's
+    ``on_failure`` (``orchestrator.actions``) with the reason."""
+    return failure_of(job.action, f"the worker failed: {type(exc).__name__}: {exc}"[:500])
 
 
 def run_task(rt: Runtime, kind: str, slug: str, key: str) -> None:
@@ -210,6 +168,7 @@ def run_task(rt: Runtime, kind: str, slug: str, key: str) -> None:
     the action without running its agent (the coordinator then ends the run); a worker that cannot
     sandbox the action's agent or code ends the run ``human`` without running anything.
     """
+    handler = TASKS[kind]  # a kind no handler is bound to fails here, before any lease is taken
     name = f"{slug}:{key}"
     if is_done(rt.client, name, rt.prefix):
         log.info("task.already_done", slug=slug, key=key)
@@ -224,7 +183,7 @@ def run_task(rt: Runtime, kind: str, slug: str, key: str) -> None:
             return rt.kick(slug)
         try:
             try:
-                TASKS[kind](rt, slug, key, stop)
+                handler(rt, slug, key, stop)
             except (StoreError, redis.RedisError) as exc:
                 # The log itself is out of reach (Redis restarting?): record nothing, mark nothing; the
                 # lease lapses and the reaper hands the action out again once the store is back.

@@ -46,7 +46,8 @@ from orchestrator.refute.record import RefutationRecord
 from orchestrator.refute.signals import Signal, gate
 from orchestrator.refute.verdicts import parse_refutation
 from orchestrator.transcript import broken_reason, codex_failure
-from workers.agents.cli import AgentRun
+from workers.actions import HANDLERS, handles
+from workers.agents.run import AgentRun
 from workers.runtime import (
     Job,
     Runtime,
@@ -56,11 +57,11 @@ from workers.runtime import (
     jury_branch,
     load_job,
     log_refutation,
-    run_agent,
     run_failure,
     safe_name,
     stderr_tail,
 )
+from workers.seating import run_agent
 from workers.verify import CommandRun, run_checks, signals_of, verify_fix
 from workers.verify_record import ArtifactCache, table_event
 from workers.worktree import changed_paths, commit_deterministic, diff_patch, git
@@ -97,6 +98,7 @@ def report_event(
 # --- review -----------------------------------------------------------------------------------
 
 
+@handles("review")
 def review(rt: Runtime, slug: str, key: str, stop: Stop) -> None:
     job = load_job(rt, slug, key, stop)
     if job is None:
@@ -143,6 +145,7 @@ def review(rt: Runtime, slug: str, key: str, stop: Stop) -> None:
 # --- triage -----------------------------------------------------------------------------------
 
 
+@handles("triage")
 def triage(rt: Runtime, slug: str, key: str, stop: Stop) -> None:
     job = load_job(rt, slug, key, stop)
     if job is None:
@@ -273,6 +276,7 @@ def accept(rt: Runtime, job: Job, patch: bytes, verdict: JudgeVerdict) -> list[E
 # --- reply ------------------------------------------------------------------------------------
 
 
+@handles("reply")
 def reply(rt: Runtime, slug: str, key: str, stop: Stop) -> None:
     job = load_job(rt, slug, key, stop)
     if job is None:
@@ -331,6 +335,7 @@ def reply(rt: Runtime, slug: str, key: str, stop: Stop) -> None:
 # --- push -------------------------------------------------------------------------------------
 
 
+@handles("push")
 def push(rt: Runtime, slug: str, key: str, stop: Stop) -> None:
     """Push the run's fixes to the reviewed branch (only when the run was started with --push)."""
     job = load_job(rt, slug, key, stop)
@@ -399,6 +404,7 @@ def tree_of(rt: Runtime, job: Job, work: Path) -> str:
     )
 
 
+@handles("refute")
 def refute(rt: Runtime, slug: str, key: str, stop: Stop) -> None:
     """The second opinion: gate on a real signal first, then an agent of another family tries to break
     the claim, reading and running only the declared checks and read-only git. It never writes."""
@@ -523,10 +529,4 @@ def verify_event(eid: str, fid: str | None, run: CommandRun) -> VerifyRan:
     )
 
 
-TASKS: dict[str, Callable[[Runtime, str, str, Stop], None]] = {
-    "review": review,
-    "triage": triage,
-    "reply": reply,
-    "push": push,
-    "refute": refute,
-}
+TASKS = HANDLERS  # every action kind's handler, bound by ``@handles`` above (see workers/actions.py)

@@ -1,5 +1,5 @@
-"""The worker's context and what every agent task shares: the job read back from the log, the agent
-run (launch, liveness, budget, cancellation), and the final append.
+"""The worker's context and what every agent task shares: the job read back from the log, its budget
+(reserve, reconcile), its checkout, and the final append. Its agent runs through ``workers.seating``.
 
 Each task reads the run's log, folds it, does its one piece of work and appends its result events in
 one batch, ending with ``action.done``; then it kicks the coordinator. Event ids derive from the action
@@ -17,32 +17,27 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any
 
 import redis
 import structlog
 
+from orchestrator.actions import ACTIONS
 from orchestrator.config import Settings, config_dir
 from orchestrator.cost import Prices, cost_from_report, load_prices, projection
 from orchestrator.domain import (
     TERMINAL_STATES,
     ActionDone,
-    AgentAlive,
-    AgentLaunch,
     AgentSpec,
     BudgetRefused,
     BudgetReserved,
     BudgetSpent,
     Event,
-    Role,
-    ToolRefused,
 )
-from orchestrator.fold import Dispatched, RunState, fold
+from orchestrator.fold import DispatchedAction, RunState, fold
 from orchestrator.store import keys
 from orchestrator.store.files import FileStore
 from orchestrator.store.redis import RedisStore
-from workers.agents import run_seat
-from workers.agents.cli import AgentRun
+from workers.agents.run import AgentRun
 from workers.lease import Lease
 from workers.ledger import Ledger
 from workers.sandbox import require_sandbox
@@ -129,7 +124,7 @@ class Job:
 
     slug: str
     state: RunState
-    action: Dispatched
+    action: DispatchedAction
     stop: Callable[[], bool] = field(default=lambda: False)  # true when the work must end now
 
     @property
@@ -163,7 +158,7 @@ def load_job(rt: Runtime, slug: str, key: str, stop: Callable[[], bool] | None =
     if state.state in TERMINAL_STATES or state.cancel_requested:
         rt.store.append(slug, [job.done(ok=False)])
         return None
-    if action.kind != "push" and state.config is not None:
+    if ACTIONS[action.kind].sandboxed and state.config is not None:
         require_sandbox(state.config.sandbox)  # no sandbox, no run: SandboxUnavailable ends the run human
     return job
 
@@ -258,157 +253,6 @@ def reconcile(rt: Runtime, job: Job, run: AgentRun) -> BudgetSpent:
     return BudgetSpent(
         eid=f"{a.key}:spent", key=a.key, agent=a.agent or "", amount=actual, charged=charge, finding=a.finding
     )
-
-
-def run_agent(
-    rt: Runtime,
-    job: Job,
-    *,
-    role: Role,
-    prompt: str,
-    worktree: Path,
-    name: str,
-    session: str | None = None,
-    resume: bool = False,
-    checks: dict[str, str] | None = None,
-) -> AgentRun:
-    """Run the job's agent, whatever its kind: reserve its cost, ``agent.launch``, ``agent.alive`` while
-    it runs, then reconcile. Stops (killing the agent's group) when the job's ``stop`` says so.
-
-    An http agent reserves and reconciles each model call itself (``per_call_budget``, ``http_events``);
-    it may run ``checks`` (default: the repository's declared checks) and read-only git.
-    """
-    cfg, spec = job.state.config, job.spec
-    assert cfg is not None and job.action.agent is not None
-    agent, rnd, key = job.action.agent, job.action.round, job.action.key
-    ticks = 0
-
-    def alive(seconds: float, quiet: float) -> None:
-        nonlocal ticks
-        ticks += 1
-        rt.store.append(
-            job.slug,
-            [
-                AgentAlive(
-                    eid=f"{key}:alive:{ticks}",
-                    agent=agent,
-                    round=rnd,
-                    seconds=round(seconds, 1),
-                    quiet_seconds=round(quiet, 1),
-                    key=key,
-                )
-            ],
-        )
-
-    if spec.kind != "http":
-        reserve(rt, job)
-    rt.store.append(
-        job.slug,
-        [
-            AgentLaunch(
-                eid=f"{key}:launch", agent=agent, round=rnd, role=role, key=key, finding=job.action.finding
-            )
-        ],
-    )
-    run = run_seat(
-        spec,
-        role=role,
-        prompt=prompt,
-        worktree=worktree,
-        out_dir=rt.run_dir(job.slug),
-        name=name,
-        timeout=cfg.timeout or spec.default_timeout(),
-        base=job.state.target.base or "",
-        checks=cfg.checks if checks is None else checks,
-        grace=rt.settings.kill_grace,
-        tick_every=cfg.alive_every,
-        on_tick=alive,
-        should_stop=job.stop,
-        session=session,
-        resume=resume,
-        max_output=rt.settings.max_output,
-        reserve=per_call_budget(rt, job) if spec.kind == "http" else None,
-        on_event=http_events(rt, job, role) if spec.kind == "http" else None,
-        sandbox=cfg.sandbox,
-    )
-    ensure_held(job)  # a holder that lost its lease leaves the call to be settled by the one that has it
-    if spec.kind != "http":
-        rt.store.append(job.slug, [reconcile(rt, job, run)])
-    for suffix, data in ((".stdout.txt", run.stdout), (".stderr.txt", run.stderr)):
-        rt.store.put_artifact(job.slug, name + suffix, data.encode())
-    log.info(
-        "agent.ran",
-        slug=job.slug,
-        key=key,
-        agent=agent,
-        kind=spec.kind,
-        exit_code=run.proc.exit_code,
-        timed_out=run.proc.timed_out,
-        seconds=round(run.proc.seconds, 1),
-        cost_usd=run.cost_usd,
-    )
-    return run
-
-
-def per_call_budget(rt: Runtime, job: Job) -> Callable[[float], bool]:
-    """The http runner's ``reserve``: one ledger reservation per model call, ``budget.*`` events for each.
-
-    The launch event goes out with the first call; a refusal is recorded and stops the run's spending.
-    """
-    a = job.action
-    calls = 0
-
-    def take(amount: float) -> bool:
-        nonlocal calls
-        calls += 1
-        return reserve_call(rt, job, f"{a.key}:call{calls}", amount) is None
-
-    return take
-
-
-def http_events(rt: Runtime, job: Job, role: Role) -> Callable[[str, dict[str, Any]], None]:
-    """Turn the http runner's reports into events: the launch, each call's cost, every refused tool."""
-    a = job.action
-    calls = refusals = 0
-
-    def on_event(name: str, fields: dict[str, Any]) -> None:
-        nonlocal calls, refusals
-        if name == "http.call":
-            calls += 1
-            call_key = f"{a.key}:call{calls}"
-            cost = fields.get("cost_usd")
-            rt.ledger.reconcile(f"{job.slug}:{call_key}", cost)
-            rt.store.append(
-                job.slug,
-                [
-                    BudgetSpent(
-                        eid=f"{call_key}:spent",
-                        key=call_key,
-                        agent=a.agent or "",
-                        amount=cost,
-                        finding=a.finding,
-                    )
-                ],
-            )
-        elif name == "tool.refused":
-            refusals += 1
-            rt.store.append(
-                job.slug,
-                [
-                    ToolRefused(
-                        eid=f"{a.key}:refused-tool:{refusals}",
-                        key=a.key,
-                        agent=a.agent or "",
-                        tool=str(fields.get("tool")),
-                        role=role,
-                        reason=str(fields.get("reason")),
-                    )
-                ],
-            )
-        else:
-            log.info(f"agent.{name}", slug=job.slug, key=a.key, **fields)
-
-    return on_event
 
 
 def run_failure(run: AgentRun) -> str | None:

@@ -21,7 +21,7 @@ from orchestrator.refute.families import independence, refuter_for, spec_family
 from orchestrator.refute.record import RefutationRecord
 from orchestrator.refute.signals import gate
 from orchestrator.refute.verdicts import parse_refutation
-from workers.agents import run_seat
+from workers.agents import SeatRequest, run_seat
 from workers.verify import run_checks, signals_of
 from workers.worktree import Worktrees, changed_paths
 
@@ -80,8 +80,8 @@ def second_opinion(
     )
     limit = timeout or spec.default_timeout()
     with worktrees.checkout(repo, head, f"refute-{os.getpid()}") as wt, tempfile.TemporaryDirectory() as out:
-        run = run_seat(
-            spec,
+        request = SeatRequest(
+            spec=spec,
             role="refuter",
             prompt=prompt,
             worktree=wt,
@@ -93,6 +93,7 @@ def second_opinion(
             grace=settings.kill_grace,
             sandbox=cfg.sandbox,
         )
+        run = run_seat(request)
         wrote = changed_paths(wt)
     verdict = parse_refutation(run.report)
     if run.proc.error or run.proc.timed_out:

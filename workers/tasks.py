@@ -1,13 +1,19 @@
-"""Thin tasks: take (slug, key), call the plain functions of ``workers.coordinator``, return nothing."""
+"""Thin tasks: take (slug, key), call the plain functions of ``workers.coordinator``, return nothing.
+
+One task per action kind of ``orchestrator.actions`` (named ``jury.<kind>``, as they always were, so a
+fleet mixing releases keeps taking the same messages), plus ``jury.coordinate`` and ``jury.reap``.
+"""
 
 from __future__ import annotations
 
 from functools import cache
 from typing import Any
 
+from celery import Task
 from celery.signals import worker_ready
 
 from orchestrator import logs
+from orchestrator.actions import ACTIONS, ActionKind
 from orchestrator.config import load_settings
 from workers import coordinator
 from workers.app import app
@@ -28,7 +34,7 @@ def get_runtime() -> Runtime:
 
 
 def send(kind: str, slug: str, key: str) -> None:
-    app.send_task(f"jury.{kind}", args=[slug, key])
+    app.send_task(ACTIONS[kind].task, args=[slug, key])
 
 
 def kick(slug: str) -> None:
@@ -40,29 +46,19 @@ def coordinate(slug: str) -> None:
     coordinator.coordinate(get_runtime(), slug)
 
 
-@app.task(name="jury.review")
-def review(slug: str, key: str) -> None:
-    coordinator.run_task(get_runtime(), "review", slug, key)
+def action_task(kind: ActionKind) -> Task:
+    """The Celery task of an action kind, ``jury.<kind>``: it runs the action with the kind's handler."""
+
+    def run(slug: str, key: str) -> None:
+        coordinator.run_task(get_runtime(), kind.name, slug, key)
+
+    run.__name__ = run.__qualname__ = kind.name
+    run.__doc__ = f"Run one {kind.name} action (queue {kind.queue!r}) under its lease."
+    task: Task = app.task(name=kind.task)(run)
+    return task
 
 
-@app.task(name="jury.triage")
-def triage(slug: str, key: str) -> None:
-    coordinator.run_task(get_runtime(), "triage", slug, key)
-
-
-@app.task(name="jury.reply")
-def reply(slug: str, key: str) -> None:
-    coordinator.run_task(get_runtime(), "reply", slug, key)
-
-
-@app.task(name="jury.refute")
-def refute(slug: str, key: str) -> None:
-    coordinator.run_task(get_runtime(), "refute", slug, key)
-
-
-@app.task(name="jury.push")
-def push(slug: str, key: str) -> None:
-    coordinator.run_task(get_runtime(), "push", slug, key)
+ACTION_TASKS: dict[str, Task] = {name: action_task(kind) for name, kind in ACTIONS.items()}
 
 
 @app.task(name="jury.reap")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.decide import Dispatch, Emit, decide
+from orchestrator.decide import DispatchAction, Emit, decide
 from orchestrator.domain import (
     ActionDispatched,
     ActionDone,
@@ -96,7 +96,7 @@ def describe(actions: list) -> list[str]:
     """Actions as short strings: ``dispatch review:r1:a`` or ``emit target converged``."""
     out = []
     for a in actions:
-        if isinstance(a, Dispatch):
+        if isinstance(a, DispatchAction):
             out.append(f"dispatch {a.key}")
         else:
             assert isinstance(a, Emit)

@@ -25,7 +25,7 @@ from orchestrator.diagnostics import PARSERS, Diagnostic, changed_lines, detect_
 from orchestrator.domain import AgentSpec, SandboxSettings
 from orchestrator.errors import GitError
 from orchestrator.parse import NO_CONTEST
-from workers.agents.cli import AgentRun
+from workers.agents.run import AgentRun
 from workers.sandbox import Jail, git_dirs_of
 from workers.supervise import ProcResult, run_supervised
 from workers.worktree import git

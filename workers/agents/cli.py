@@ -6,16 +6,16 @@ import os
 import re
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import structlog
 
 from orchestrator.domain import AgentSpec, Role, SandboxSettings
 from orchestrator.parse import extract_report, find_session
-from orchestrator.transcript import Commands, codex_thread, codex_usage, commands_of
+from orchestrator.transcript import codex_thread, codex_usage, commands_of
+from workers.agents.run import AgentRun
 from workers.sandbox import Jail, git_dirs_of, jail_env
-from workers.supervise import ProcResult, run_supervised
+from workers.supervise import run_supervised
 
 log = structlog.get_logger()
 
@@ -85,28 +85,6 @@ def argv_for(spec: AgentSpec, role: Role, *, resume: bool) -> list[str]:
             return list(spec.resume_argv)
         return list(spec.argv)
     raise ValueError(f"unknown role: {role!r}")
-
-
-@dataclass
-class AgentRun:
-    """One finished agent run: the process outcome, its answer and the session it used.
-
-    ``cost_usd`` is None when unknown (never 0 for unknown); ``model`` is the model that actually
-    answered (after any fallback); ``usage`` holds token counts when the runner knows them.
-    ``commands`` is what the agent's transcript says of the commands it ran (None: it says nothing), so
-    a run whose every command failed is never taken for a clean review.
-    """
-
-    proc: ProcResult
-    report: str
-    session_id: str | None
-    stdout: str
-    stderr: str
-    argv: list[str]
-    cost_usd: float | None = None
-    model: str | None = None
-    usage: dict[str, int] = field(default_factory=dict)
-    commands: Commands | None = None
 
 
 def codex_rollout_text(env: Mapping[str, str], thread: str | None) -> str | None:

@@ -33,7 +33,7 @@ import structlog
 
 from orchestrator.domain import AgentSpec, Role, SandboxSettings
 from orchestrator.logs import add_secret, redact
-from workers.agents.cli import AgentRun
+from workers.agents.run import AgentRun
 from workers.agents.tools import dispatch, schemas_for
 from workers.supervise import ProcResult
 

@@ -1,0 +1,146 @@
+"""Action kinds, declared once: the pure half of each (its name, its queue, what its failure leaves).
+
+An action is work ``decide`` hands to a worker (``DispatchAction``): it travels as an
+``action.dispatched`` event, a Celery task ``jury.<kind>`` on the kind's queue runs it under a lease, and
+its handler (``workers.actions.handles``) appends its result events. When the handler crashes, the
+kind's ``on_failure`` says what goes in the log instead, so the run never waits on it forever.
+
+Everything that lists kinds is derived from ``ACTIONS``: the queues and routes of the Celery app, its
+tasks, the default queues of ``jury worker``, the kinds ``decide`` may dispatch, and the failure events.
+Adding a kind is a ``declare`` here and a handler in ``workers/jobs.py`` (docs/architecture.md,
+"Extension points").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated
+
+from pydantic import AfterValidator
+
+from orchestrator.domain import AgentReport, Event, FindingRefused, RefuteSkipped, ReplyAnswered, ReplySent
+from orchestrator.fold import DispatchedAction
+from orchestrator.registry import Registry
+
+CONTROL = "control"  # the coordinator's queue: coordinate, reap, and actions that run no agent
+
+# (the action that failed, why) -> the events that close it in the log
+FailureEvents = Callable[[DispatchedAction, str], list[Event]]
+
+
+def no_events(action: DispatchedAction, reason: str) -> list[Event]:
+    """No events: the action's ``action.done`` with ``ok`` false says it all (``decide`` reads it)."""
+    return []
+
+
+@dataclass(frozen=True)
+class ActionKind:
+    """``sandboxed``: the action runs an agent or the reviewed code, so a worker whose sandbox cannot
+    run refuses it before anything starts (the run ends ``human`` with the reason)."""
+
+    name: str
+    queue: str
+    on_failure: FailureEvents = no_events
+    sandboxed: bool = True
+
+    @property
+    def task(self) -> str:
+        """The Celery task name; fixed, so workers of an older release keep taking the same messages."""
+        return f"jury.{self.name}"
+
+
+ACTIONS: Registry[ActionKind] = Registry("action kind")
+
+# A kind ``decide`` may dispatch: checked when the action is made, not when the log is read, so a log
+# holding a kind this release does not know still folds.
+ActionName = Annotated[str, AfterValidator(ACTIONS.check)]
+
+
+def declare(
+    name: str, *, queue: str, on_failure: FailureEvents = no_events, sandboxed: bool = True
+) -> ActionKind:
+    """Declare an action kind (a duplicate name is an error)."""
+    kind = ActionKind(name=name, queue=queue, on_failure=on_failure, sandboxed=sandboxed)
+    return ACTIONS.register(name, kind)
+
+
+def queues() -> tuple[str, ...]:
+    """Every queue a worker may consume: ``control`` first, then each kind's, in declaration order."""
+    return tuple(dict.fromkeys([CONTROL, *(k.queue for k in ACTIONS.values())]))
+
+
+def routes() -> dict[str, str]:
+    """Celery task name -> queue, for every task Jury sends."""
+    return {"jury.coordinate": CONTROL, "jury.reap": CONTROL} | {k.task: k.queue for k in ACTIONS.values()}
+
+
+def failure_events(action: DispatchedAction, reason: str) -> list[Event]:
+    """What the log gets when ``action``'s task crashed with ``reason``."""
+    return ACTIONS[action.kind].on_failure(action, reason)
+
+
+# --- the built-in kinds ------------------------------------------------------------------------
+
+
+def reviewer_error(a: DispatchedAction, reason: str) -> list[Event]:
+    """The reviewer's seat ends ``error``: the run ends ``human`` with the reason."""
+    return [
+        AgentReport(
+            eid=f"{a.key}:report",
+            agent=a.agent or "",
+            round=a.round,
+            verdict="error",
+            seconds=0.0,
+            summary=reason,
+            role="reviewer",
+            key=a.key,
+            error=reason,
+        )
+    ]
+
+
+def triage_refused(a: DispatchedAction, reason: str) -> list[Event]:
+    """The finding stays open, one triage attempt used (``max_triage`` of them end the run)."""
+    return [
+        FindingRefused(
+            eid=f"{a.key}:refused", id=a.finding or "", reason=reason, who=a.agent or "", round=a.round
+        )
+    ]
+
+
+def reply_error(a: DispatchedAction, reason: str) -> list[Event]:
+    """The reviewer was told (so the findings count as told) and its answer is an error."""
+    return [
+        ReplySent(
+            eid=f"{a.key}:sent",
+            agent=a.agent or "",
+            round=a.round,
+            resumed=False,
+            text="",
+            findings=a.findings,
+        ),
+        ReplyAnswered(
+            eid=f"{a.key}:answered",
+            agent=a.agent or "",
+            round=a.round,
+            verdict="error",
+            seconds=0.0,
+            error=reason,
+        ),
+    ]
+
+
+def refute_not_run(a: DispatchedAction, reason: str) -> list[Event]:
+    """The second opinion was asked and not had, with the reason; the run goes on without it (the
+    converged claim's too: without this its run would wait for a verdict that never comes)."""
+    return [
+        RefuteSkipped(eid=f"{a.key}:skipped", id=a.finding, reason=f"the refuter could not run: {reason}")
+    ]
+
+
+declare("review", queue="review", on_failure=reviewer_error)
+declare("triage", queue="triage", on_failure=triage_refused)
+declare("reply", queue="reply", on_failure=reply_error)
+declare("refute", queue="refute", on_failure=refute_not_run)
+declare("push", queue=CONTROL, sandboxed=False)  # git only; a failure ends the run human

@@ -1,0 +1,30 @@
+"""One finished agent run, whatever its kind: what every seat returns and every job reads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from orchestrator.transcript import Commands
+from workers.supervise import ProcResult
+
+
+@dataclass
+class AgentRun:
+    """One finished agent run: the process outcome, its answer and the session it used.
+
+    ``cost_usd`` is None when unknown (never 0 for unknown); ``model`` is the model that actually
+    answered (after any fallback); ``usage`` holds token counts when the runner knows them.
+    ``commands`` is what the agent's transcript says of the commands it ran (None: it says nothing), so
+    a run whose every command failed is never taken for a clean review.
+    """
+
+    proc: ProcResult
+    report: str
+    session_id: str | None
+    stdout: str
+    stderr: str
+    argv: list[str]
+    cost_usd: float | None = None
+    model: str | None = None
+    usage: dict[str, int] = field(default_factory=dict)
+    commands: Commands | None = None

@@ -1,0 +1,179 @@
+"""A job's agent in its seat: ``run_agent``, and the hooks every agent task runs its agent with.
+
+The seat (``workers/agents/seat.py``) runs the agent, whatever its kind; what a job adds around it is a
+list of ``SeatHooks``, each one concern:
+
+- ``Held``: after the run, a holder that lost its lease stops (``LeaseLost``) and records nothing: the
+  task that holds the action now settles it.
+- ``Budget``: the ledger. The projected cost is reserved before the run (``BudgetExhausted`` when it is
+  refused: the agent never starts) and settled after it; a seat that reserves per call (an http model)
+  has each call reserved and settled instead, with the ``budget.*`` events of each.
+- ``Progress``: ``agent.launch`` before the run, ``agent.alive`` while it runs, ``tool.refused`` for
+  every tool refused to a model.
+- ``Capture``: the agent's stdout and stderr kept as artifacts of the run, and one log line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from orchestrator.domain import AgentAlive, AgentLaunch, BudgetSpent, Role, ToolRefused
+from workers.agents import AgentRun, Seat, SeatHooks, SeatRequest, run_seat
+from workers.agents.seat import CALL_ENDED
+from workers.runtime import Job, Runtime, ensure_held, reconcile, reserve, reserve_call
+
+log = structlog.get_logger()
+
+
+def run_agent(
+    rt: Runtime,
+    job: Job,
+    *,
+    role: Role,
+    prompt: str,
+    worktree: Path,
+    name: str,
+    session: str | None = None,
+    resume: bool = False,
+    checks: dict[str, str] | None = None,
+) -> AgentRun:
+    """Run the job's agent as ``role`` in ``worktree`` with the job's hooks; stops (killing the agent's
+    group) when the job's ``stop`` says so. It may run ``checks`` (default: the repository's declared
+    checks) when its kind runs commands for a model."""
+    cfg, spec = job.state.config, job.spec
+    assert cfg is not None and job.action.agent is not None
+    request = SeatRequest(
+        spec=spec,
+        role=role,
+        prompt=prompt,
+        worktree=worktree,
+        out_dir=rt.run_dir(job.slug),
+        name=name,
+        timeout=cfg.timeout or spec.default_timeout(),
+        base=job.state.target.base or "",
+        checks=cfg.checks if checks is None else checks,
+        session=session,
+        resume=resume,
+        sandbox=cfg.sandbox,
+        grace=rt.settings.kill_grace,
+        tick_every=cfg.alive_every,
+        max_output=rt.settings.max_output,
+        should_stop=job.stop,
+        hooks=job_hooks(rt, job),
+    )
+    return run_seat(request)
+
+
+def job_hooks(rt: Runtime, job: Job) -> list[SeatHooks]:
+    """The hooks of an agent task, in the order they run (``Held`` first after the run: a lost lease
+    stops the task before it settles anything)."""
+    return [Held(job), Budget(rt, job), Progress(rt, job), Capture(rt, job)]
+
+
+class Held(SeatHooks):
+    def __init__(self, job: Job) -> None:
+        self.job = job
+
+    def after_run(self, seat: Seat, request: SeatRequest, run: AgentRun) -> None:
+        ensure_held(self.job)
+
+
+class Budget(SeatHooks):
+    def __init__(self, rt: Runtime, job: Job) -> None:
+        self.rt, self.job = rt, job
+        self.reserved = self.settled = 0  # calls of a seat that reserves per call
+
+    def before_run(self, seat: Seat, request: SeatRequest) -> None:
+        if not seat.reserves_per_call:
+            reserve(self.rt, self.job)
+
+    def before_call(self, request: SeatRequest, amount: float) -> bool:
+        self.reserved += 1
+        return reserve_call(self.rt, self.job, f"{self.job.action.key}:call{self.reserved}", amount) is None
+
+    def on_event(self, request: SeatRequest, name: str, fields: dict[str, Any]) -> None:
+        if name != CALL_ENDED:
+            return
+        a = self.job.action
+        self.settled += 1
+        call_key = f"{a.key}:call{self.settled}"
+        cost = fields.get("cost_usd")
+        self.rt.ledger.reconcile(f"{self.job.slug}:{call_key}", cost)
+        spent = BudgetSpent(
+            eid=f"{call_key}:spent", key=call_key, agent=a.agent or "", amount=cost, finding=a.finding
+        )
+        self.rt.store.append(self.job.slug, [spent])
+
+    def after_run(self, seat: Seat, request: SeatRequest, run: AgentRun) -> None:
+        if not seat.reserves_per_call:
+            self.rt.store.append(self.job.slug, [reconcile(self.rt, self.job, run)])
+
+
+class Progress(SeatHooks):
+    def __init__(self, rt: Runtime, job: Job) -> None:
+        self.rt, self.job = rt, job
+        self.ticks = self.refusals = 0
+
+    def before_run(self, seat: Seat, request: SeatRequest) -> None:
+        a = self.job.action
+        launch = AgentLaunch(
+            eid=f"{a.key}:launch",
+            agent=a.agent or "",
+            round=a.round,
+            role=request.role,
+            key=a.key,
+            finding=a.finding,
+        )
+        self.rt.store.append(self.job.slug, [launch])
+
+    def on_tick(self, request: SeatRequest, seconds: float, quiet: float) -> None:
+        a = self.job.action
+        self.ticks += 1
+        alive = AgentAlive(
+            eid=f"{a.key}:alive:{self.ticks}",
+            agent=a.agent or "",
+            round=a.round,
+            seconds=round(seconds, 1),
+            quiet_seconds=round(quiet, 1),
+            key=a.key,
+        )
+        self.rt.store.append(self.job.slug, [alive])
+
+    def on_event(self, request: SeatRequest, name: str, fields: dict[str, Any]) -> None:
+        a = self.job.action
+        if name == "tool.refused":
+            self.refusals += 1
+            refused = ToolRefused(
+                eid=f"{a.key}:refused-tool:{self.refusals}",
+                key=a.key,
+                agent=a.agent or "",
+                tool=str(fields.get("tool")),
+                role=request.role,
+                reason=str(fields.get("reason")),
+            )
+            self.rt.store.append(self.job.slug, [refused])
+        elif name != CALL_ENDED:
+            log.info(f"agent.{name}", slug=self.job.slug, key=a.key, **fields)
+
+
+class Capture(SeatHooks):
+    def __init__(self, rt: Runtime, job: Job) -> None:
+        self.rt, self.job = rt, job
+
+    def after_run(self, seat: Seat, request: SeatRequest, run: AgentRun) -> None:
+        for suffix, data in ((".stdout.txt", run.stdout), (".stderr.txt", run.stderr)):
+            self.rt.store.put_artifact(self.job.slug, request.name + suffix, data.encode())
+        log.info(
+            "agent.ran",
+            slug=self.job.slug,
+            key=self.job.action.key,
+            agent=self.job.action.agent,
+            kind=request.spec.kind,
+            exit_code=run.proc.exit_code,
+            timed_out=run.proc.timed_out,
+            seconds=round(run.proc.seconds, 1),
+            cost_usd=run.cost_usd,
+        )
