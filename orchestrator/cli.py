@@ -44,7 +44,6 @@ from orchestrator.domain import (
 from orchestrator.errors import JuryError, StoreError, UsageError
 from orchestrator.fold import RunState, apply, fold
 from orchestrator.progress import Progress, summary
-from orchestrator.store import keys
 from orchestrator.store.base import EventStore, RunVanished, read_run
 from orchestrator.store.files import FileStore, mirror
 
@@ -297,7 +296,7 @@ def run_review(
         origin = b.store.origin(slug)  # the log this command wrote: follow ends if it is replaced
         b.sync(slug)
         # Active from now on: the reaper kicks it again should this first kick be lost.
-        b.store.client.sadd(keys.active_runs(b.store.prefix), slug)
+        b.store.activate(slug)
         b.kick(slug)
         if detach:
             console.print(slug)
@@ -494,14 +493,13 @@ def cancel(slug: str, dir: DirOpt = None) -> None:
             "run's `jury review` is running on this machine"
         )
     from orchestrator.domain import RunCancel
-    from orchestrator.store import keys
     from orchestrator.store.redis import from_url as redis_store
     from workers.app import make_app
 
     store = redis_store(settings.redis_url)
     if not store.exists(slug):
         raise UsageError(f"no run named {slug} (see `jury runs`)")
-    store.client.set(keys.cancel(store.prefix, slug), "1", ex=7 * 86400)
+    store.set_cancel_flag(slug)
     store.append(slug, [RunCancel(eid="cancel", who=os.environ.get("USER", "user"))])
     make_app(settings).send_task("jury.coordinate", args=[slug])
     out.print(f"cancelling {slug}", markup=False)

@@ -9,7 +9,6 @@ worker died (lease expired, no done marker) and kicks every active run.
 from __future__ import annotations
 
 import tempfile
-import time
 from pathlib import Path
 
 import redis
@@ -29,10 +28,8 @@ from orchestrator.domain import (
 )
 from orchestrator.errors import GitError, StoreError
 from orchestrator.fold import RunState, apply, fold
-from orchestrator.store import keys
 from orchestrator.store.files import mirror
 from workers.jobs import TASKS
-from workers.lease import Lease, is_done, mark_done
 from workers.runtime import (
     BudgetExhausted,
     Job,
@@ -60,7 +57,7 @@ def coordinate(rt: Runtime, slug: str) -> RunState:
     with rt.store.lock(slug, timeout=COORDINATE_LOCK_SECONDS):
         state = fold(rt.store.read(slug), slug)
         if state.events == 0:  # its keys were deleted (or expired): nothing to decide, nothing to keep alive
-            rt.client.srem(keys.active_runs(rt.prefix), slug)
+            rt.store.deactivate(slug)
             log.warning("run.vanished", slug=slug)
             return state
         for _ in range(200):
@@ -93,13 +90,12 @@ def coordinate(rt: Runtime, slug: str) -> RunState:
             send(rt, d.kind, slug, d.key)
             log.info("action.dispatched", slug=slug, key=d.key, kind=d.kind)
         mirror(rt.store, rt.files, slug, state)
-        active = keys.active_runs(rt.prefix)
         if state.state in TERMINAL_STATES:
-            rt.client.srem(active, slug)
+            rt.store.deactivate(slug)
             # Its keys go JURY_RETENTION after it ended; the files record stays.
             rt.store.expire_run(slug, rt.settings.retention)
         else:
-            rt.client.sadd(active, slug)
+            rt.store.activate(slug)
             rt.store.keep_run(slug)  # resumed: what was set to expire is kept again
     if state.state in TERMINAL_STATES:
         log.info("run.ended", slug=slug, state=state.state, reason=state.target.state_note)
@@ -170,16 +166,16 @@ def run_task(rt: Runtime, kind: str, slug: str, key: str) -> None:
     """
     handler = TASKS[kind]  # a kind no handler is bound to fails here, before any lease is taken
     name = f"{slug}:{key}"
-    if is_done(rt.client, name, rt.prefix):
+    if rt.leases.is_done(name):
         log.info("task.already_done", slug=slug, key=key)
         return rt.kick(slug)
-    lease = Lease(rt.client, name, ttl=rt.settings.lease_ttl, prefix=rt.prefix)
+    lease = rt.leases.lease(name, ttl=rt.settings.lease_ttl)
     if not lease.acquire():
         log.info("task.busy", slug=slug, key=key)  # another worker holds it; its heartbeat keeps it alive
         return None
     stop = TaskStop(lease, throttled(lambda: rt.cancelled(slug)))
     with lease.heartbeat():
-        if is_done(rt.client, name, rt.prefix):
+        if rt.leases.is_done(name):
             return rt.kick(slug)
         try:
             try:
@@ -205,7 +201,7 @@ def run_task(rt: Runtime, kind: str, slug: str, key: str) -> None:
             # will go once the reaper sees it unclaimed. Record nothing, mark nothing.
             log.warning("task.lease_lost", slug=slug, key=key)
             return None
-        mark_done(rt.client, name, rt.prefix)
+        rt.leases.mark_done(name)
     return None
 
 
@@ -240,18 +236,17 @@ def reap(rt: Runtime) -> list[str]:
     it has no done marker, and it was last sent more than ``reap_after`` seconds ago.
     """
     resent: list[str] = []
-    now = time.time()
     for slug in active_runs(rt):
         state = fold(rt.store.read(slug), slug)
         if state.state in TERMINAL_STATES:
-            rt.client.srem(keys.active_runs(rt.prefix), slug)
+            rt.store.deactivate(slug)
             continue
         for a in state.inflight():
             name = f"{slug}:{a.key}"
-            if rt.client.exists(keys.lease(rt.prefix, name)) or is_done(rt.client, name, rt.prefix):
+            if not rt.leases.expired_without_done([name]):
                 continue
-            sent = rt.client.get(keys.sent(rt.prefix, name))
-            if sent is not None and now - float(sent) < rt.settings.reap_after:
+            age = rt.store.sent_age(slug, a.key)
+            if age is not None and age < rt.settings.reap_after:
                 continue
             send(rt, a.kind, slug, a.key)
             resent.append(name)
@@ -261,12 +256,10 @@ def reap(rt: Runtime) -> list[str]:
 
 
 def active_runs(rt: Runtime) -> list[str]:
-    return sorted(
-        m.decode() if isinstance(m, bytes) else m for m in rt.client.smembers(keys.active_runs(rt.prefix))
-    )
+    return rt.store.active_runs()
 
 
 def send(rt: Runtime, kind: str, slug: str, key: str) -> None:
     """Enqueue an action's task and remember when, for the reaper."""
-    rt.client.set(keys.sent(rt.prefix, f"{slug}:{key}"), f"{time.time():.3f}", ex=7 * 86400)
+    rt.store.mark_sent(slug, key)
     rt.send(kind, slug, key)

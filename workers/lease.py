@@ -1,8 +1,12 @@
 """Leases with heartbeats and done markers: how a task delivered twice makes its effect happen once.
 
 Redis delivers a Celery task at least once (a visibility timeout, a lost worker). A task guards its effect
-with a ``Lease`` (one holder at a time, kept alive by a heartbeat thread) and a done marker written after
-the effect; ``once`` puts the two together. Every key comes from ``orchestrator.store.keys``.
+with a lease (one holder at a time, kept alive by a heartbeat thread) and a done marker written after the
+effect; ``once`` puts the two together.
+
+Where leases and markers live is a ``Leases``: ``RedisLeases`` for a fleet (every key from
+``orchestrator.store.keys``, every compare-and-set one Lua script) and ``MemoryLeases`` for one process,
+its TTLs driven by a clock a test moves by hand. Both pass ``tests/integration/test_lease.py``.
 """
 
 from __future__ import annotations
@@ -10,9 +14,10 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Literal, TypeVar, cast
+from typing import Literal, Protocol, TypeVar, cast
 
 import redis
 import structlog
@@ -20,6 +25,7 @@ from redis.exceptions import RedisError
 
 from orchestrator.errors import StoreError
 from orchestrator.store import keys as store_keys
+from orchestrator.store.memory import Clock
 
 log = structlog.get_logger()
 
@@ -65,6 +71,7 @@ return 0
 """
 
 DAY_SECONDS = 86400
+DONE_TTL_DAYS = 7.0
 
 
 @contextmanager
@@ -79,68 +86,65 @@ def _ms(seconds: float) -> int:
     return max(1, int(seconds * 1000))
 
 
-class Lease:
+def _done_seconds(ttl_days: float) -> int:
+    return max(1, int(ttl_days * DAY_SECONDS))
+
+
+class Claim(ABC):
     """An exclusive, expiring claim on the effect named ``key``, held by a random token.
 
     ``lost`` is set when a renewal finds the lease gone or taken: the holder should stop, since another
-    may now hold it.
+    may now hold it. Subclasses say where the lease lives; the heartbeat is the same for all.
     """
 
-    def __init__(
-        self,
-        client: redis.Redis,
-        key: str,
-        *,
-        ttl: float = 60.0,
-        prefix: str = store_keys.PREFIX,
-        token: str | None = None,
-    ) -> None:
+    def __init__(self, key: str, *, ttl: float, token: str | None) -> None:
         if ttl <= 0:
             raise ValueError(f"lease ttl must be positive, got {ttl}")
-        self.client = client
         self.key = key
-        self.name = store_keys.lease(prefix, key)
         self.ttl = ttl
         self.token = token or uuid.uuid4().hex
         self.lost = threading.Event()
-        self._renew = client.register_script(RENEW_LUA)
-        self._release = client.register_script(RELEASE_LUA)
+
+    @abstractmethod
+    def _take(self) -> bool:
+        """Set the lease to our token for ``ttl`` if nobody holds it."""
+
+    @abstractmethod
+    def renew(self) -> bool:
+        """Extend the lease by ``ttl`` if it is still ours."""
+
+    @abstractmethod
+    def _drop(self) -> bool:
+        """Delete the lease if it is still ours."""
+
+    @abstractmethod
+    def held(self) -> bool:
+        """Whether the lease currently holds our token (a read, for checks and tests)."""
+
+    @abstractmethod
+    def finish(self, done_ttl_days: float = DONE_TTL_DAYS) -> bool:
+        """Mark the effect done and drop our lease in one step; True if the lease was still ours."""
 
     def acquire(self) -> bool:
-        """Take the lease if nobody holds it (SET NX PX); True if we now hold it."""
-        with _errors("acquire lease", self.key):
-            taken = bool(self.client.set(self.name, self.token, nx=True, px=_ms(self.ttl)))
+        """Take the lease if nobody holds it; True if we now hold it (not re-entrant)."""
+        taken = self._take()
         if taken:
             self.lost.clear()
         log.debug("lease.acquire", key=self.key, acquired=taken)
         return taken
 
-    def renew(self) -> bool:
-        """Extend the lease by ``ttl`` if it is still ours."""
-        with _errors("renew lease", self.key):
-            return int(cast(int, self._renew(keys=[self.name], args=[self.token, _ms(self.ttl)]))) == 1
-
     def release(self) -> bool:
         """Delete the lease if it is still ours; True if it was."""
-        with _errors("release lease", self.key):
-            released = int(cast(int, self._release(keys=[self.name], args=[self.token]))) == 1
+        released = self._drop()
         log.debug("lease.release", key=self.key, released=released)
         return released
 
-    def held(self) -> bool:
-        """Whether the lease currently holds our token (a read, for checks and tests)."""
-        with _errors("read lease", self.key):
-            value = self.client.get(self.name)
-        if isinstance(value, bytes):
-            value = value.decode()
-        return value == self.token
-
     @contextmanager
-    def heartbeat(self, interval: float | None = None) -> Iterator[Lease]:
+    def heartbeat(self, interval: float | None = None) -> Iterator[Claim]:
         """Renew every ``interval`` (default ``ttl / 3``) in a daemon thread; release on exit.
 
         The lease must already be held. A renewal that finds it gone sets ``lost`` and ends the heartbeat;
-        Redis errors are retried until ``ttl`` has passed since the last good renewal, then count as lost.
+        store errors are retried until ``ttl`` has passed since the last good renewal, then count as lost.
         """
         every = interval if interval is not None else self.ttl / 3
         if every <= 0:
@@ -177,48 +181,214 @@ class Lease:
                 log.warning("lease.release_failed", key=self.key, error=str(exc))
 
 
-def mark_done(client: redis.Redis, key: str, prefix: str = store_keys.PREFIX, ttl_days: float = 7) -> None:
-    """Record that the effect named ``key`` happened (the marker expires after ``ttl_days``)."""
-    with _errors("mark done", key):
-        client.set(store_keys.done(prefix, key), f"{time.time():.3f}", ex=max(1, int(ttl_days * DAY_SECONDS)))
+class Leases(Protocol):
+    """Where leases and done markers live: one per deployment, shared by every task of it."""
+
+    def lease(self, key: str, *, ttl: float = 60.0, token: str | None = None) -> Claim:
+        """A claim on ``key`` (not yet acquired)."""
+        ...
+
+    def is_done(self, key: str) -> bool:
+        """Whether the effect named ``key`` is marked done."""
+        ...
+
+    def mark_done(self, key: str, ttl_days: float = DONE_TTL_DAYS) -> None:
+        """Record that the effect named ``key`` happened (the marker expires after ``ttl_days``)."""
+        ...
+
+    def expired_without_done(self, keys: Iterable[str]) -> list[str]:
+        """The keys with neither a live lease nor a done marker, in order: work a reaper may hand out
+        again. Not atomic across keys: whoever redoes the work goes through ``once`` (or ``run_task``),
+        which checks again under the lease."""
+        ...
 
 
-def is_done(client: redis.Redis, key: str, prefix: str = store_keys.PREFIX) -> bool:
-    """Whether the effect named ``key`` is marked done."""
-    with _errors("read done marker", key):
-        return bool(client.exists(store_keys.done(prefix, key)))
+# -- in Redis ------------------------------------------------------------------------------------------------
 
 
-def expired_without_done(
-    client: redis.Redis, keys: Iterable[str], prefix: str = store_keys.PREFIX
-) -> list[str]:
-    """The keys with neither a live lease nor a done marker: work a reaper may hand out again.
+class Lease(Claim):
+    """A claim in Redis: ``SET NX PX`` to take it, Lua to renew, release and finish only our own token."""
 
-    One pipelined read, not a transaction: a key may change right after. That is safe because whoever
-    redoes the work goes through ``once``, which re-checks under the lease.
-    """
-    wanted = list(keys)
-    if not wanted:
-        return []
-    with _errors("scan leases", wanted[0]):
-        pipe = client.pipeline(transaction=False)
-        for key in wanted:
-            pipe.exists(store_keys.lease(prefix, key), store_keys.done(prefix, key))
-        counts = cast(list[int], pipe.execute())
-    return [key for key, count in zip(wanted, counts, strict=True) if int(count) == 0]
+    def __init__(
+        self,
+        client: redis.Redis,
+        key: str,
+        *,
+        ttl: float = 60.0,
+        prefix: str = store_keys.PREFIX,
+        token: str | None = None,
+    ) -> None:
+        super().__init__(key, ttl=ttl, token=token)
+        self.client = client
+        self.prefix = prefix
+        self.name = store_keys.lease(prefix, key)
+        self._renew = client.register_script(RENEW_LUA)
+        self._release = client.register_script(RELEASE_LUA)
+        self._finish = client.register_script(FINISH_LUA)
+
+    def _take(self) -> bool:
+        with _errors("acquire lease", self.key):
+            return bool(self.client.set(self.name, self.token, nx=True, px=_ms(self.ttl)))
+
+    def renew(self) -> bool:
+        """Extend the lease by ``ttl`` if it is still ours (RENEW_LUA)."""
+        with _errors("renew lease", self.key):
+            return int(cast(int, self._renew(keys=[self.name], args=[self.token, _ms(self.ttl)]))) == 1
+
+    def _drop(self) -> bool:
+        with _errors("release lease", self.key):
+            return int(cast(int, self._release(keys=[self.name], args=[self.token]))) == 1
+
+    def held(self) -> bool:
+        """Whether the lease key holds our token."""
+        with _errors("read lease", self.key):
+            value = self.client.get(self.name)
+        if isinstance(value, bytes):
+            value = value.decode()
+        return value == self.token
+
+    def finish(self, done_ttl_days: float = DONE_TTL_DAYS) -> bool:
+        """FINISH_LUA: the done marker and the end of our lease, atomically."""
+        with _errors("finish", self.key):
+            kept = self._finish(
+                keys=[store_keys.done(self.prefix, self.key), self.name],
+                args=[self.token, _done_seconds(done_ttl_days), f"{time.time():.3f}"],
+            )
+        return int(cast(int, kept)) == 1
+
+
+class RedisLeases:
+    """``Leases`` in Redis under ``prefix``: ``lease:<key>`` and ``done:<key>`` (``store.keys``)."""
+
+    def __init__(self, client: redis.Redis, prefix: str = store_keys.PREFIX) -> None:
+        self.client = client
+        self.prefix = prefix
+
+    def lease(self, key: str, *, ttl: float = 60.0, token: str | None = None) -> Lease:
+        """A Redis claim on ``key``."""
+        return Lease(self.client, key, ttl=ttl, prefix=self.prefix, token=token)
+
+    def is_done(self, key: str) -> bool:
+        """EXISTS on the done marker."""
+        with _errors("read done marker", key):
+            return bool(self.client.exists(store_keys.done(self.prefix, key)))
+
+    def mark_done(self, key: str, ttl_days: float = DONE_TTL_DAYS) -> None:
+        """SET the done marker (this host's wall-clock time, for humans) with its TTL."""
+        with _errors("mark done", key):
+            self.client.set(
+                store_keys.done(self.prefix, key), f"{time.time():.3f}", ex=_done_seconds(ttl_days)
+            )
+
+    def expired_without_done(self, keys: Iterable[str]) -> list[str]:
+        """One pipelined read of EXISTS lease + done per key."""
+        wanted = list(keys)
+        if not wanted:
+            return []
+        with _errors("scan leases", wanted[0]):
+            pipe = self.client.pipeline(transaction=False)
+            for key in wanted:
+                pipe.exists(store_keys.lease(self.prefix, key), store_keys.done(self.prefix, key))
+            counts = cast(list[int], pipe.execute())
+        return [key for key, count in zip(wanted, counts, strict=True) if int(count) == 0]
+
+
+# -- in memory -----------------------------------------------------------------------------------------------
+
+
+class MemoryLease(Claim):
+    """A claim in a ``MemoryLeases``: the same compare-and-set rules as the Lua scripts, under its lock."""
+
+    def __init__(self, home: MemoryLeases, key: str, *, ttl: float, token: str | None) -> None:
+        super().__init__(key, ttl=ttl, token=token)
+        self.home = home
+
+    def _take(self) -> bool:
+        with self.home.lock:
+            if self.home.holder(self.key) is not None:
+                return False
+            self.home.leases[self.key] = (self.token, self.home.clock() + self.ttl)
+            return True
+
+    def renew(self) -> bool:
+        """Extend the lease by ``ttl`` of the clock if it is still ours."""
+        with self.home.lock:
+            if self.home.holder(self.key) != self.token:
+                return False
+            self.home.leases[self.key] = (self.token, self.home.clock() + self.ttl)
+            return True
+
+    def _drop(self) -> bool:
+        with self.home.lock:
+            if self.home.holder(self.key) != self.token:
+                return False
+            del self.home.leases[self.key]
+            return True
+
+    def held(self) -> bool:
+        """Whether the live lease is ours."""
+        with self.home.lock:
+            return self.home.holder(self.key) == self.token
+
+    def finish(self, done_ttl_days: float = DONE_TTL_DAYS) -> bool:
+        """The done marker and the end of our lease, in one step under the lock."""
+        with self.home.lock:
+            self.home.mark_done(self.key, done_ttl_days)
+            return self._drop()
+
+
+class MemoryLeases:
+    """``Leases`` in this process's memory, expiring by ``clock`` (epoch seconds). Thread-safe."""
+
+    def __init__(self, clock: Clock = time.time) -> None:
+        self.clock = clock
+        self.lock = threading.RLock()
+        self.leases: dict[str, tuple[str, float]] = {}  # key -> (token, expiry)
+        self.done: dict[str, float] = {}  # key -> expiry
+
+    def holder(self, key: str) -> str | None:
+        """The token of the live lease on ``key``, None when nobody holds it (an expired one is dropped)."""
+        with self.lock:
+            lease = self.leases.get(key)
+            if lease is not None and lease[1] <= self.clock():
+                del self.leases[key]
+                lease = None
+            return lease[0] if lease is not None else None
+
+    def lease(self, key: str, *, ttl: float = 60.0, token: str | None = None) -> MemoryLease:
+        """A claim on ``key`` in this memory."""
+        return MemoryLease(self, key, ttl=ttl, token=token)
+
+    def is_done(self, key: str) -> bool:
+        """Whether ``key`` has a done marker that has not expired."""
+        with self.lock:
+            expiry = self.done.get(key)
+            if expiry is not None and expiry <= self.clock():
+                del self.done[key]
+                expiry = None
+            return expiry is not None
+
+    def mark_done(self, key: str, ttl_days: float = DONE_TTL_DAYS) -> None:
+        """Set ``key``'s done marker until ``ttl_days`` from now."""
+        with self.lock:
+            self.done[key] = self.clock() + _done_seconds(ttl_days)
+
+    def expired_without_done(self, keys: Iterable[str]) -> list[str]:
+        """The keys with neither a live lease nor a done marker."""
+        with self.lock:
+            return [key for key in keys if self.holder(key) is None and not self.is_done(key)]
 
 
 Outcome = Literal["ran", "done", "busy"]
 
 
 def once(
-    client: redis.Redis,
+    leases: Leases,
     key: str,
     fn: Callable[[], T],
     *,
-    prefix: str = store_keys.PREFIX,
     ttl: float = 60.0,
-    done_ttl_days: float = 7,
+    done_ttl_days: float = DONE_TTL_DAYS,
 ) -> tuple[Outcome, T | None]:
     """Run ``fn`` unless its effect is done or another holder is running it.
 
@@ -231,30 +401,18 @@ def once(
     the lease expire and a later delivery runs ``fn`` again, so an exactly-once *effect* relies on ``fn``
     being idempotent itself (e.g. events deduplicated by eid). A lease lost mid-run (``lost``) is logged.
     """
-    if is_done(client, key, prefix):
+    if leases.is_done(key):
         return "done", None
-    lease = Lease(client, key, ttl=ttl, prefix=prefix)
+    lease = leases.lease(key, ttl=ttl)
     if not lease.acquire():
-        return ("done" if is_done(client, key, prefix) else "busy"), None
+        return ("done" if leases.is_done(key) else "busy"), None
     with lease.heartbeat():
         # Re-check under the lease: a holder may have finished between our first check and the acquire.
-        if is_done(client, key, prefix):
+        if leases.is_done(key):
             return "done", None
         log.info("lease.once_run", key=key)
         result = fn()
-        finish = client.register_script(FINISH_LUA)
-        ttl_s = max(1, int(done_ttl_days * DAY_SECONDS))
-        with _errors("finish", key):
-            kept = int(
-                cast(
-                    int,
-                    finish(
-                        keys=[store_keys.done(prefix, key), store_keys.lease(prefix, key)],
-                        args=[lease.token, ttl_s, f"{time.time():.3f}"],
-                    ),
-                )
-            )
-        if not kept or lease.lost.is_set():
+        if not lease.finish(done_ttl_days) or lease.lost.is_set():
             log.warning("lease.once_lost", key=key)
     log.info("lease.once_done", key=key)
     return "ran", result

@@ -10,7 +10,9 @@ call (``ledger_call``) with its ``run``, ``day``, ``amount`` and ``state``:
        └──────> refused                                       (a ceiling said no; nothing reserved)
 
 Every write is one Lua script, so concurrent workers never overshoot a ceiling and a redelivered task
-that reserves or reconciles the same ``call_id`` again changes nothing.
+that reserves or reconciles the same ``call_id`` again changes nothing. ``MemoryLedger`` keeps the same
+books in one process (the scripts' rules in Python under a lock, TTLs by an injectable clock), so the
+workers' code is tested without Redis; both pass ``tests/integration/test_ledger.py``.
 
 Amounts are USD floats at the API and integer micro-dollars (USD × 1e6) in Redis: HINCRBY is exact, so
 thousands of small charges never drift the way HINCRBYFLOAT's doubles do. Lua's numbers are doubles,
@@ -21,10 +23,13 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import cast
+from typing import Literal, Protocol, cast
 
 import redis
 import structlog
@@ -33,6 +38,7 @@ from redis.exceptions import RedisError
 
 from orchestrator.errors import StoreError
 from orchestrator.store import keys
+from orchestrator.store.memory import Clock
 
 log = structlog.get_logger()
 
@@ -193,23 +199,99 @@ def _errors(what: str, name: str) -> Iterator[None]:
         raise StoreError(f"cannot {what} {name!r}: {exc}") from exc
 
 
-class Ledger:
-    """Budget reservations in Redis, shared by every worker (see the module docstring)."""
+class BudgetLedger(Protocol):
+    """What an agent call needs of the ledger; ``Ledger`` (Redis) and ``MemoryLedger`` (one process)."""
 
-    def __init__(
+    def reserve(
         self,
-        client: redis.Redis,
-        prefix: str = keys.PREFIX,
         *,
-        call_ttl_days: float = CALL_TTL_DAYS,
-        day_ttl_days: float = DAY_TTL_DAYS,
-    ) -> None:
-        self.client = client
-        self.prefix = prefix
-        self.call_ttl = max(1, int(call_ttl_days * 86400))
-        self.day_ttl = max(1, int(day_ttl_days * 86400))
-        self._reserve = client.register_script(RESERVE_LUA)
-        self._settle = client.register_script(SETTLE_LUA)
+        slug: str,
+        call_id: str,
+        projection: float,
+        run_ceiling: float | None,
+        call_ceiling: float | None,
+        day_ceiling: float | None,
+        day: str | None = None,
+    ) -> Reservation:
+        """Reserve ``projection`` for the call, or refuse naming the ceiling; idempotent per ``call_id``."""
+        ...
+
+    def reconcile(self, call_id: str, actual: float | None, *, unknown_charge: float | None = None) -> None:
+        """Settle a reserved call at its actual cost (None: unknown); idempotent per ``call_id``."""
+        ...
+
+    def release(self, call_id: str) -> bool:
+        """Give back a reserved call's reservation; False if there was none to give."""
+        ...
+
+    def spent(self, slug: str) -> LedgerTotals:
+        """The run's totals."""
+        ...
+
+    def day_totals(self, day: str | None = None) -> LedgerTotals:
+        """The fleet's totals for one UTC day (default today)."""
+        ...
+
+    def call(self, call_id: str) -> dict[str, str]:
+        """The call's record as text (empty if unknown)."""
+        ...
+
+
+def refusal(
+    amount: int, ceilings: Sequence[int | None], run: tuple[int, int], day: tuple[int, int]
+) -> str | None:
+    """Why ``amount`` µ$ may not be reserved, or None: RESERVE_LUA's rule and words, for ``MemoryLedger``.
+
+    ``ceilings`` are the call's, the run's and the day's (None: none); ``run`` and ``day`` their books'
+    (spent, reserved).
+    """
+    call_c, run_c, day_c = ceilings
+    if call_c is not None and amount > call_c:
+        return f"call ceiling: projection {_usd(amount)} > ceiling {_usd(call_c)} USD"
+    for name, ceiling, (spent, reserved) in (("run", run_c, run), ("day", day_c, day)):
+        if ceiling is not None and spent + reserved + amount > ceiling:
+            return (
+                f"{name} ceiling: spent {_usd(spent)} + reserved {_usd(reserved)} + projection "
+                f"{_usd(amount)} > ceiling {_usd(ceiling)} USD"
+            )
+    return None
+
+
+def _usd(micro: int) -> str:
+    return f"{micro / MICRO:.6f}"
+
+
+Settled = tuple[str, bool, str | None]  # (the call's state after, whether this changed it, its slug)
+
+
+class _LedgerBase(ABC):
+    """What both ledgers do in Python: check amounts, turn USD into µ$ and back, log, raise on misuse.
+
+    Subclasses keep the books: ``_reserve`` and ``_settle`` are each one atomic step (a Lua script in
+    Redis, a lock in memory) with the semantics of RESERVE_LUA and SETTLE_LUA.
+    """
+
+    def today(self) -> str:
+        """The UTC day a reservation without ``day`` is booked on."""
+        return utc_day()
+
+    @abstractmethod
+    def _reserve(
+        self, call_id: str, slug: str, day: str, amount: int, ceilings: list[int | None]
+    ) -> tuple[bool, str, int, bool]:
+        """RESERVE_LUA: (reserved, reason, amount µ$ booked for the call, whether the call existed)."""
+
+    @abstractmethod
+    def _settle(self, call_id: str, op: str, actual: int | None, charge: int | None) -> Settled:
+        """SETTLE_LUA on the call's own run and day: (state after, changed, the call's slug)."""
+
+    @abstractmethod
+    def _totals(self, scope: Literal["run", "day"], name: str) -> tuple[int, int, int]:
+        """(spent µ$, reserved µ$, unknown calls) of a run or a day."""
+
+    @abstractmethod
+    def call(self, call_id: str) -> dict[str, str]:
+        """The call's record as text (empty if unknown): for inspection and tests."""
 
     def reserve(
         self,
@@ -228,62 +310,30 @@ class Ledger:
         ceiling. Idempotent per ``call_id``: a second reserve returns the first answer (refusals included:
         retry under a new ``call_id``) and counts nothing again.
         """
-        day = day if day is not None else utc_day()
+        day = day if day is not None else self.today()
         if not DAY_RE.fullmatch(day):
             raise ValueError(f"day must be YYYYMMDD, got {day!r}")
         amount = to_micro(projection, "projection")
         ceilings = [
-            "" if c is None else str(to_micro(c, name))
+            None if c is None else to_micro(c, name)
             for c, name in (
                 (call_ceiling, "call_ceiling"),
                 (run_ceiling, "run_ceiling"),
                 (day_ceiling, "day_ceiling"),
             )
         ]
-        keys_ = [
-            keys.ledger_call(self.prefix, call_id),
-            keys.ledger_run(self.prefix, slug),
-            keys.ledger_day(self.prefix, day),
-        ]
-        with _errors("reserve for call", call_id):
-            reply = cast(
-                list[int | bytes | str],
-                self._reserve(keys=keys_, args=[slug, day, amount, *ceilings, self.call_ttl, self.day_ttl]),
-            )
-        ok, reason, stored, existed = int(reply[0]) == 1, _text(cast(bytes, reply[1])), reply[2], reply[3]
-        result = Reservation(
-            ok=ok,
-            reason=reason or None,
-            call_id=call_id,
-            projection=from_micro(int(_text(cast(bytes, stored)) or 0)),
-        )
-        event = "ledger.reserved" if ok else "ledger.refused"
+        ok, reason, stored, existed = self._reserve(call_id, slug, day, amount, ceilings)
+        result = Reservation(ok=ok, reason=reason or None, call_id=call_id, projection=from_micro(stored))
         log.info(
-            event,
+            "ledger.reserved" if ok else "ledger.refused",
             slug=slug,
             call_id=call_id,
             day=day,
             projection=result.projection,
             reason=result.reason,
-            repeat=int(existed) == 1,
+            repeat=existed,
         )
         return result
-
-    def _settle_call(
-        self, call_id: str, op: str, actual: str = "", charge: str = ""
-    ) -> tuple[str, bool, str | None]:
-        """Run SETTLE_LUA for the call; (state after, changed, slug)."""
-        call_key = keys.ledger_call(self.prefix, call_id)
-        with _errors("settle call", call_id):
-            run, day = (_text(v) for v in cast(list[bytes | None], self.client.hmget(call_key, "run", "day")))
-            if run is None or day is None:
-                return "missing", False, None
-            keys_ = [call_key, keys.ledger_run(self.prefix, run), keys.ledger_day(self.prefix, day)]
-            reply = cast(list[bytes | int], self._settle(keys=keys_, args=[run, day, op, actual, charge]))
-        state = _text(cast(bytes, reply[0])) or ""
-        if state == "mismatch":
-            raise LedgerError(f"ledger call {call_id!r} does not match its run and day: cannot {op} it")
-        return state, int(reply[1]) == 1, run
 
     def reconcile(self, call_id: str, actual: float | None, *, unknown_charge: float | None = None) -> None:
         """Settle the call: its reservation leaves ``reserved`` and ``actual`` joins ``spent``.
@@ -292,9 +342,9 @@ class Ledger:
         (a fallback estimate such as usd_per_minute × minutes), if given, joins ``spent``. Idempotent per
         ``call_id``. A call never reserved or refused is a ``LedgerError``.
         """
-        actual_m = "" if actual is None else str(to_micro(actual, "actual"))
-        charge_m = "" if unknown_charge is None else str(to_micro(unknown_charge, "unknown_charge"))
-        state, changed, slug = self._settle_call(call_id, "reconcile", actual_m, charge_m)
+        actual_m = None if actual is None else to_micro(actual, "actual")
+        charge_m = None if unknown_charge is None else to_micro(unknown_charge, "unknown_charge")
+        state, changed, slug = self._settle(call_id, "reconcile", actual_m, charge_m)
         if state == "missing":
             raise LedgerError(f"ledger call {call_id!r} was never reserved: its cost cannot be booked")
         if state == "refused":
@@ -309,29 +359,187 @@ class Ledger:
 
     def release(self, call_id: str) -> bool:
         """Give back a reserved call's reservation (it did not happen); False if there was none to give."""
-        state, changed, slug = self._settle_call(call_id, "release")
+        state, changed, slug = self._settle(call_id, "release", None, None)
         if changed:
             log.info("ledger.released", slug=slug, call_id=call_id)
         else:
             log.info("ledger.release_noop", call_id=call_id, state=state)
         return changed
 
-    def _totals(self, key: str) -> LedgerTotals:
-        with _errors("read ledger", key):
-            values = cast(list[bytes | None], self.client.hmget(key, "spent", "reserved", "unknown_calls"))
-        spent, reserved, unknown = (int(_text(v) or 0) for v in values)
+    def _as_totals(self, scope: Literal["run", "day"], name: str) -> LedgerTotals:
+        spent, reserved, unknown = self._totals(scope, name)
         return LedgerTotals(spent=from_micro(spent), reserved=from_micro(reserved), unknown_calls=unknown)
 
     def spent(self, slug: str) -> LedgerTotals:
         """The run's totals."""
-        return self._totals(keys.ledger_run(self.prefix, slug))
+        return self._as_totals("run", slug)
 
     def day_totals(self, day: str | None = None) -> LedgerTotals:
         """The fleet's totals for one UTC day (default today)."""
-        return self._totals(keys.ledger_day(self.prefix, day if day is not None else utc_day()))
+        return self._as_totals("day", day if day is not None else self.today())
+
+
+class Ledger(_LedgerBase):
+    """Budget reservations in Redis, shared by every worker (see the module docstring)."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        prefix: str = keys.PREFIX,
+        *,
+        call_ttl_days: float = CALL_TTL_DAYS,
+        day_ttl_days: float = DAY_TTL_DAYS,
+    ) -> None:
+        self.client = client
+        self.prefix = prefix
+        self.call_ttl = max(1, int(call_ttl_days * 86400))
+        self.day_ttl = max(1, int(day_ttl_days * 86400))
+        self._reserve_script = client.register_script(RESERVE_LUA)
+        self._settle_script = client.register_script(SETTLE_LUA)
+
+    def _reserve(
+        self, call_id: str, slug: str, day: str, amount: int, ceilings: list[int | None]
+    ) -> tuple[bool, str, int, bool]:
+        keys_ = [
+            keys.ledger_call(self.prefix, call_id),
+            keys.ledger_run(self.prefix, slug),
+            keys.ledger_day(self.prefix, day),
+        ]
+        limits = ["" if c is None else str(c) for c in ceilings]
+        args: list[str | int] = [slug, day, amount, *limits, self.call_ttl, self.day_ttl]
+        with _errors("reserve for call", call_id):
+            reply = cast(list[int | bytes | str], self._reserve_script(keys=keys_, args=args))
+        reason, stored = _text(cast(bytes, reply[1])) or "", int(_text(cast(bytes, reply[2])) or 0)
+        return int(reply[0]) == 1, reason, stored, int(reply[3]) == 1
+
+    def _settle(self, call_id: str, op: str, actual: int | None, charge: int | None) -> Settled:
+        call_key = keys.ledger_call(self.prefix, call_id)
+        actual_a, charge_a = ("" if v is None else str(v) for v in (actual, charge))
+        with _errors("settle call", call_id):
+            run, day = (_text(v) for v in cast(list[bytes | None], self.client.hmget(call_key, "run", "day")))
+            if run is None or day is None:
+                return "missing", False, None
+            keys_ = [call_key, keys.ledger_run(self.prefix, run), keys.ledger_day(self.prefix, day)]
+            reply = cast(
+                list[bytes | int], self._settle_script(keys=keys_, args=[run, day, op, actual_a, charge_a])
+            )
+        state = _text(cast(bytes, reply[0])) or ""
+        if state == "mismatch":
+            raise LedgerError(f"ledger call {call_id!r} does not match its run and day: cannot {op} it")
+        return state, int(reply[1]) == 1, run
+
+    def _totals(self, scope: Literal["run", "day"], name: str) -> tuple[int, int, int]:
+        key = keys.ledger_run(self.prefix, name) if scope == "run" else keys.ledger_day(self.prefix, name)
+        with _errors("read ledger", key):
+            values = cast(list[bytes | None], self.client.hmget(key, "spent", "reserved", "unknown_calls"))
+        spent, reserved, unknown = (int(_text(v) or 0) for v in values)
+        return spent, reserved, unknown
 
     def call(self, call_id: str) -> dict[str, str]:
         """The call's hash as text (empty if unknown): for inspection and tests."""
         with _errors("read call", call_id):
             raw = cast(dict[bytes, bytes], self.client.hgetall(keys.ledger_call(self.prefix, call_id)))
         return {str(_text(k)): str(_text(v)) for k, v in raw.items()}
+
+
+class MemoryLedger(_LedgerBase):
+    """The ledger in this process's memory: RESERVE_LUA and SETTLE_LUA in Python under one lock, the call
+    and day records expiring by ``clock`` (epoch seconds) after the same TTLs as in Redis."""
+
+    def __init__(
+        self,
+        clock: Clock = time.time,
+        *,
+        call_ttl_days: float = CALL_TTL_DAYS,
+        day_ttl_days: float = DAY_TTL_DAYS,
+    ) -> None:
+        self.clock = clock
+        self.call_ttl = max(1, int(call_ttl_days * 86400))
+        self.day_ttl = max(1, int(day_ttl_days * 86400))
+        self._lock = threading.Lock()
+        self._calls: dict[str, tuple[dict[str, str], float]] = {}  # call id -> (record, expiry)
+        self._runs: dict[str, dict[str, int]] = {}  # slug -> spent, reserved, unknown_calls
+        self._days: dict[str, tuple[dict[str, int], float]] = {}  # day -> (totals, expiry)
+
+    def today(self) -> str:
+        """The clock's UTC day."""
+        return utc_day(datetime.fromtimestamp(self.clock(), UTC))
+
+    def _call(self, call_id: str) -> dict[str, str] | None:
+        found = self._calls.get(call_id)
+        if found is not None and found[1] <= self.clock():
+            del self._calls[call_id]
+            found = None
+        return found[0] if found is not None else None
+
+    def _day(self, day: str) -> dict[str, int]:
+        found = self._days.get(day)
+        if found is None or found[1] <= self.clock():
+            found = self._days[day] = ({}, self.clock() + self.day_ttl)
+        return found[0]
+
+    def _reserve(
+        self, call_id: str, slug: str, day: str, amount: int, ceilings: list[int | None]
+    ) -> tuple[bool, str, int, bool]:
+        with self._lock:
+            if (record := self._call(call_id)) is not None:
+                return record["state"] != "refused", record.get("reason", ""), int(record["amount"]), True
+            run, day_books = self._runs.setdefault(slug, {}), self._day(day)
+            reason = refusal(
+                amount,
+                ceilings,
+                run=(run.get("spent", 0), run.get("reserved", 0)),
+                day=(day_books.get("spent", 0), day_books.get("reserved", 0)),
+            )
+            record = {"run": slug, "day": day, "amount": str(amount)}
+            if reason is not None:
+                record |= {"state": "refused", "reason": reason}
+            else:
+                run["reserved"] = run.get("reserved", 0) + amount
+                day_books["reserved"] = day_books.get("reserved", 0) + amount
+                self._days[day] = (day_books, self.clock() + self.day_ttl)
+                record["state"] = "reserved"
+            self._calls[call_id] = (record, self.clock() + self.call_ttl)
+            return reason is None, reason or "", amount, False
+
+    def _settle(self, call_id: str, op: str, actual: int | None, charge: int | None) -> Settled:
+        with self._lock:
+            record = self._call(call_id)
+            if record is None:
+                return "missing", False, None
+            slug = record["run"]
+            if record["state"] != "reserved":
+                return record["state"], False, slug
+            run, day = self._runs.setdefault(slug, {}), self._day(record["day"])
+
+            def add(field: str, n: int) -> None:
+                for books in (run, day):
+                    books[field] = books.get(field, 0) + n
+
+            add("reserved", -int(record["amount"]))
+            if op == "release":
+                record["state"] = "released"
+            elif actual is not None:
+                add("spent", actual)
+                record |= {"state": "reconciled", "actual": str(actual)}
+            else:
+                add("unknown_calls", 1)
+                record["state"] = "unknown"
+                if charge is not None:
+                    add("spent", charge)
+                    record["charge"] = str(charge)
+            return record["state"], True, slug
+
+    def _totals(self, scope: Literal["run", "day"], name: str) -> tuple[int, int, int]:
+        with self._lock:
+            if scope == "run":
+                books = self._runs.get(name, {})
+            else:
+                found = self._days.get(name)
+                books = found[0] if found is not None and found[1] > self.clock() else {}
+            return books.get("spent", 0), books.get("reserved", 0), books.get("unknown_calls", 0)
+
+    def call(self, call_id: str) -> dict[str, str]:
+        """The call's record (empty if unknown or expired)."""
+        with self._lock:
+            return dict(self._call(call_id) or {})

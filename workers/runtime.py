@@ -14,7 +14,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from functools import cache
 from pathlib import Path
 
@@ -34,12 +34,12 @@ from orchestrator.domain import (
     Event,
 )
 from orchestrator.fold import DispatchedAction, RunState, fold
-from orchestrator.store import keys
+from orchestrator.store.base import LiveStore
 from orchestrator.store.files import FileStore
 from orchestrator.store.redis import RedisStore
 from workers.agents.run import AgentRun
-from workers.lease import Lease
-from workers.ledger import Ledger
+from workers.lease import Claim, Leases, RedisLeases
+from workers.ledger import BudgetLedger, Ledger
 from workers.sandbox import require_sandbox
 from workers.worktree import Worktrees, repo_lock
 
@@ -50,23 +50,39 @@ Send = Callable[[str, str, str], None]  # (kind, slug, key): enqueue the task of
 
 @dataclass
 class Runtime:
+    """What a worker's code reaches the world through: the live store, leases, the ledger, the files, and
+    how to enqueue tasks. A fleet's is all Redis; a unit test's is the in-memory twins (``MemoryStore``,
+    ``MemoryLeases``, ``MemoryLedger``) and a ``send``/``kick`` that only record."""
+
     settings: Settings
-    store: RedisStore  # the live log
+    store: LiveStore  # the live log and the control plane's marks
     files: FileStore  # the plain-file record under settings.dir
     send: Send
     kick: Callable[[str], None]  # enqueue coordinate(slug)
+    lease_backend: InitVar[Leases | None] = None  # None: Redis leases beside a RedisStore
+    ledger_backend: InitVar[BudgetLedger | None] = None  # None: the Redis ledger beside a RedisStore
+    leases: Leases = field(init=False)
+    ledger: BudgetLedger = field(init=False)
+
+    def __post_init__(self, lease_backend: Leases | None, ledger_backend: BudgetLedger | None) -> None:
+        if (lease_backend is None or ledger_backend is None) and not isinstance(self.store, RedisStore):
+            raise TypeError("a store other than RedisStore needs its lease_backend and ledger_backend given")
+        self.leases = RedisLeases(self.client, self.prefix) if lease_backend is None else lease_backend
+        self.ledger = Ledger(self.client, self.prefix) if ledger_backend is None else ledger_backend
 
     @property
     def client(self) -> redis.Redis:
+        """The Redis client of a Redis store (tests and diagnostics: the workers go through the store)."""
+        if not isinstance(self.store, RedisStore):
+            raise TypeError(f"no Redis client: the store is a {type(self.store).__name__}")
         return self.store.client
 
     @property
     def prefix(self) -> str:
+        """The key prefix of a Redis store."""
+        if not isinstance(self.store, RedisStore):
+            raise TypeError(f"no key prefix: the store is a {type(self.store).__name__}")
         return self.store.prefix
-
-    @property
-    def ledger(self) -> Ledger:
-        return Ledger(self.client, self.prefix)
 
     @property
     def worktrees(self) -> Worktrees:
@@ -80,7 +96,7 @@ class Runtime:
         return private_dir(self.settings.dir / "runs" / slug)
 
     def cancelled(self, slug: str) -> bool:
-        return bool(self.client.exists(keys.cancel(self.prefix, slug)))
+        return self.store.cancel_flagged(slug)
 
 
 def jury_branch(slug: str) -> str:
@@ -108,7 +124,7 @@ class TaskStop:
     result: a lease can lapse between two heartbeats (a worker frozen past its TTL).
     """
 
-    def __init__(self, lease: Lease, cancelled: Callable[[], bool]) -> None:
+    def __init__(self, lease: Claim, cancelled: Callable[[], bool]) -> None:
         self.lease, self.cancelled = lease, cancelled
 
     def __call__(self) -> bool:
@@ -194,7 +210,7 @@ def agent_worktree(rt: Runtime, job: Job, sha: str) -> Iterator[Path]:
         for path in stale:
             log.warning("worktree.stale_holder", slug=job.slug, key=job.action.key, path=str(path))
             with repo_lock(job.repo, wts.lock_dir):
-                wts._clear(job.repo, path)
+                wts.clear(job.repo, path)
     with wts.checkout(job.repo, sha, name=f"{base}.{holder}") as wt:
         yield wt
 

@@ -52,7 +52,11 @@ class Worktrees:
         self.root = root
         self.lock_dir = lock_dir if lock_dir is not None else root / ".locks"
 
-    def _clear(self, repo: Path, path: Path) -> None:
+    def clear(self, repo: Path, path: Path) -> None:
+        """Remove the checkout at ``path`` whatever state it is in: git's worktree, a directory git no
+        longer knows, and git's record of either. Idempotent. The caller holds ``repo_lock(repo,
+        self.lock_dir)``: git's worktree list is per repository, and another add or prune must not run
+        between the removal and the prune."""
         if path.exists():
             git(["worktree", "remove", "--force", "--force", str(path)], repo, check=False)
         if path.exists():
@@ -72,14 +76,14 @@ class Worktrees:
         with repo_lock(repo, self.lock_dir):
             if path.exists():
                 log.warning("worktree.stale", repo=str(repo), path=str(path))
-            self._clear(repo, path)
+            self.clear(repo, path)
             git(["worktree", "add", "--detach", str(path), sha], repo)
         log.info("worktree.added", repo=str(repo), path=str(path), sha=sha)
         try:
             yield path
         finally:
             with repo_lock(repo, self.lock_dir):
-                self._clear(repo, path)
+                self.clear(repo, path)
             log.info("worktree.removed", repo=str(repo), path=str(path))
 
 

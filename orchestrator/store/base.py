@@ -1,7 +1,9 @@
-"""The event log's interface, shared by the file store and the Redis store.
+"""The store's interfaces: ``EventStore`` (the event log, by the file, Redis and memory stores) and
+``LiveStore`` (the log plus the control plane's marks, by the Redis and memory stores).
 
-Both stores pass the same contract tests (``tests/integration/test_store_contract.py``); the rules
-they must agree on beyond the method signatures live here too (slug and artifact-name validity).
+The stores pass the same contract tests (``tests/integration/test_store_contract.py``); the rules they
+must agree on beyond the method signatures live here too (slug and artifact-name validity, the cap on
+an artifact's size).
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ STATE_FILE = "run.json"
 LOCK_FILE = ".lock"
 CREATED_FILE = ".created"
 RESERVED_NAMES: frozenset[str] = frozenset({EVENTS_FILE, STATE_FILE, LOCK_FILE, CREATED_FILE})
+
+CANCEL_TTL = 7 * 86400  # a cancel flag outlives any agent run it must stop
+SENT_TTL = 7 * 86400  # a sent mark outlives any action the reaper may still have to hand out again
 
 
 class RunVanished(StoreError):
@@ -98,6 +103,64 @@ class EventStore(Protocol):
         ...
 
 
+@runtime_checkable
+class LiveStore(EventStore, Protocol):
+    """The store the workers share while runs are live: the event log plus the control plane's marks.
+
+    The marks are what the coordinator, the reaper and ``jury cancel`` keep beside the log (which runs are
+    active, which are to be cancelled, when each action's task was last sent) and the retention of an
+    ended run. They are named methods, never raw keys, so ``coordinate``, ``run_task`` and ``reap`` run on
+    ``RedisStore`` in a fleet and on ``MemoryStore`` in unit tests alike; both pass the contract suite in
+    ``tests/integration/test_store_contract.py``.
+    """
+
+    def origin(self, slug: str) -> str | None:
+        """An id of the run's log as first written, None when it has no events.
+
+        A reader that saw the log compares it later: None or another id means the log it read is gone
+        (expired, deleted, or deleted and begun again by a late writer).
+        """
+        ...
+
+    def expire_run(self, slug: str, retention: int) -> int:
+        """The run ended: everything of it goes ``retention`` seconds after it first ended (the deadline is
+        set once; later calls keep it). Returns the deadline, epoch seconds of the store's clock."""
+        ...
+
+    def keep_run(self, slug: str) -> bool:
+        """The run is live (again): if it was set to expire, it no longer is. Returns whether it was."""
+        ...
+
+    def activate(self, slug: str) -> None:
+        """Put the run in the active set: the reaper kicks it until it ends."""
+        ...
+
+    def deactivate(self, slug: str) -> None:
+        """Take the run out of the active set (it ended, or its log is gone)."""
+        ...
+
+    def active_runs(self) -> list[str]:
+        """The slugs of the active set, sorted."""
+        ...
+
+    def set_cancel_flag(self, slug: str, ttl: int = CANCEL_TTL) -> None:
+        """Ask every worker running an agent of the run to kill it (the flag lasts ``ttl`` seconds)."""
+        ...
+
+    def cancel_flagged(self, slug: str) -> bool:
+        """Whether the run's cancel flag is set."""
+        ...
+
+    def mark_sent(self, slug: str, key: str, ttl: int = SENT_TTL) -> None:
+        """Remember that the task of the run's action ``key`` was enqueued now (kept ``ttl`` seconds)."""
+        ...
+
+    def sent_age(self, slug: str, key: str) -> float | None:
+        """Seconds since the action's task was last enqueued, by the store's clock; None if never (or the
+        mark has expired)."""
+        ...
+
+
 def check_slug(slug: str) -> str:
     """``slug`` if it is a valid run slug (``[A-Za-z0-9._-]+``, not ``.`` or ``..``), else StoreError."""
     if not isinstance(slug, str) or not SLUG_RE.fullmatch(slug) or slug in {".", ".."}:
@@ -142,3 +205,16 @@ def read_run(store: EventStore, slug: str, record_root: Path | None = None) -> l
     if kept is not None:
         raise RunVanished(slug, kept)
     raise UsageError(f"no run named {slug} (see `jury runs`)")
+
+
+def cap_bytes(data: bytes, cap: int) -> tuple[bytes, int]:
+    """``data`` cut to at most ``cap`` bytes, ending with a marker line, and how many bytes were dropped."""
+    if len(data) <= cap:
+        return data, 0
+    dropped = len(data) - cap
+    while True:  # the marker's length depends on the count it states: settle both
+        marker = f"\n[jury: truncated, {dropped} bytes dropped]\n".encode()
+        keep = max(cap - len(marker), 0)
+        if len(data) - keep == dropped:
+            return data[:keep] + marker, dropped
+        dropped = len(data) - keep

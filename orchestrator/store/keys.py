@@ -21,6 +21,10 @@ and a test can use a random prefix and delete exactly its own keys.
 
 Ledger amounts are integer micro-dollars (see ``workers.ledger``).
 
+Only the Redis implementations build these keys: ``orchestrator.store.redis`` (``RedisStore``),
+``workers.lease`` (``RedisLeases``) and ``workers.ledger`` (``Ledger``). Everyone else goes through their
+named methods, which the in-memory twins implement too.
+
 Celery's broker keeps its own keys in the same database, outside the prefix: one list per queue
 (``control``, ``review`` ...), ``_kombu.binding.*`` and, while tasks run, ``unacked``, ``unacked_index``
 and ``unacked_mutex``; only Celery touches them.

@@ -20,7 +20,7 @@ from redis.exceptions import LockError, RedisError
 from orchestrator.domain import Event, dump_event, parse_event
 from orchestrator.errors import StoreError
 from orchestrator.store import keys
-from orchestrator.store.base import check_artifact_name, check_slug
+from orchestrator.store.base import CANCEL_TTL, SENT_TTL, cap_bytes, check_artifact_name, check_slug
 from orchestrator.store.urls import redact_url, scrub
 
 log = structlog.get_logger()
@@ -102,7 +102,7 @@ SCAN_COUNT = 5000
 
 
 class RedisStore:
-    """An ``EventStore`` in Redis, shared by every host that reaches the server."""
+    """A ``LiveStore`` in Redis, shared by every host that reaches the server."""
 
     def __init__(
         self, client: redis.Redis, prefix: str = keys.PREFIX, artifact_cap: int = 8 * 1024 * 1024
@@ -348,6 +348,57 @@ class RedisStore:
             log.info("store.run_kept", slug=slug, keys=len(record))
         return kept == 1
 
+    # -- the control plane's marks -------------------------------------------------------------------------
+
+    def activate(self, slug: str) -> None:
+        """SADD to the active set."""
+        check_slug(slug)
+        with _errors("activate", slug):
+            self.client.sadd(keys.active_runs(self.prefix), slug)
+
+    def deactivate(self, slug: str) -> None:
+        """SREM from the active set."""
+        check_slug(slug)
+        with _errors("deactivate", slug):
+            self.client.srem(keys.active_runs(self.prefix), slug)
+
+    def active_runs(self) -> list[str]:
+        """The active set's members, sorted."""
+        with _errors("list the active runs", "*"):
+            members = cast(set[bytes], self.client.smembers(keys.active_runs(self.prefix)))
+        return sorted(_text(m) for m in members)
+
+    def set_cancel_flag(self, slug: str, ttl: int = CANCEL_TTL) -> None:
+        """SET the run's cancel flag, expiring after ``ttl`` seconds."""
+        check_slug(slug)
+        with _errors("flag for cancelling", slug):
+            self.client.set(keys.cancel(self.prefix, slug), "1", ex=ttl)
+
+    def cancel_flagged(self, slug: str) -> bool:
+        """Whether the run's cancel flag exists."""
+        check_slug(slug)
+        with _errors("read the cancel flag of", slug):
+            return bool(self.client.exists(keys.cancel(self.prefix, slug)))
+
+    def mark_sent(self, slug: str, key: str, ttl: int = SENT_TTL) -> None:
+        """SET the action's sent mark to this host's wall-clock time (the reaper compares it with its own)."""
+        check_slug(slug)
+        with _errors("mark an action sent in", slug):
+            self.client.set(keys.sent(self.prefix, f"{slug}:{key}"), f"{time.time():.3f}", ex=ttl)
+
+    def sent_age(self, slug: str, key: str) -> float | None:
+        """Seconds since the sent mark's time, None without a mark (or with one that does not parse)."""
+        check_slug(slug)
+        with _errors("read an action's sent mark in", slug):
+            raw = cast(bytes | None, self.client.get(keys.sent(self.prefix, f"{slug}:{key}")))
+        if raw is None:
+            return None
+        try:
+            return time.time() - float(raw)
+        except ValueError:
+            log.warning("store.bad_sent_mark", slug=slug, key=key)
+            return None
+
 
 def normalize_url(url: str) -> str:
     """A redis-py URL: ``redis+socket://`` (kombu's) becomes ``unix://``, its ``virtual_host`` the ``db``."""
@@ -373,19 +424,6 @@ def from_url(url: str, prefix: str = keys.PREFIX) -> RedisStore:
     except ValueError as exc:
         raise StoreError(f"bad Redis URL {redact_url(url)!r}: {scrub(str(exc), url)}") from exc
     return RedisStore(client, prefix=prefix)
-
-
-def cap_bytes(data: bytes, cap: int) -> tuple[bytes, int]:
-    """``data`` cut to at most ``cap`` bytes, ending with a marker line, and how many bytes were dropped."""
-    if len(data) <= cap:
-        return data, 0
-    dropped = len(data) - cap
-    while True:  # the marker's length depends on the count it states: settle both
-        marker = f"\n[jury: truncated, {dropped} bytes dropped]\n".encode()
-        keep = max(cap - len(marker), 0)
-        if len(data) - keep == dropped:
-            return data[:keep] + marker, dropped
-        dropped = len(data) - keep
 
 
 @contextmanager

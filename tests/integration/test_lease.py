@@ -1,22 +1,27 @@
-"""Leases, heartbeats, done markers and ``once`` against the real Redis on 127.0.0.1:6379 (db 0).
-
-Each test uses a random key prefix and deletes exactly its own keys afterwards.
+"""Leases, heartbeats, done markers and ``once``: one contract, run against ``RedisLeases`` (the real Redis
+on 127.0.0.1:6379, db 0, under a random key prefix deleted afterwards) and ``MemoryLeases`` (no Redis;
+its TTLs run on a ``ManualClock`` that a test moves instead of waiting). Then each one's own details.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 import pytest
 import redis
 from structlog.testing import capture_logs
 
 from orchestrator.store import keys
-from workers.lease import Lease, expired_without_done, is_done, mark_done, once
+from orchestrator.store.memory import ManualClock
+from workers.lease import Claim, Leases, MemoryLeases, RedisLeases, once
+
+DAY = 86400
 
 
-def _wait_until(predicate, seconds: float = 3.0) -> bool:  # type: ignore[no-untyped-def]
+def _wait_until(predicate: Callable[[], bool], seconds: float = 10.0) -> bool:
     deadline = time.monotonic() + seconds
     while not predicate():
         if time.monotonic() >= deadline:
@@ -25,32 +30,107 @@ def _wait_until(predicate, seconds: float = 3.0) -> bool:  # type: ignore[no-unt
     return True
 
 
-def test_acquire_twice_second_refused(client: redis.Redis, prefix: str) -> None:
-    first = Lease(client, "task-a", prefix=prefix, ttl=5)
-    second = Lease(client, "task-a", prefix=prefix, ttl=5)
+@dataclass
+class Backend:
+    """A ``Leases`` under test, and what a test does to it that the protocol does not offer."""
+
+    leases: Leases
+    client: redis.Redis | None = None
+    prefix: str = ""
+    clock: ManualClock | None = None
+
+    @property
+    def memory(self) -> MemoryLeases:
+        assert isinstance(self.leases, MemoryLeases)
+        return self.leases
+
+    def holder(self, key: str) -> str | None:
+        """The token of whoever holds the lease on ``key`` now."""
+        if self.client is not None:
+            value = self.client.get(keys.lease(self.prefix, key))
+            return value.decode() if isinstance(value, bytes) else value
+        return self.memory.holder(key)
+
+    def ttl(self, key: str, kind: str = "lease") -> float:
+        """Seconds left on the lease (or the done marker) of ``key``."""
+        if self.client is not None:
+            name = keys.lease(self.prefix, key) if kind == "lease" else keys.done(self.prefix, key)
+            return int(self.client.pttl(name)) / 1000
+        assert self.clock is not None
+        table = self.memory.leases if kind == "lease" else self.memory.done
+        entry = table[key]
+        expiry = entry[1] if isinstance(entry, tuple) else entry
+        return expiry - self.clock()
+
+    def age(self, key: str, seconds: float, ttl: float) -> None:
+        """As if ``seconds`` had passed since the lease of ``ttl`` was taken or renewed."""
+        if self.client is not None:
+            self.client.pexpire(keys.lease(self.prefix, key), max(1, int((ttl - seconds) * 1000)))
+        else:
+            assert self.clock is not None
+            self.clock.advance(seconds)
+
+    def expire(self, key: str) -> None:
+        """Let the lease on ``key`` run out (Redis: wait for its TTL; memory: move the clock past it)."""
+        if (client := self.client) is not None:
+            assert _wait_until(lambda: not client.exists(keys.lease(self.prefix, key)))
+            return
+        assert self.clock is not None
+        self.clock.advance(max(0.0, self.memory.leases[key][1] - self.clock()) + 0.001)
+        assert self.memory.holder(key) is None
+
+    def steal(self, key: str, token: str = "thief") -> None:
+        """Another holder takes the lease on ``key`` (a holder frozen past its TTL, then replaced)."""
+        if self.client is not None:
+            self.client.set(keys.lease(self.prefix, key), token.encode(), keepttl=True)
+        else:
+            with self.memory.lock:
+                self.memory.leases[key] = (token, self.memory.leases[key][1])
+
+    def realtime(self) -> Leases:
+        """The same kind of store with TTLs on the wall clock, for the heartbeat's thread."""
+        return self.leases if self.client is not None else MemoryLeases(time.time)
+
+
+@pytest.fixture(params=["redis", "memory"])
+def backend(request: pytest.FixtureRequest) -> Backend:
+    if request.param == "redis":
+        client: redis.Redis = request.getfixturevalue("client")
+        prefix: str = request.getfixturevalue("prefix")
+        return Backend(RedisLeases(client, prefix), client=client, prefix=prefix)
+    clock = ManualClock()
+    return Backend(MemoryLeases(clock), clock=clock)
+
+
+# -- the contract --------------------------------------------------------------------------------------------
+
+
+def test_acquire_twice_second_refused(backend: Backend) -> None:
+    first = backend.leases.lease("task-a", ttl=5)
+    second = backend.leases.lease("task-a", ttl=5)
     assert first.acquire()
     assert not second.acquire()
-    assert not first.acquire()  # not re-entrant either: SET NX
+    assert not first.acquire()  # not re-entrant either
     assert first.held() and not second.held()
-    ttl_ms = client.pttl(keys.lease(prefix, "task-a"))
-    assert 0 < ttl_ms <= 5000
+    assert backend.holder("task-a") == first.token
+    assert 0 < backend.ttl("task-a") <= 5
 
 
-def test_release_by_non_holder_does_nothing(client: redis.Redis, prefix: str) -> None:
-    holder = Lease(client, "task-b", prefix=prefix, ttl=5)
-    other = Lease(client, "task-b", prefix=prefix, ttl=5)
+def test_release_by_non_holder_does_nothing(backend: Backend) -> None:
+    holder = backend.leases.lease("task-b", ttl=5)
+    other = backend.leases.lease("task-b", ttl=5)
     assert holder.acquire()
     assert not other.release()
     assert not other.renew()
-    assert client.get(keys.lease(prefix, "task-b")) == holder.token.encode()
+    assert backend.holder("task-b") == holder.token
     assert holder.release()
-    assert client.get(keys.lease(prefix, "task-b")) is None
+    assert backend.holder("task-b") is None
     assert not holder.release()  # twice: nothing left to release
 
 
-def test_after_release_another_can_acquire(client: redis.Redis, prefix: str) -> None:
-    holder = Lease(client, "task-c", prefix=prefix, ttl=5)
-    other = Lease(client, "task-c", prefix=prefix, ttl=5)
+def test_after_release_another_can_acquire(backend: Backend) -> None:
+    holder = backend.leases.lease("task-c", ttl=5)
+    other = backend.leases.lease("task-c", ttl=5)
     assert holder.acquire()
     assert not other.acquire()
     assert holder.release()
@@ -58,86 +138,110 @@ def test_after_release_another_can_acquire(client: redis.Redis, prefix: str) -> 
     assert other.held() and not holder.held()
 
 
-def test_expiry_frees_the_lease(client: redis.Redis, prefix: str) -> None:
-    holder = Lease(client, "task-d", prefix=prefix, ttl=0.2)
-    other = Lease(client, "task-d", prefix=prefix, ttl=5)
+def test_expiry_frees_the_lease(backend: Backend) -> None:
+    holder = backend.leases.lease("task-d", ttl=0.2)
+    other = backend.leases.lease("task-d", ttl=5)
     assert holder.acquire()
     assert not other.acquire()
-    assert _wait_until(lambda: not client.exists(keys.lease(prefix, "task-d")))
+    backend.expire("task-d")
+    assert not holder.held()
     assert not holder.renew()  # too late: renew does not resurrect an expired lease
     assert other.acquire()
 
 
-def test_renew_extends(client: redis.Redis, prefix: str) -> None:
-    lease = Lease(client, "task-e", prefix=prefix, ttl=10)
+def test_renew_extends(backend: Backend) -> None:
+    lease = backend.leases.lease("task-e", ttl=10)
     assert lease.acquire()
-    client.pexpire(keys.lease(prefix, "task-e"), 500)
+    backend.age("task-e", 9.5, ttl=10)
+    assert backend.ttl("task-e") <= 0.5
     assert lease.renew()
-    assert client.pttl(keys.lease(prefix, "task-e")) > 5000
+    assert backend.ttl("task-e") > 5
 
 
-def test_heartbeat_keeps_short_lease_alive_then_releases(client: redis.Redis, prefix: str) -> None:
-    lease = Lease(client, "task-f", prefix=prefix, ttl=0.3)
-    rival = Lease(client, "task-f", prefix=prefix, ttl=5)
+def test_a_token_given_is_the_token_held(backend: Backend) -> None:
+    lease = backend.leases.lease("task-t", ttl=5, token="mine")
+    assert lease.token == "mine" and lease.acquire()
+    assert backend.holder("task-t") == "mine"
+
+
+def test_heartbeat_keeps_short_lease_alive_then_releases(backend: Backend) -> None:
+    leases = backend.realtime()
+    lease = leases.lease("task-f", ttl=0.3)
+    rival = leases.lease("task-f", ttl=5)
     assert lease.acquire()
     with lease.heartbeat():
         assert not lease.lost.wait(1.5)  # five ttls pass; the lease must not be lost
         assert lease.held()
         assert not rival.acquire()
     assert not lease.lost.is_set()
-    assert client.exists(keys.lease(prefix, "task-f")) == 0  # released on exit, not left to expire
+    assert not lease.held()  # released on exit, not left to expire
     assert rival.acquire()
 
 
-def test_heartbeat_sets_lost_when_lease_is_taken(client: redis.Redis, prefix: str) -> None:
-    lease = Lease(client, "task-g", prefix=prefix, ttl=5)
+def test_heartbeat_sets_lost_when_lease_is_taken(backend: Backend) -> None:
+    lease = backend.leases.lease("task-g", ttl=5)
     assert lease.acquire()
     with capture_logs() as logs, lease.heartbeat(interval=0.05):
-        client.set(keys.lease(prefix, "task-g"), b"thief")
+        backend.steal("task-g")
         assert lease.lost.wait(3)
-    assert client.get(keys.lease(prefix, "task-g")) == b"thief"  # exit did not delete the thief's lease
+    assert backend.holder("task-g") == "thief"  # exit did not delete the thief's lease
     assert "lease.lost" in [e["event"] for e in logs]
 
 
-def test_done_markers(client: redis.Redis, prefix: str) -> None:
-    assert not is_done(client, "effect-1", prefix)
-    mark_done(client, "effect-1", prefix)
-    assert is_done(client, "effect-1", prefix)
-    assert not is_done(client, "effect-2", prefix)
-    ttl = client.ttl(keys.done(prefix, "effect-1"))
-    assert 7 * 86400 - 60 < ttl <= 7 * 86400
-    mark_done(client, "effect-2", prefix, ttl_days=1)
-    assert 86400 - 60 < client.ttl(keys.done(prefix, "effect-2")) <= 86400
+def test_finish_marks_done_and_ends_only_our_own_lease(backend: Backend) -> None:
+    ours = backend.leases.lease("task-h", ttl=5)
+    assert ours.acquire()
+    assert ours.finish()
+    assert backend.leases.is_done("task-h") and backend.holder("task-h") is None
+
+    lost = backend.leases.lease("task-i", ttl=5)
+    assert lost.acquire()
+    backend.steal("task-i")
+    assert not lost.finish()  # the effect happened: marked done all the same
+    assert backend.leases.is_done("task-i") and backend.holder("task-i") == "thief"
 
 
-def test_expired_without_done(client: redis.Redis, prefix: str) -> None:
-    assert Lease(client, "live", prefix=prefix, ttl=10).acquire()
-    mark_done(client, "finished", prefix)
-    both = Lease(client, "finished-and-leased", prefix=prefix, ttl=10)
+def test_done_markers(backend: Backend) -> None:
+    leases = backend.leases
+    assert not leases.is_done("effect-1")
+    leases.mark_done("effect-1")
+    assert leases.is_done("effect-1")
+    assert not leases.is_done("effect-2")
+    assert 7 * DAY - 60 < backend.ttl("effect-1", "done") <= 7 * DAY
+    leases.mark_done("effect-2", ttl_days=1)
+    assert DAY - 60 < backend.ttl("effect-2", "done") <= DAY
+
+
+def test_expired_without_done(backend: Backend) -> None:
+    leases = backend.leases
+    assert leases.lease("live", ttl=10).acquire()
+    leases.mark_done("finished")
+    both = leases.lease("finished-and-leased", ttl=10)
     assert both.acquire()
-    mark_done(client, "finished-and-leased", prefix)
-    assert Lease(client, "expired", prefix=prefix, ttl=0.1).acquire()
-    assert _wait_until(lambda: not client.exists(keys.lease(prefix, "expired")))
+    leases.mark_done("finished-and-leased")
+    assert leases.lease("expired", ttl=0.1).acquire()
+    backend.expire("expired")
     wanted = ["live", "finished", "never-started", "expired", "finished-and-leased"]
-    assert expired_without_done(client, wanted, prefix) == ["never-started", "expired"]
-    assert expired_without_done(client, [], prefix) == []
+    assert leases.expired_without_done(wanted) == ["never-started", "expired"]
+    assert leases.expired_without_done([]) == []
 
 
-def test_once_runs_fn_once_from_eight_threads(client: redis.Redis, prefix: str) -> None:
+def test_once_runs_fn_once_from_eight_threads(backend: Backend) -> None:
     runs: list[int] = []
     start = threading.Barrier(8)
     outcomes: list[str] = []
     lock = threading.Lock()
+    release = threading.Event()
 
     def effect() -> int:
         with lock:
             runs.append(1)
-        threading.Event().wait(0.3)  # hold the lease while the others arrive
+        release.wait(0.3)  # hold the lease while the others arrive
         return 42
 
     def worker() -> None:
         start.wait()
-        outcome, result = once(client, "review:r1:codex", effect, prefix=prefix, ttl=2)
+        outcome, result = once(backend.leases, "review:r1:codex", effect, ttl=2)
         assert result == (42 if outcome == "ran" else None)
         with lock:
             outcomes.append(outcome)
@@ -150,13 +254,13 @@ def test_once_runs_fn_once_from_eight_threads(client: redis.Redis, prefix: str) 
     assert len(runs) == 1
     assert sorted(outcomes).count("ran") == 1 and len(outcomes) == 8
     assert set(outcomes) <= {"ran", "busy", "done"}
-    assert is_done(client, "review:r1:codex", prefix)
-    assert not client.exists(keys.lease(prefix, "review:r1:codex"))
-    assert once(client, "review:r1:codex", effect, prefix=prefix) == ("done", None)
+    assert backend.leases.is_done("review:r1:codex")
+    assert backend.holder("review:r1:codex") is None
+    assert once(backend.leases, "review:r1:codex", effect) == ("done", None)
     assert len(runs) == 1
 
 
-def test_once_fast_fn_never_runs_twice(client: redis.Redis, prefix: str) -> None:
+def test_once_fast_fn_never_runs_twice(backend: Backend) -> None:
     """A fn that finishes before the others try: they acquire a free lease and must re-check done."""
     counts = dict.fromkeys(range(10), 0)
     lock = threading.Lock()
@@ -168,9 +272,9 @@ def test_once_fast_fn_never_runs_twice(client: redis.Redis, prefix: str) -> None
             with lock:
                 counts[n] += 1
 
-        def worker(effect=effect, start=start, n=n) -> None:  # type: ignore[no-untyped-def]
+        def worker(effect: Callable[[], None] = effect, start: threading.Barrier = start, n: int = n) -> None:
             start.wait()
-            once(client, f"fast:{n}", effect, prefix=prefix, ttl=2)
+            once(backend.leases, f"fast:{n}", effect, ttl=2)
 
         threads = [threading.Thread(target=worker) for _ in range(8)]
         for t in threads:
@@ -180,42 +284,96 @@ def test_once_fast_fn_never_runs_twice(client: redis.Redis, prefix: str) -> None
     assert counts == dict.fromkeys(range(10), 1)
 
 
-def test_once_busy_while_another_holds(client: redis.Redis, prefix: str) -> None:
-    holder = Lease(client, "busy-task", prefix=prefix, ttl=5)
+def test_once_busy_while_another_holds(backend: Backend) -> None:
+    holder = backend.leases.lease("busy-task", ttl=5)
     assert holder.acquire()
     ran: list[int] = []
-    assert once(client, "busy-task", lambda: ran.append(1), prefix=prefix) == ("busy", None)
+    assert once(backend.leases, "busy-task", lambda: ran.append(1)) == ("busy", None)
     assert ran == []
 
 
-def test_once_failure_marks_nothing_and_frees_the_lease(client: redis.Redis, prefix: str) -> None:
+def test_once_failure_marks_nothing_and_frees_the_lease(backend: Backend) -> None:
     def boom() -> None:
         raise RuntimeError("agent crashed")
 
     with pytest.raises(RuntimeError, match="agent crashed"):
-        once(client, "flaky", boom, prefix=prefix, ttl=5)
-    assert not is_done(client, "flaky", prefix)
-    assert not client.exists(keys.lease(prefix, "flaky"))
-    assert once(client, "flaky", lambda: "second try", prefix=prefix) == ("ran", "second try")
-    assert is_done(client, "flaky", prefix)
+        once(backend.leases, "flaky", boom, ttl=5)
+    assert not backend.leases.is_done("flaky")
+    assert backend.holder("flaky") is None
+    assert once(backend.leases, "flaky", lambda: "second try") == ("ran", "second try")
+    assert backend.leases.is_done("flaky")
 
 
-def test_once_rechecks_done_under_the_lease(
-    client: redis.Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The done marker written between the first check and the acquire (the holder just finished)."""
-    import workers.lease as lease_module
+class StaleFirstRead:
+    """``Leases`` whose first done check misses a marker written a moment before (the holder had just
+    finished): ``once`` must see it when it checks again under the lease."""
 
-    mark_done(client, "raced", prefix)
-    real = lease_module.is_done
-    calls: list[bool] = []
+    def __init__(self, inner: Leases) -> None:
+        self.inner, self.reads = inner, 0
 
-    def stale_first(c: redis.Redis, key: str, p: str = keys.PREFIX) -> bool:
-        calls.append(True)
-        return False if len(calls) == 1 else real(c, key, p)
+    def lease(self, key: str, *, ttl: float = 60.0, token: str | None = None) -> Claim:
+        return self.inner.lease(key, ttl=ttl, token=token)
 
-    monkeypatch.setattr(lease_module, "is_done", stale_first)
+    def is_done(self, key: str) -> bool:
+        self.reads += 1
+        return False if self.reads == 1 else self.inner.is_done(key)
+
+    def mark_done(self, key: str, ttl_days: float = 7) -> None:
+        self.inner.mark_done(key, ttl_days)
+
+    def expired_without_done(self, keys: Iterable[str]) -> list[str]:
+        return self.inner.expired_without_done(keys)
+
+
+def test_once_rechecks_done_under_the_lease(backend: Backend) -> None:
+    backend.leases.mark_done("raced")
+    stale = StaleFirstRead(backend.leases)
     ran: list[int] = []
-    assert once(client, "raced", lambda: ran.append(1), prefix=prefix) == ("done", None)
-    assert ran == []
-    assert not client.exists(keys.lease(prefix, "raced"))
+    assert once(stale, "raced", lambda: ran.append(1)) == ("done", None)
+    assert ran == [] and stale.reads == 2
+    assert backend.holder("raced") is None
+
+
+# -- Redis only ----------------------------------------------------------------------------------------------
+
+
+def test_redis_keys_come_from_the_keys_module(client: redis.Redis, prefix: str) -> None:
+    leases = RedisLeases(client, prefix)
+    lease = leases.lease("k", ttl=5)
+    assert lease.acquire()
+    assert client.get(keys.lease(prefix, "k")) == lease.token.encode()
+    assert 0 < client.pttl(keys.lease(prefix, "k")) <= 5000
+    assert lease.finish(done_ttl_days=1)
+    assert client.exists(keys.lease(prefix, "k")) == 0
+    assert 0 < client.ttl(keys.done(prefix, "k")) <= DAY
+
+
+# -- memory only ---------------------------------------------------------------------------------------------
+
+
+def test_memory_lease_lives_exactly_its_ttl_of_the_clock() -> None:
+    clock = ManualClock()
+    leases = MemoryLeases(clock)
+    lease = leases.lease("k", ttl=60)
+    assert lease.acquire()
+    clock.advance(59.9)
+    assert lease.held()
+    clock.advance(0.1)
+    assert not lease.held() and leases.holder("k") is None
+    assert leases.lease("k", ttl=60).acquire()
+
+
+def test_memory_done_marker_expires_after_its_days() -> None:
+    clock = ManualClock()
+    leases = MemoryLeases(clock)
+    leases.mark_done("k", ttl_days=7)
+    clock.advance(7 * DAY - 1)
+    assert leases.is_done("k")
+    clock.advance(1)
+    assert not leases.is_done("k")
+    assert leases.expired_without_done(["k"]) == ["k"]
+
+
+def test_a_lease_ttl_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="ttl must be positive"):
+        MemoryLeases().lease("k", ttl=0)

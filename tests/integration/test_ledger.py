@@ -1,4 +1,6 @@
-"""The budget ledger against the real Redis on 127.0.0.1:6379 (db 0), under a random key prefix."""
+"""The budget ledger: one contract, run against ``Ledger`` (the real Redis on 127.0.0.1:6379, db 0, under a
+random key prefix) and ``MemoryLedger`` (no Redis; its TTLs and its "today" run on a ``ManualClock``).
+Then each one's own details."""
 
 from __future__ import annotations
 
@@ -9,19 +11,23 @@ import redis
 from structlog.testing import capture_logs
 
 from orchestrator.store import keys
-from tests.integration.conftest import REDIS_URL
-from workers.ledger import Ledger, LedgerError, LedgerTotals, Reservation, to_micro, utc_day
+from orchestrator.store.memory import ManualClock
+from workers.ledger import Ledger, LedgerError, LedgerTotals, MemoryLedger, Reservation, to_micro, utc_day
 
 DAY = "20990101"
 
+AnyLedger = Ledger | MemoryLedger
 
-@pytest.fixture
-def ledger(client: redis.Redis, prefix: str) -> Ledger:
-    return Ledger(client, prefix)
+
+@pytest.fixture(params=["redis", "memory"])
+def ledger(request: pytest.FixtureRequest) -> AnyLedger:
+    if request.param == "redis":
+        return Ledger(request.getfixturevalue("client"), request.getfixturevalue("prefix"))
+    return MemoryLedger(ManualClock())
 
 
 def reserve(
-    ledger: Ledger,
+    ledger: AnyLedger,
     call_id: str,
     projection: float,
     *,
@@ -45,7 +51,7 @@ def totals(spent: float, reserved: float, unknown: int = 0) -> LedgerTotals:
     return LedgerTotals(spent=spent, reserved=reserved, unknown_calls=unknown)
 
 
-def test_reserve_reconcile_release_arithmetic(ledger: Ledger) -> None:
+def test_reserve_reconcile_release_arithmetic(ledger: AnyLedger) -> None:
     assert reserve(ledger, "c1", 1.5) == Reservation(ok=True, reason=None, call_id="c1", projection=1.5)
     assert reserve(ledger, "c2", 0.75).ok
     assert reserve(ledger, "c3", 0.25, slug="run-b").ok
@@ -68,16 +74,16 @@ def test_reserve_reconcile_release_arithmetic(ledger: Ledger) -> None:
     assert ledger.call("c2")["state"] == "released"
 
 
-def test_amounts_are_integer_micro_dollars(ledger: Ledger, client: redis.Redis, prefix: str) -> None:
+def test_amounts_are_integer_micro_dollars(ledger: AnyLedger) -> None:
     for n in range(30):
         assert reserve(ledger, f"tiny-{n}", 0.1).ok
         ledger.reconcile(f"tiny-{n}", 0.1)
     assert ledger.spent("run-a") == totals(3.0, 0)  # 30 × 0.1 with floats would be 3.0000000000000013
-    assert client.hget(keys.ledger_run(prefix, "run-a"), "spent") == b"3000000"
+    assert ledger.call("tiny-0")["actual"] == "100000"
     assert to_micro(0.000_000_4) == 0 and to_micro(1.000_000_6) == 1_000_001
 
 
-def test_untouched_totals_are_zero(ledger: Ledger) -> None:
+def test_untouched_totals_are_zero(ledger: AnyLedger) -> None:
     assert ledger.spent("nobody") == totals(0, 0)
     assert ledger.day_totals("20000101") == totals(0, 0)
 
@@ -106,7 +112,7 @@ def test_untouched_totals_are_zero(ledger: Ledger) -> None:
     ],
 )
 def test_ceilings_refuse_with_a_reason(
-    ledger: Ledger, projection: float, ceilings: dict[str, float], ok: bool, names: tuple[str, ...]
+    ledger: AnyLedger, projection: float, ceilings: dict[str, float], ok: bool, names: tuple[str, ...]
 ) -> None:
     # run-a: spent 1.0, reserved 0.5. The day also holds run-b's 0.25 reservation.
     assert reserve(ledger, "spent", 1.0).ok
@@ -131,14 +137,14 @@ def test_ceilings_refuse_with_a_reason(
         assert ledger.call("new")["state"] == "refused"
 
 
-def test_zero_run_ceiling_refuses_any_positive_projection(ledger: Ledger) -> None:
+def test_zero_run_ceiling_refuses_any_positive_projection(ledger: AnyLedger) -> None:
     got = reserve(ledger, "c", 0.000_001, run=0.0)
     assert not got.ok and got.reason is not None and got.reason.startswith("run ceiling")
     assert reserve(ledger, "free", 0.0, run=0.0).ok  # nothing asked, nothing passed
     assert ledger.spent("run-a") == totals(0, 0)
 
 
-def test_reserve_is_idempotent_per_call_id(ledger: Ledger) -> None:
+def test_reserve_is_idempotent_per_call_id(ledger: AnyLedger) -> None:
     first = reserve(ledger, "c1", 1.0, run=5)
     again = reserve(ledger, "c1", 3.0, run=5)  # a redelivered task, maybe with a new projection
     assert again == first
@@ -154,7 +160,7 @@ def test_reserve_is_idempotent_per_call_id(ledger: Ledger) -> None:
     assert ledger.spent("run-a") == totals(0.5, 0)
 
 
-def test_reconcile_is_idempotent_per_call_id(ledger: Ledger) -> None:
+def test_reconcile_is_idempotent_per_call_id(ledger: AnyLedger) -> None:
     assert reserve(ledger, "c1", 1.0).ok
     ledger.reconcile("c1", 0.4)
     with capture_logs() as logs:
@@ -167,7 +173,7 @@ def test_reconcile_is_idempotent_per_call_id(ledger: Ledger) -> None:
     assert [e["event"] for e in logs] == ["ledger.reconcile_repeat"] * 3 + ["ledger.release_noop"]
 
 
-def test_release_is_idempotent_and_final(ledger: Ledger) -> None:
+def test_release_is_idempotent_and_final(ledger: AnyLedger) -> None:
     assert reserve(ledger, "c1", 1.0).ok
     assert ledger.release("c1")
     assert not ledger.release("c1")
@@ -176,7 +182,7 @@ def test_release_is_idempotent_and_final(ledger: Ledger) -> None:
     assert not ledger.release("never-reserved")
 
 
-def test_unknown_cost_is_counted_not_zero(ledger: Ledger) -> None:
+def test_unknown_cost_is_counted_not_zero(ledger: AnyLedger) -> None:
     assert reserve(ledger, "c1", 1.0).ok
     with capture_logs() as logs:
         ledger.reconcile("c1", None)
@@ -188,7 +194,7 @@ def test_unknown_cost_is_counted_not_zero(ledger: Ledger) -> None:
     assert ledger.spent("run-a").unknown_calls == 1
 
 
-def test_unknown_cost_with_fallback_charge(ledger: Ledger) -> None:
+def test_unknown_cost_with_fallback_charge(ledger: AnyLedger) -> None:
     assert reserve(ledger, "c1", 1.0).ok
     assert reserve(ledger, "c2", 1.0).ok
     ledger.reconcile("c1", None, unknown_charge=0.8)  # e.g. usd_per_minute × minutes
@@ -198,7 +204,7 @@ def test_unknown_cost_with_fallback_charge(ledger: Ledger) -> None:
     assert ledger.call("c1")["charge"] == "800000"
 
 
-def test_reconcile_of_unreserved_or_refused_call_is_an_error(ledger: Ledger) -> None:
+def test_reconcile_of_unreserved_or_refused_call_is_an_error(ledger: AnyLedger) -> None:
     with pytest.raises(LedgerError, match="never reserved"):
         ledger.reconcile("ghost", 1.0)
     assert not reserve(ledger, "no", 5.0, call=1.0).ok
@@ -208,7 +214,7 @@ def test_reconcile_of_unreserved_or_refused_call_is_an_error(ledger: Ledger) -> 
 
 
 @pytest.mark.parametrize("bad", [-1.0, float("nan"), float("inf")])
-def test_bad_amounts_are_refused_before_redis(ledger: Ledger, bad: float) -> None:
+def test_bad_amounts_are_refused_before_redis(ledger: AnyLedger, bad: float) -> None:
     with pytest.raises(ValueError, match="projection"):
         reserve(ledger, "c", bad)
     assert reserve(ledger, "c", 1.0).ok
@@ -217,12 +223,12 @@ def test_bad_amounts_are_refused_before_redis(ledger: Ledger, bad: float) -> Non
     assert ledger.spent("run-a") == totals(0, 1.0)
 
 
-def test_day_defaults_to_today_utc(ledger: Ledger) -> None:
+def test_day_defaults_to_today_utc(ledger: AnyLedger) -> None:
     got = ledger.reserve(
         slug="run-a", call_id="today", projection=0.5, run_ceiling=None, call_ceiling=None, day_ceiling=None
     )
     assert got.ok
-    assert ledger.call("today")["day"] == utc_day()
+    assert ledger.call("today")["day"] == ledger.today()
     assert ledger.day_totals() == totals(0, 0.5)
     with pytest.raises(ValueError, match="YYYYMMDD"):
         ledger.reserve(
@@ -236,15 +242,12 @@ def test_day_defaults_to_today_utc(ledger: Ledger) -> None:
         )
 
 
-def test_concurrent_reservations_never_pass_the_day_ceiling(
-    ledger: Ledger, client: redis.Redis, prefix: str
-) -> None:
+def test_concurrent_reservations_never_pass_the_day_ceiling(ledger: AnyLedger) -> None:
     start = threading.Barrier(17)
     results: list[Reservation] = []
     lock = threading.Lock()
     done = threading.Event()
-    seen_reserved: list[int] = []
-    day_key = keys.ledger_day(prefix, DAY)
+    seen_reserved: list[float] = []
 
     def worker(n: int) -> None:
         start.wait()
@@ -253,11 +256,9 @@ def test_concurrent_reservations_never_pass_the_day_ceiling(
             results.append(got)
 
     def watcher() -> None:
-        watch = redis.Redis.from_url(REDIS_URL)
         start.wait()
         while not done.is_set():
-            seen_reserved.append(int(watch.hget(day_key, "reserved") or 0))
-        watch.close()
+            seen_reserved.append(ledger.day_totals(DAY).reserved)
 
     threads = [threading.Thread(target=worker, args=(n,)) for n in range(16)]
     observer = threading.Thread(target=watcher)
@@ -271,8 +272,57 @@ def test_concurrent_reservations_never_pass_the_day_ceiling(
 
     assert sum(r.ok for r in results) == 5
     assert all(r.reason is not None and r.reason.startswith("day ceiling") for r in results if not r.ok)
-    assert seen_reserved and max(seen_reserved) <= 5_000_000
+    assert seen_reserved and max(seen_reserved) <= 5.0
     assert ledger.day_totals(DAY) == totals(0, 5.0)
     run0, run1 = ledger.spent("run-0"), ledger.spent("run-1")
     assert run0.reserved + run1.reserved == 5.0
     assert run0.reserved > 0 or run1.reserved > 0
+
+
+# -- Redis only ----------------------------------------------------------------------------------------------
+
+
+def test_redis_books_are_integer_hashes(client: redis.Redis, prefix: str) -> None:
+    ledger = Ledger(client, prefix)
+    assert reserve(ledger, "c1", 0.1).ok
+    ledger.reconcile("c1", 0.1)
+    assert client.hget(keys.ledger_run(prefix, "run-a"), "spent") == b"100000"
+    assert client.hget(keys.ledger_day(prefix, DAY), "spent") == b"100000"
+    assert 0 < client.ttl(keys.ledger_call(prefix, "c1")) <= 30 * 86400
+    assert 0 < client.ttl(keys.ledger_day(prefix, DAY)) <= 400 * 86400
+    assert ledger.today() == utc_day()
+
+
+# -- memory only ---------------------------------------------------------------------------------------------
+
+
+def test_memory_today_is_the_clock_s_day() -> None:
+    clock = ManualClock(start=4_102_444_800.0)  # 2100-01-01T00:00:00Z
+    ledger = MemoryLedger(clock)
+    assert ledger.today() == "21000101"
+
+    def today(call_id: str) -> Reservation:
+        return ledger.reserve(
+            slug="r", call_id=call_id, projection=1.0, run_ceiling=None, call_ceiling=None, day_ceiling=1.5
+        )
+
+    assert today("c1").ok
+    assert not today("c2").ok
+    clock.advance(86400)  # a new UTC day: a new day's ceiling
+    assert today("c3").ok
+    assert ledger.call("c3")["day"] == "21000102"
+    assert ledger.day_totals("21000101") == totals(0, 1.0) and ledger.day_totals() == totals(0, 1.0)
+
+
+def test_memory_records_expire_after_their_ttls() -> None:
+    clock = ManualClock()
+    ledger = MemoryLedger(clock)
+    assert reserve(ledger, "c1", 1.0).ok
+    clock.advance(30 * 86400)  # the call record is gone: its reservation can no longer be booked
+    assert ledger.call("c1") == {}
+    with pytest.raises(LedgerError, match="never reserved"):
+        ledger.reconcile("c1", 1.0)
+    assert ledger.day_totals(DAY) == totals(0, 1.0)
+    clock.advance(370 * 86400)  # the day's books go 400 days after its last reservation
+    assert ledger.day_totals(DAY) == totals(0, 0)
+    assert ledger.spent("run-a") == totals(0, 1.0)  # a run's books go with the run, not by themselves

@@ -1,7 +1,10 @@
-"""The event-store contract, run against FileStore and RedisStore alike, then each store's own details.
+"""The event-store contract, run against FileStore, RedisStore and MemoryStore alike; the live-store
+contract (the control plane's marks, retention), run against RedisStore and MemoryStore; then each
+store's own details.
 
 Redis tests use the server on 127.0.0.1:6379 (db 0) under a random key prefix and delete exactly those
-keys afterwards; the URL tests start a private ``redis-server`` on a unix socket.
+keys afterwards; the URL tests start a private ``redis-server`` on a unix socket. The memory params need
+no Redis: their time is a ``ManualClock``, moved by hand where Redis's tests wait for a key to expire.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Callable, Iterator, MutableMapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +31,8 @@ from orchestrator.domain import Event, FindingRaised, RoundEnd, RoundStart, dump
 from orchestrator.errors import StoreError
 from orchestrator.store import EventStore, FileStore
 from orchestrator.store import keys as store_keys
+from orchestrator.store.base import LiveStore
+from orchestrator.store.memory import ManualClock, MemoryStore
 from orchestrator.store.redis import RedisStore, cap_bytes, from_url, normalize_url
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -88,11 +94,49 @@ def file_store(tmp_path: Path) -> FileStore:
     return FileStore(tmp_path)
 
 
-@pytest.fixture(params=["files", "redis"])
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def memory_store(clock: ManualClock) -> MemoryStore:
+    return MemoryStore(clock)
+
+
+@pytest.fixture(params=["file", "redis", "memory"])
 def store(request: pytest.FixtureRequest) -> EventStore:
-    name = "file_store" if request.param == "files" else "redis_store"
-    store: EventStore = request.getfixturevalue(name)
+    store: EventStore = request.getfixturevalue(f"{request.param}_store")
     return store
+
+
+@dataclass
+class Live:
+    """A live store under test and how time passes for it: Redis's clock is the server's and only waits
+    (for a condition, with a deadline); a memory store's is a ``ManualClock``, moved at once."""
+
+    store: LiveStore
+    now: Callable[[], float]  # the store's clock, epoch seconds
+    clock: ManualClock | None = None
+
+    def let_pass(self, seconds: float, until: Callable[[], bool]) -> None:
+        """Let ``seconds`` pass on the store's clock; return once ``until()`` holds (else fail)."""
+        if self.clock is not None:
+            self.clock.advance(seconds)
+            assert until(), f"not so after {seconds} s of the clock"
+            return
+        deadline = time.monotonic() + seconds + 10
+        while not until():
+            assert time.monotonic() < deadline, f"not so {seconds + 10} s later"
+            threading.Event().wait(0.05)
+
+
+@pytest.fixture(params=["redis", "memory"])
+def live(request: pytest.FixtureRequest) -> Live:
+    if request.param == "redis":
+        return Live(request.getfixturevalue("redis_store"), time.time)
+    clock: ManualClock = request.getfixturevalue("clock")
+    return Live(request.getfixturevalue("memory_store"), clock, clock)
 
 
 @pytest.fixture(scope="module")
@@ -351,6 +395,161 @@ class TestContract:
             thread.join()
         assert sum(counts) == len(events)
         assert sorted(eids(store.read(SLUG))) == sorted(eids(events))
+
+
+# -- the live store's contract -------------------------------------------------------------------------------
+
+
+class TestLiveContract:
+    def test_is_a_live_store(self, live: Live) -> None:
+        assert isinstance(live.store, LiveStore)
+
+    def test_the_active_set(self, live: Live) -> None:
+        s = live.store
+        assert s.active_runs() == []
+        for slug in ("b-run", "a-run", "b-run"):
+            s.activate(slug)
+        assert s.active_runs() == ["a-run", "b-run"]  # a set, sorted
+        s.deactivate("b-run")
+        s.deactivate("b-run")  # twice: nothing left to remove
+        s.deactivate("never-active")
+        assert s.active_runs() == ["a-run"]
+        assert not s.exists("a-run")  # the active set registers nothing in the index
+
+    def test_the_cancel_flag(self, live: Live) -> None:
+        s = live.store
+        assert not s.cancel_flagged(SLUG)
+        s.set_cancel_flag(SLUG)
+        assert s.cancel_flagged(SLUG) and not s.cancel_flagged("other")
+        s.set_cancel_flag("other", ttl=1)
+        live.let_pass(1, lambda: not s.cancel_flagged("other"))
+        assert s.cancel_flagged(SLUG)
+
+    def test_sent_marks_and_their_age(self, live: Live) -> None:
+        s = live.store
+        assert s.sent_age(SLUG, "review:r1:codex") is None
+        s.mark_sent(SLUG, "review:r1:codex")
+        age = s.sent_age(SLUG, "review:r1:codex")
+        assert age is not None and 0 <= age < 5
+        assert s.sent_age(SLUG, "review:r1:claude") is None  # per action
+        assert s.sent_age("other", "review:r1:codex") is None  # and per run
+        s.mark_sent(SLUG, "triage:r1-codex-1:1", ttl=1)
+        live.let_pass(1, lambda: s.sent_age(SLUG, "triage:r1-codex-1:1") is None)
+
+    def test_a_sent_mark_ages_with_the_clock(self, live: Live) -> None:
+        s = live.store
+        s.mark_sent(SLUG, "review:r1:codex")
+        first = s.sent_age(SLUG, "review:r1:codex") or 0.0
+        live.let_pass(1, lambda: (s.sent_age(SLUG, "review:r1:codex") or 0.0) >= first + 1)
+        s.mark_sent(SLUG, "review:r1:codex")  # sent again: young again
+        again = s.sent_age(SLUG, "review:r1:codex")
+        assert again is not None and again < 1
+
+    def test_origin_names_the_log(self, live: Live) -> None:
+        s = live.store
+        assert s.origin(SLUG) is None
+        s.create_run(SLUG)
+        assert s.origin(SLUG) is None  # registered, no events yet
+        s.append(SLUG, [round_start(1)])
+        first = s.origin(SLUG)
+        assert first is not None
+        s.append(SLUG, [raised(1)])
+        assert s.origin(SLUG) == first  # more events: the same log
+
+    def test_expire_run_sets_the_deadline_once(self, live: Live) -> None:
+        s = live.store
+        s.append(SLUG, [round_start(1)])
+        deadline = s.expire_run(SLUG, 3600)
+        assert abs(deadline - (live.now() + 3600)) <= 2
+        assert s.expire_run(SLUG, 36000) == deadline  # a later pass pushes nothing back
+        assert s.exists(SLUG) and eids(s.read(SLUG)) == ["round.start:1"]  # there until the deadline
+
+    def test_an_expired_run_is_gone_and_comes_back_new(self, live: Live) -> None:
+        s = live.store
+        s.append(SLUG, [round_start(1)])
+        s.put_artifact(SLUG, "a.txt", b"x")
+        s.write_state(SLUG, {"n": 1})
+        s.set_cancel_flag(SLUG)
+        s.mark_sent(SLUG, "review:r1:codex")
+        first = s.origin(SLUG)
+        s.append("neighbour", [round_start(1)])
+        s.expire_run(SLUG, 1)
+        live.let_pass(2, lambda: not s.exists(SLUG))
+        assert SLUG not in s.runs() and s.read(SLUG) == [] and s.origin(SLUG) is None
+        assert s.get_artifact(SLUG, "a.txt") is None and s.read_state(SLUG) is None
+        assert not s.cancel_flagged(SLUG) and s.sent_age(SLUG, "review:r1:codex") is None
+        assert s.runs() == ["neighbour"] and eids(s.read("neighbour")) == ["round.start:1"]
+        assert s.append(SLUG, [round_start(1)]) == 1  # its eids were forgotten with it
+        assert s.origin(SLUG) not in (None, first)
+        assert s.keep_run(SLUG) is False  # a new run: nothing set to expire
+
+    def test_keep_run_cancels_the_expiry(self, live: Live) -> None:
+        s = live.store
+        assert s.keep_run(SLUG) is False
+        s.append(SLUG, [round_start(1)])
+        assert s.keep_run(SLUG) is False  # live all along: nothing changes
+        s.expire_run(SLUG, 1)
+        assert s.keep_run(SLUG) is True
+        assert s.keep_run(SLUG) is False
+        s.append("witness", [round_start(1)])
+        s.expire_run("witness", 1)
+        live.let_pass(2, lambda: not s.exists("witness"))  # past the deadline SLUG had
+        assert s.exists(SLUG) and eids(s.read(SLUG)) == ["round.start:1"]
+
+    @pytest.mark.parametrize("slug", ["", "a/b", "..", "a b"])
+    def test_invalid_slug_refused(self, live: Live, slug: str) -> None:
+        s = live.store
+        for call in (
+            lambda: s.activate(slug),
+            lambda: s.set_cancel_flag(slug),
+            lambda: s.cancel_flagged(slug),
+            lambda: s.mark_sent(slug, "k"),
+            lambda: s.sent_age(slug, "k"),
+            lambda: s.origin(slug),
+            lambda: s.keep_run(slug),
+        ):
+            with pytest.raises(StoreError):
+                call()
+
+
+# -- MemoryStore only ----------------------------------------------------------------------------------------
+
+
+class TestMemoryStore:
+    def test_lock_expires_by_the_clock_and_its_loss_is_logged(
+        self, memory_store: MemoryStore, clock: ManualClock
+    ) -> None:
+        taken: list[str] = []
+        with capture_logs() as logs, memory_store.lock(SLUG, timeout=5):
+            clock.advance(5)  # the holder froze past the lock's timeout
+            with memory_store.lock(SLUG, timeout=1):
+                taken.append("second holder")
+        assert taken == ["second holder"]
+        assert [e["event"] for e in logs] == ["store.lock_lost"]
+
+    def test_nothing_is_shared_with_the_caller(self, memory_store: MemoryStore) -> None:
+        state: dict[str, Any] = {"rounds": [{"n": 1}]}
+        memory_store.write_state(SLUG, state)
+        state["rounds"].append({"n": 2})
+        assert memory_store.read_state(SLUG) == {"rounds": [{"n": 1}]}
+        got = memory_store.read_state(SLUG) or {}
+        got["rounds"] = []
+        assert memory_store.read_state(SLUG) == {"rounds": [{"n": 1}]}
+
+    def test_artifact_over_the_cap_is_truncated_as_in_redis(self) -> None:
+        store = MemoryStore(artifact_cap=1000)
+        data = bytes(range(256)) * 20
+        store.put_artifact(SLUG, "big.bin", data)
+        assert store.get_artifact(SLUG, "big.bin") == cap_bytes(data, 1000)[0]
+
+    def test_runs_created_at_one_instant_keep_their_order(self, memory_store: MemoryStore) -> None:
+        for slug in ("x", "y", "z"):  # the manual clock did not move between them
+            memory_store.create_run(slug)
+        assert memory_store.runs() == ["z", "y", "x"]
+
+    def test_a_clock_never_goes_back(self, clock: ManualClock) -> None:
+        with pytest.raises(ValueError, match="forward"):
+            clock.advance(-1)
 
 
 # -- FileStore only ------------------------------------------------------------------------------------------

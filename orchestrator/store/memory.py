@@ -1,0 +1,308 @@
+"""The live store in memory: ``MemoryStore``, a ``LiveStore`` twin of ``RedisStore`` for one process.
+
+It exists so that ``coordinate``, ``run_task`` and ``reap`` can be tested on their own, without Redis or
+Celery: the same contract tests run it beside ``RedisStore`` (``tests/integration/test_store_contract.py``),
+so a test that passes on the twin says something about the fleet. What the Lua scripts make atomic in
+Redis is done here under one lock; what expires in Redis (an ended run, a cancel flag, a sent mark, the
+run's lock) expires by ``clock``, which a test moves by hand (``ManualClock``) instead of waiting.
+
+Events are kept as their JSON and parsed on every read, as in Redis: a reader never shares an object with
+a writer, and an event that cannot round-trip fails here as it would in the fleet.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from orchestrator.domain import Event, dump_event, parse_event
+from orchestrator.errors import StoreError
+from orchestrator.store.base import CANCEL_TTL, SENT_TTL, cap_bytes, check_artifact_name, check_slug
+
+log = structlog.get_logger()
+
+Clock = Callable[[], float]  # epoch seconds, like time.time
+
+
+class ManualClock:
+    """A clock that moves only when told: the twins' TTLs, driven by a test instead of by waiting."""
+
+    def __init__(self, start: float = 1_800_000_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        """Move the clock ``seconds`` forward (never back: a TTL does not come back to life)."""
+        if seconds < 0:
+            raise ValueError(f"a clock only moves forward, not by {seconds}")
+        self.now += seconds
+
+
+@dataclass
+class _Run:
+    """Everything the store keeps of one slug; dropped whole when its retention deadline passes."""
+
+    registered: tuple[float, int] | None = None  # (creation time, tie-break), None: not in the index
+    events: list[str] = field(default_factory=list)  # event JSON, in append order
+    eids: set[str] = field(default_factory=set)
+    origin: str | None = None
+    artifacts: dict[str, bytes] = field(default_factory=dict)
+    state: str | None = None
+    expires_at: int | None = None  # the retention deadline of an ended run
+
+
+class MemoryStore:
+    """A ``LiveStore`` in this process's memory (see the module docstring). Thread-safe."""
+
+    def __init__(self, clock: Clock = time.time, artifact_cap: int = 8 * 1024 * 1024) -> None:
+        self.clock = clock
+        self.artifact_cap = artifact_cap
+        self._cond = threading.Condition()
+        self._runs: dict[str, _Run] = {}
+        self._order = itertools.count()
+        self._locks: dict[str, tuple[str, float]] = {}  # slug -> (holder token, expiry by clock)
+        self._active: set[str] = set()
+        self._cancel: dict[str, float] = {}  # slug -> expiry
+        self._sent: dict[tuple[str, str], tuple[float, float]] = {}  # (slug, key) -> (sent at, expiry)
+
+    def close(self) -> None:
+        """Nothing to close (``RedisStore`` closes its connections)."""
+
+    # -- inside the lock -----------------------------------------------------------------------------------
+
+    def _live(self, slug: str) -> _Run | None:
+        """The run's record, forgetting it first when its retention deadline has passed."""
+        run = self._runs.get(slug)
+        if run is not None and run.expires_at is not None and run.expires_at <= self.clock():
+            del self._runs[slug]
+            self._cancel.pop(slug, None)
+            for mark in [m for m in self._sent if m[0] == slug]:
+                del self._sent[mark]
+            return None
+        return run
+
+    def _run(self, slug: str) -> _Run:
+        run = self._live(slug)
+        if run is None:
+            run = self._runs[slug] = _Run()
+        return run
+
+    def _register(self, run: _Run) -> bool:
+        if run.registered is not None:
+            return False
+        run.registered = (self.clock(), next(self._order))
+        return True
+
+    def _events(self, slug: str, after: int) -> list[Event]:
+        run = self._live(slug)
+        raws = run.events[max(after, 0) :] if run is not None else []
+        return [event for raw in raws if (event := parse_event(raw)) is not None]
+
+    # -- runs and events -----------------------------------------------------------------------------------
+
+    def create_run(self, slug: str) -> bool:
+        """Register the run (creation time: the clock, ties broken by order); False if it was there."""
+        check_slug(slug)
+        with self._cond:
+            return self._register(self._run(slug))
+
+    def runs(self) -> list[str]:
+        """Registered slugs, newest first; runs past their retention deadline are forgotten first."""
+        with self._cond:
+            known = [(run.registered, slug) for slug in list(self._runs) if (run := self._live(slug))]
+        return [slug for _, slug in sorted(((r, s) for r, s in known if r is not None), reverse=True)]
+
+    def exists(self, slug: str) -> bool:
+        """Whether the run is registered (and not past its retention deadline)."""
+        check_slug(slug)
+        with self._cond:
+            run = self._live(slug)
+            return run is not None and run.registered is not None
+
+    def append(self, slug: str, events: Sequence[Event]) -> int:
+        """Append the events with unseen eids and register the run, in one step under the lock."""
+        check_slug(slug)
+        rows = [(event.eid, dump_event(event)) for event in events]
+        with self._cond:
+            run = self._run(slug)
+            self._register(run)
+            appended = 0
+            for eid, raw in rows:
+                if eid in run.eids:
+                    continue
+                run.eids.add(eid)
+                run.events.append(raw)
+                appended += 1
+            if appended and run.origin is None:
+                run.origin = uuid.uuid4().hex
+            if appended:
+                self._cond.notify_all()
+        return appended
+
+    def read(self, slug: str, after: int = 0) -> list[Event]:
+        """The run's events after the first ``after``."""
+        check_slug(slug)
+        with self._cond:
+            return self._events(slug, after)
+
+    def wait(self, slug: str, after: int, timeout: float) -> list[Event]:
+        """``read(after)``; if empty, wait (real time, not the clock) for an append or the timeout."""
+        check_slug(slug)
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not (found := self._events(slug, after)):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return []
+                self._cond.wait(remaining)
+            return found
+
+    # -- artifacts and state -------------------------------------------------------------------------------
+
+    def put_artifact(self, slug: str, name: str, data: bytes) -> None:
+        """Store the artifact; data over ``artifact_cap`` is cut, ending with a marker line (as in Redis)."""
+        check_slug(slug)
+        check_artifact_name(name)
+        stored, dropped = cap_bytes(bytes(data), self.artifact_cap)
+        if dropped:
+            log.warning("store.artifact_truncated", slug=slug, name=name, size=len(data), dropped=dropped)
+        with self._cond:
+            self._run(slug).artifacts[name] = stored
+
+    def get_artifact(self, slug: str, name: str) -> bytes | None:
+        """The artifact's bytes, or None."""
+        check_slug(slug)
+        check_artifact_name(name)
+        with self._cond:
+            run = self._live(slug)
+            return run.artifacts.get(name) if run is not None else None
+
+    def write_state(self, slug: str, state: dict[str, Any]) -> None:
+        """Replace the run's fold (kept as JSON, so the caller's dict is never shared)."""
+        check_slug(slug)
+        data = json.dumps(state, ensure_ascii=False)
+        with self._cond:
+            self._run(slug).state = data
+
+    def read_state(self, slug: str) -> dict[str, Any] | None:
+        """The run's fold, or None."""
+        check_slug(slug)
+        with self._cond:
+            run = self._live(slug)
+            raw = run.state if run is not None else None
+        return json.loads(raw) if raw is not None else None
+
+    @contextmanager
+    def lock(self, slug: str, timeout: float = 60.0) -> Iterator[None]:
+        """Wait up to ``timeout`` real seconds for the run's lock (else StoreError); it expires ``timeout``
+        seconds of the clock after it is taken, as Redis's does, so a test can let a holder's lock lapse."""
+        check_slug(slug)
+        token = uuid.uuid4().hex
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while (held := self._locks.get(slug)) is not None and held[1] > self.clock():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise StoreError(f"run {slug!r} is locked by another holder")
+                self._cond.wait(remaining)
+            self._locks[slug] = (token, self.clock() + timeout)
+        try:
+            yield
+        finally:
+            with self._cond:
+                held = self._locks.get(slug)
+                if held is not None and held[0] == token:
+                    del self._locks[slug]
+                    self._cond.notify_all()
+                else:
+                    log.warning("store.lock_lost", slug=slug, timeout=timeout)
+
+    # -- retention -----------------------------------------------------------------------------------------
+
+    def origin(self, slug: str) -> str | None:
+        """A random id given to the log when its first event was appended; None without events."""
+        check_slug(slug)
+        with self._cond:
+            run = self._live(slug)
+            return run.origin if run is not None else None
+
+    def expire_run(self, slug: str, retention: int) -> int:
+        """Set the run's deadline once, ``retention`` seconds from now by the clock; return it."""
+        check_slug(slug)
+        with self._cond:
+            run = self._run(slug)
+            if run.expires_at is None:
+                run.expires_at = int(self.clock()) + retention
+            return run.expires_at
+
+    def keep_run(self, slug: str) -> bool:
+        """Forget the run's deadline; whether it had one."""
+        check_slug(slug)
+        with self._cond:
+            run = self._live(slug)
+            if run is None or run.expires_at is None:
+                return False
+            run.expires_at = None
+            return True
+
+    # -- the control plane's marks -------------------------------------------------------------------------
+
+    def activate(self, slug: str) -> None:
+        """Add to the active set."""
+        check_slug(slug)
+        with self._cond:
+            self._active.add(slug)
+
+    def deactivate(self, slug: str) -> None:
+        """Remove from the active set."""
+        check_slug(slug)
+        with self._cond:
+            self._active.discard(slug)
+
+    def active_runs(self) -> list[str]:
+        """The active set, sorted."""
+        with self._cond:
+            return sorted(self._active)
+
+    def set_cancel_flag(self, slug: str, ttl: int = CANCEL_TTL) -> None:
+        """Set the run's cancel flag until ``ttl`` seconds from now (by the clock)."""
+        check_slug(slug)
+        with self._cond:
+            self._cancel[slug] = self.clock() + ttl
+
+    def cancel_flagged(self, slug: str) -> bool:
+        """Whether the run's cancel flag is set and not expired."""
+        check_slug(slug)
+        with self._cond:
+            self._live(slug)
+            expiry = self._cancel.get(slug)
+            return expiry is not None and expiry > self.clock()
+
+    def mark_sent(self, slug: str, key: str, ttl: int = SENT_TTL) -> None:
+        """Remember the clock's time as when the action's task was sent."""
+        check_slug(slug)
+        with self._cond:
+            now = self.clock()
+            self._sent[(slug, key)] = (now, now + ttl)
+
+    def sent_age(self, slug: str, key: str) -> float | None:
+        """Seconds of the clock since the action's task was sent; None if never, or the mark expired."""
+        check_slug(slug)
+        with self._cond:
+            self._live(slug)
+            mark = self._sent.get((slug, key))
+            now = self.clock()
+            if mark is None or mark[1] <= now:
+                return None
+            return now - mark[0]
