@@ -387,14 +387,15 @@ class RedisStore:
             self.client.set(keys.sent(self.prefix, f"{slug}:{key}"), f"{time.time():.3f}", ex=ttl)
 
     def sent_age(self, slug: str, key: str) -> float | None:
-        """Seconds since the sent mark's time, None without a mark (or with one that does not parse)."""
+        """Seconds since the sent mark's time, None without a mark (or with one that does not parse); never
+        below 0 (the mark is rounded to the millisecond, and another host's clock may run ahead)."""
         check_slug(slug)
         with _errors("read an action's sent mark in", slug):
             raw = cast(bytes | None, self.client.get(keys.sent(self.prefix, f"{slug}:{key}")))
         if raw is None:
             return None
         try:
-            return time.time() - float(raw)
+            return max(0.0, time.time() - float(raw))
         except ValueError:
             log.warning("store.bad_sent_mark", slug=slug, key=key)
             return None
