@@ -4,10 +4,12 @@ Prices come from ``config/prices.toml`` (``load_prices``): USD per million token
 Three answers, in order of trust:
 
 - ``cost_from_report``: the dollars the CLI itself reported (claude's ``total_cost_usd``);
-- ``cost_from_tokens``: tokens the CLI reported, times the price table;
+- ``cost_from_tokens``: tokens the CLI reported (``reported_tokens``: codex ``--json``, claude's JSON
+  ``usage``), times the price table;
 - ``projection``: a guess before the call runs, used to reserve budget (see its docstring).
 
-An answer that cannot be given is ``None``, never 0: the ledger records it as unknown.
+``agent_cost`` gives a finished CLI call's cost from the first two, in that order. An answer that cannot
+be given is ``None``, never 0: the ledger records it as unknown.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orchestrator.errors import ConfigError
 from orchestrator.parse import report_cost
+from orchestrator.transcript import codex_usage, json_lines
 
 PRICES_FILE = "prices.toml"
 PER_TOKENS = 1_000_000
@@ -116,6 +119,47 @@ def cost_from_report(stdout: str) -> float | None:
     if cost is None or not math.isfinite(cost) or cost < 0:
         return None
     return cost
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def reported_tokens(stdout: str, report: str) -> tuple[int, int] | None:
+    """The (input, output) tokens a CLI reported for the whole call, or None when it reported none.
+
+    - ``codex-json`` (codex ``exec --json``): the ``usage`` of every ``turn.completed`` event, summed.
+      codex counts cached input inside ``input_tokens``; it is priced in full, as the price table has no
+      cache discount (the cost errs high, never low).
+    - ``stream-json`` and ``result-json`` (claude ``--output-format``): the ``usage`` of the last
+      ``result`` event, the call's total; claude counts cache writes and reads apart from
+      ``input_tokens``, so they are added to the input.
+    """
+    if report == "codex-json":
+        usage = codex_usage(stdout)
+        if "input_tokens" not in usage and "output_tokens" not in usage:
+            return None
+        return usage.get("input_tokens", 0), usage.get("output_tokens", 0)
+    if report in ("stream-json", "result-json"):
+        last: dict[str, object] | None = None
+        for rec in json_lines(stdout):
+            if rec.get("type") == "result" and isinstance(rec.get("usage"), dict):
+                last = rec["usage"]
+        if not last or ("input_tokens" not in last and "output_tokens" not in last):
+            return None
+        inputs = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+        return sum(_count(last.get(k)) for k in inputs), _count(last.get("output_tokens"))
+    return None
+
+
+def agent_cost(stdout: str, report: str, model: str | None, prices: Prices) -> float | None:
+    """What a finished CLI agent call cost: the dollars it reported, else the tokens it reported at the
+    model's list price; None (unknown) when it reported neither or the model has no price."""
+    dollars = cost_from_report(stdout)
+    if dollars is not None:
+        return dollars
+    tokens = reported_tokens(stdout, report)
+    return None if tokens is None else cost_from_tokens(model, *tokens, prices)
 
 
 def projection(

@@ -12,7 +12,6 @@ from typing import Literal
 
 import structlog
 
-from orchestrator.cost import cost_from_report
 from orchestrator.domain import (
     AgentReport,
     AgentWrote,
@@ -52,6 +51,7 @@ from workers.runtime import (
     Job,
     Runtime,
     agent_worktree,
+    call_cost,
     finish,
     holder_name,
     jury_branch,
@@ -489,8 +489,7 @@ def refute(rt: Runtime, slug: str, key: str, stop: Stop) -> None:
             update={"outcome": "unclear", "reason": f"the refuter could not run: {error}"}
         )
     spec = job.spec
-    # a CLI agent's cost is in its output (claude's total_cost_usd), as the ledger reads it; None: unknown
-    cost = run.cost_usd if run.cost_usd is not None else cost_from_report(run.stdout)
+    cost = call_cost(run, spec)  # as the ledger settles it; None: unknown
     judge_family = spec_family(cfg.agents[cfg.judge]) if cfg.judge in cfg.agents else None
     refutation = RefutationRecord.from_verdict(
         verdict,

@@ -23,7 +23,7 @@ import structlog
 
 from orchestrator.actions import ACTIONS
 from orchestrator.config import Settings, config_dir
-from orchestrator.cost import Prices, cost_from_report, load_prices, projection
+from orchestrator.cost import Prices, agent_cost, load_prices, projection
 from orchestrator.domain import (
     TERMINAL_STATES,
     ActionDone,
@@ -258,10 +258,18 @@ def reserve(rt: Runtime, job: Job) -> float:
     return amount
 
 
+def call_cost(run: AgentRun, spec: AgentSpec) -> float | None:
+    """A finished call's actual cost: the runner's own (an http agent's), else what the CLI reported (its
+    dollars, else its tokens at ``config/prices.toml``); None when unknown, never 0."""
+    if run.cost_usd is not None:
+        return run.cost_usd
+    return agent_cost(run.stdout, spec.report, run.model or spec.model, prices())
+
+
 def reconcile(rt: Runtime, job: Job, run: AgentRun) -> BudgetSpent:
     """Settle the reservation at the call's actual cost; an unknown cost is recorded as unknown."""
     spec, a = job.spec, job.action
-    actual = run.cost_usd if run.cost_usd is not None else cost_from_report(run.stdout)
+    actual = call_cost(run, spec)
     charge = None
     if actual is None and spec.usd_per_minute is not None:
         charge = round(spec.usd_per_minute * run.proc.seconds / 60.0, 6)

@@ -12,7 +12,6 @@ import tempfile
 from pathlib import Path
 
 from orchestrator.config import RepoConfig, Settings
-from orchestrator.cost import cost_from_report
 from orchestrator.errors import GitError, TargetError, UsageError
 from orchestrator.git import rev_parse
 from orchestrator.prompts import refute_prompt
@@ -22,6 +21,7 @@ from orchestrator.refute.record import RefutationRecord
 from orchestrator.refute.signals import gate
 from orchestrator.refute.verdicts import parse_refutation
 from workers.agents import SeatRequest, run_seat
+from workers.runtime import call_cost
 from workers.verify import run_checks, signals_of
 from workers.worktree import Worktrees, changed_paths
 
@@ -108,7 +108,7 @@ def second_opinion(
     judge_family = spec_family(cfg.agents[judge]) if judge in cfg.agents else None
     return RefutationRecord.from_verdict(
         verdict,
-        cost_usd=run.cost_usd if run.cost_usd is not None else cost_from_report(run.stdout),
+        cost_usd=call_cost(run, spec),
         reviewer_model=run.model or spec.model,
         reviewer_agent=choice.agent,
         independent=choice.independent and independence(judge_family, spec_family(spec, run.model)),

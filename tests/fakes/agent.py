@@ -17,8 +17,15 @@ first line to tell a review round, a triage and a reply apart, and answers as MO
                  triage: the same failures, then a rejection
   broken-stream  review: claude stream-json whose every tool call failed, then NO NEW FINDINGS
   ok-codex       review: codex ``--json`` events with one failed and one good command, NO NEW FINDINGS
+  metered-MODE   any prompt: what MODE answers, as the one message of codex ``--json`` events whose
+                 ``turn.completed`` reports USAGE tokens and no dollars (so its cost is tokens x price)
+  loud           review: LOUD_BYTES of chatter on stdout, then NO NEW FINDINGS
+  scribble       review: tries to change stats.py and to add notes.txt in its worktree, says what
+                 happened to each write, then NO NEW FINDINGS
 """
 
+import contextlib
+import io
 import json
 import os
 import pathlib
@@ -34,6 +41,14 @@ kind = prompt.splitlines()[0] if prompt else ""
 state = pathlib.Path(os.environ.get("FAKE_STATE", "."))
 BUG = "    return ordered[middle]\n"
 FIXED = "    if len(ordered) % 2 == 0:\n        return (ordered[middle - 1] + ordered[middle]) / 2\n" + BUG
+
+
+USAGE = {"input_tokens": 200_000, "cached_input_tokens": 100_000, "output_tokens": 10_000}
+LOUD_BYTES = 200_000
+if mode.startswith("metered-"):
+    metered, mode = True, mode.removeprefix("metered-")
+else:
+    metered = False
 
 
 def buggy() -> bool:
@@ -95,6 +110,18 @@ def review() -> None:
         print("FINDING: median() of an even-length list returns the upper middle value")
         print(f"WHERE: stats.py:{line}")
         print("median([1, 2, 3, 4]) gives 3 instead of 2.5")
+    elif mode == "loud":
+        line = "chatter " * 15 + "\n"
+        sys.stdout.write(line * (LOUD_BYTES // len(line)))
+        print("NO NEW FINDINGS")
+    elif mode == "scribble":
+        for path, text in (("stats.py", "broken = True\n"), ("notes.txt", "a reviewer's note\n")):
+            try:
+                pathlib.Path(path).write_text(text)
+                print(f"wrote {path}")
+            except OSError as exc:
+                print(f"could not write {path}: {exc.strerror}")
+        print("NO NEW FINDINGS")
     elif mode == "hang-once" and not (state / "hung").exists():
         (state / "hung").write_text("1")
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # still ignored after the exec below
@@ -173,9 +200,25 @@ def reply() -> None:
     print("NO CONTEST")
 
 
-if kind.startswith("# Jury triage"):
-    triage()
-elif kind.startswith("# Jury reply"):
-    reply()
+def answer() -> None:
+    if kind.startswith("# Jury triage"):
+        triage()
+    elif kind.startswith("# Jury reply"):
+        reply()
+    else:
+        review()
+
+
+if metered:
+    said = io.StringIO()
+    with contextlib.redirect_stdout(said):
+        answer()
+    message = {"id": "item_1", "type": "agent_message", "text": said.getvalue()}
+    for event in (
+        {"type": "thread.started", "thread_id": "0199aaaa-fake-4000-8000-000000000002"},
+        {"type": "item.completed", "item": message},
+        {"type": "turn.completed", "usage": USAGE},
+    ):
+        print(json.dumps(event))
 else:
-    review()
+    answer()
