@@ -46,8 +46,13 @@ class ActionKind:
 
     @property
     def task(self) -> str:
-        """The Celery task name; fixed, so workers of an older release keep taking the same messages."""
-        return f"jury.{self.name}"
+        return task_name(self.name)
+
+
+def task_name(kind: str) -> str:
+    """The Celery task of an action kind, ``jury.<kind>``: fixed, so workers of another release keep
+    taking the same messages (and a kind only a newer release knows is still sent under its name)."""
+    return f"jury.{kind}"
 
 
 ACTIONS: Registry[ActionKind] = Registry("action kind")

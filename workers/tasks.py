@@ -13,7 +13,7 @@ from celery import Task
 from celery.signals import worker_ready
 
 from orchestrator import logs
-from orchestrator.actions import ACTIONS, ActionKind
+from orchestrator.actions import ACTIONS, ActionKind, task_name
 from orchestrator.config import load_settings
 from workers import coordinator
 from workers.app import app
@@ -34,7 +34,7 @@ def get_runtime() -> Runtime:
 
 
 def send(kind: str, slug: str, key: str) -> None:
-    app.send_task(ACTIONS[kind].task, args=[slug, key])
+    app.send_task(task_name(kind), args=[slug, key])
 
 
 def kick(slug: str) -> None:
