@@ -99,7 +99,7 @@ def jury(state_dir: Path, fake_state: Path):
         full.update({"JURY_DIR": str(state_dir), "FAKE_STATE": str(fake_state), "NO_COLOR": "1"})
         full.update(env or {})
         p = subprocess.run(
-            [sys.executable, "-m", "orchestrator.cli", *args],
+            [sys.executable, "-m", "jury_cli", *args],
             capture_output=True,
             text=True,
             env=full,

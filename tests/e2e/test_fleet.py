@@ -243,7 +243,7 @@ class Fleet:
         return p
 
     def worker(self, concurrency: int = 1, beat: bool = False) -> subprocess.Popen[bytes]:
-        argv = [sys.executable, "-m", "orchestrator.cli", "worker", "--concurrency", str(concurrency)]
+        argv = [sys.executable, "-m", "jury_cli", "worker", "--concurrency", str(concurrency)]
         argv += ["--loglevel", "INFO", *(["--beat"] if beat else [])]
         return self._spawn("worker", argv)
 
@@ -262,7 +262,7 @@ class Fleet:
 
     def jury(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "orchestrator.cli", *args],
+            [sys.executable, "-m", "jury_cli", *args],
             capture_output=True,
             text=True,
             env=self.env(),

@@ -295,7 +295,7 @@ def workers(shared_redis: str, state_dir: Path, fake_state: Path, tmp_path: Path
                 [
                     sys.executable,
                     "-m",
-                    "orchestrator.cli",
+                    "jury_cli",
                     "worker",
                     "--concurrency",
                     "2",

@@ -94,7 +94,7 @@ def test_follow_ends_when_the_run_is_deleted(
         }
     )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "orchestrator.cli", *review_args(sample_repo, config)],
+        [sys.executable, "-m", "jury_cli", *review_args(sample_repo, config)],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -137,7 +137,7 @@ def test_follow_ends_when_a_late_writer_begins_the_log_again(
         }
     )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "orchestrator.cli", *review_args(sample_repo, config)],
+        [sys.executable, "-m", "jury_cli", *review_args(sample_repo, config)],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -190,7 +190,7 @@ def test_a_worker_over_tls_coordinates_a_run(tls_redis: TlsRedis, prefix: str, t
     slug = f"tls-{time.monotonic_ns()}"
     store.append(slug, [TargetEvent(eid="target:0", target=Target(repo="x", state="review"))])
     log = (tmp_path / "worker.log").open("wb")
-    argv = [sys.executable, "-m", "orchestrator.cli", "worker", "--queues", "control", "--concurrency", "1"]
+    argv = [sys.executable, "-m", "jury_cli", "worker", "--queues", "control", "--concurrency", "1"]
     worker = subprocess.Popen(
         argv, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
     )
@@ -225,7 +225,7 @@ def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     full = outside_env()
     full.update(env)
     return subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", *args],
+        [sys.executable, "-m", "jury_cli", *args],
         capture_output=True, text=True, env=full, timeout=60, stdin=subprocess.DEVNULL,
     )  # fmt: skip
 

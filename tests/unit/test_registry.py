@@ -103,9 +103,9 @@ def test_every_action_kind_has_a_handler_a_celery_task_and_a_route() -> None:
 def test_the_worker_command_consumes_every_queue_by_default() -> None:
     import inspect
 
-    from orchestrator import cli
+    from jury_cli import host
 
-    default = inspect.signature(cli.worker).parameters["queues"].default
+    default = inspect.signature(host.worker).parameters["queues"].default
     assert default.split(",") == list(queues())
 
 

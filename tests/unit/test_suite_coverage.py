@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from orchestrator.progress import table_lines
+from jury_cli.progress import table_lines
 from workers.coverage_check import coverage_problem, headers, read_coverage
 from workers.suite import SuiteDelta, SuiteSide, compare, delta_problem
 from workers.testreport import Outcome

@@ -1,0 +1,62 @@
+"""The ``jury`` Typer app: every command registered in one place, and ``main``, which turns Jury's errors
+and click's usage errors into a message and an exit code."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import typer
+
+from jury_cli import host, refute, review, runs
+from jury_cli.context import err
+from orchestrator.errors import JuryError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Jury: a code jury of AI agents.",
+)
+app.command()(review.review)
+app.command()(review.demo)
+app.command()(runs.runs)
+app.command()(runs.show)
+app.command()(host.agents)
+app.command()(runs.cancel)
+app.command()(refute.refute)
+app.command()(host.worker)
+app.command()(host.doctor)
+
+
+def usage_error_types() -> tuple[type[Any], ...]:
+    """The classes of click's usage errors: typer may vendor its own click, so both are looked up.
+
+    ``typer.BadParameter`` derives from the ``ClickException`` that typer really raises, whichever
+    click that is; the standalone ``click`` package's class is added when it is installed.
+    """
+    found = {cls for cls in typer.BadParameter.__mro__ if cls.__name__ == "ClickException"}
+    try:
+        import click
+
+        found.add(click.ClickException)
+    except ImportError:
+        pass
+    return tuple(found)
+
+
+def main() -> None:
+    try:
+        code = app(prog_name="jury", standalone_mode=False)  # click returns the code of a typer.Exit here
+    except JuryError as exc:
+        err.print(f"jury: {exc}", markup=False, highlight=False)
+        sys.exit(exc.exit_code)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except (typer.Abort, KeyboardInterrupt):
+        err.print("jury: interrupted")
+        sys.exit(130)
+    except usage_error_types() as exc:
+        exc.show()
+        sys.exit(2)
+    sys.exit(code if isinstance(code, int) else 0)

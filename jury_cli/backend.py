@@ -1,0 +1,62 @@
+"""Where runs live for one command: the shared Redis of ``JURY_REDIS_URL``, or a private Redis with local
+workers started for this command (``workers.embedded``); and where ``runs`` and ``show`` read."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.config import Settings
+from orchestrator.fold import RunState
+from orchestrator.store.base import EventStore
+from orchestrator.store.files import FileStore, mirror
+
+if TYPE_CHECKING:
+    from orchestrator.store.redis import RedisStore
+
+
+@dataclass
+class Backend:
+    """The live store of a run and how to reach its workers."""
+
+    store: RedisStore
+    files: FileStore
+    settings: Settings
+    celery: Any
+    embedded: bool
+
+    def kick(self, slug: str) -> None:
+        self.celery.send_task("jury.coordinate", args=[slug])
+
+    def sync(self, slug: str) -> RunState:
+        """Mirror the live log into the files under --dir and rewrite run.json."""
+        return mirror(self.store, self.files, slug)
+
+
+@contextmanager
+def backend(settings: Settings, concurrency: int = 4) -> Iterator[Backend]:
+    """The shared Redis of JURY_REDIS_URL, or a private Redis with local workers for this command."""
+    from orchestrator.store.redis import from_url as redis_store
+    from workers.app import make_app
+    from workers.embedded import EmbeddedRedis, LocalWorkers
+
+    files = FileStore(settings.dir)
+    if settings.redis_url:
+        store = redis_store(settings.redis_url)
+        yield Backend(store, files, settings, make_app(settings), embedded=False)
+        return
+    with EmbeddedRedis(settings.dir) as url:
+        local = settings.model_copy(update={"redis_url": url})
+        with LocalWorkers(url, settings.dir, concurrency=concurrency):
+            yield Backend(redis_store(url), files, local, make_app(local), embedded=True)
+
+
+def reading_store(settings: Settings) -> EventStore:
+    """Where ``runs`` and ``show`` read: the shared Redis when JURY_REDIS_URL is set, else the files."""
+    if settings.redis_url:
+        from orchestrator.store.redis import from_url as redis_store
+
+        return redis_store(settings.redis_url)
+    return FileStore(settings.dir)

@@ -1,0 +1,99 @@
+"""This machine: ``jury agents`` (which agent CLIs are installed), ``jury worker`` (a fleet worker) and
+``jury doctor`` (whether Jury can run here)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from jury_cli.context import DirOpt, err, out, settings_for
+from orchestrator.actions import queues as action_queues
+from orchestrator.config import load_config, load_settings, operator_config_file
+from orchestrator.errors import UsageError
+
+
+def agents(
+    config: Annotated[Path | None, typer.Option("--config", help="The operator's config file.")] = None,
+    repo: Annotated[
+        Path | None, typer.Option(help="A repository whose trunk-side jury.toml applies.")
+    ] = None,
+) -> None:
+    """Which catalog agents are installed, with their roles and install hints."""
+    from orchestrator.target import checkout_config
+
+    settings = load_settings()
+    cfg = load_config(checkout_config(repo) if repo else None, operator_config_file(settings, config))
+    table = Table(box=None, header_style="bold")
+    for col in ("agent", "installed", "roles", "model", "install"):
+        table.add_column(col)
+    for name, spec in sorted(cfg.agents.items()):
+        if spec.kind == "cli":
+            exe = spec.argv[0]
+            found = shutil.which(exe) or (exe if Path(exe).is_file() else None)
+        elif spec.kind == "check":
+            exe = (spec.command or "").split()[0] if spec.command else ""
+            found = shutil.which(exe) or (exe if exe and Path(exe).is_file() else None)
+        else:
+            found = spec.base_url  # an endpoint: nothing to install
+        roles = "reviewer, judge" if spec.can_judge else "reviewer"
+        table.add_row(name, "yes" if found else "no", roles, spec.model or "-", spec.install or "-")
+    out.print(table)
+
+
+def worker(
+    queues: Annotated[str, typer.Option(help="Queues to consume.")] = ",".join(action_queues()),
+    concurrency: Annotated[int | None, typer.Option(help="Tasks at once.")] = None,
+    pool: Annotated[str, typer.Option(help="Celery pool: threads or prefork.")] = "threads",
+    loglevel: Annotated[str, typer.Option(help="Celery log level.")] = "INFO",
+    beat: Annotated[
+        bool, typer.Option(help="Also run the reaper's schedule (run exactly one per fleet).")
+    ] = False,
+) -> None:
+    """Run a worker against the shared Redis of JURY_REDIS_URL."""
+    settings = settings_for(None)
+    if not settings.redis_url:
+        raise UsageError("set JURY_REDIS_URL to the shared Redis (e.g. redis://host:6379/0) to run a worker")
+    from workers.app import QUEUES, make_app
+
+    unknown = set(queues.split(",")) - set(QUEUES)
+    if unknown:
+        raise UsageError(f"unknown queue(s) {', '.join(sorted(unknown))}; known: {', '.join(QUEUES)}")
+    celery = make_app(settings)
+    argv = [
+        "worker",
+        "-Q",
+        queues,
+        "-c",
+        str(concurrency or settings.worker_concurrency),
+        "-P",
+        pool,
+        "-l",
+        loglevel,
+        "--without-gossip",
+        "--without-mingle",
+    ]
+    celery.worker_main([*argv, "--beat"] if beat else argv)
+
+
+def doctor(
+    config: Annotated[Path | None, typer.Option("--config", help="The operator's config file.")] = None,
+    dir: DirOpt = None,
+) -> None:
+    """Whether this machine can run Jury: git, Redis, bubblewrap, user namespaces, and the sandbox with
+    the operator's [sandbox] settings. Exit 0 when it can, 1 with the reason otherwise."""
+    from workers.doctor import diagnose
+
+    settings = settings_for(dir)
+    report = diagnose(settings, load_config(None, operator_config_file(settings, config)).sandbox)
+    for c in report.checks:
+        mark = "ok" if c.ok else ("--" if c.ok is None else "FAIL")
+        out.print(f"{c.what:<10} {mark:<5} {c.text}", markup=False)
+    for note in report.notes:
+        out.print(f"note: {note}", markup=False)
+    if report.problems:
+        err.print(f"jury doctor: {'; '.join(report.problems)}", markup=False, highlight=False)
+        raise typer.Exit(1)

@@ -1,0 +1,314 @@
+"""``jury review`` and ``jury demo``: a new run's first events (target, configuration), or a stopped run's
+resume marker, appended to the live store; the coordinator kicked; the run followed until it ends."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from jury_cli.backend import Backend, backend
+from jury_cli.context import DirOpt, err, out, settings_for
+from jury_cli.progress import Progress, summary
+from orchestrator.config import RepoConfig, Settings, load_config, operator_config_file, resolve_jury
+from orchestrator.domain import (
+    TERMINAL_STATES,
+    Event,
+    JuryConfig,
+    JuryConfigEvent,
+    RunResumed,
+    Target,
+    TargetEvent,
+)
+from orchestrator.errors import JuryError, StoreError, UsageError
+from orchestrator.fold import RunState, apply, fold
+from orchestrator.store.base import RunVanished
+
+
+def split_names(value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    return [n.strip() for n in value.split(",") if n.strip()]
+
+
+@dataclass
+class RunOptions:
+    """What ``jury review`` was asked for, beyond the target."""
+
+    branch: str | None = None
+    trunk: str | None = None
+    reviewers: str | None = None
+    judge: str | None = None
+    rounds: int | None = None
+    timeout: float | None = None
+    config: Path | None = None
+    push: bool = False
+    refute: bool = True
+    refuter: str | None = None
+    refute_rejections: bool = False
+    task: str | None = None
+    budget: float | None = None
+
+
+def pick_refuter(
+    cfg: RepoConfig, reviewers: list[str], judge: str, forced: str | None
+) -> tuple[str | None, str]:
+    """The second opinion's agent: the user's choice, else a juror of another family than the judge."""
+    from orchestrator.refute.families import refuter_for
+
+    if forced is not None and forced not in cfg.agents:
+        raise UsageError(f"--refuter: unknown agent '{forced}' (known: {', '.join(sorted(cfg.agents))})")
+    choice = refuter_for(cfg.agents, [*reviewers, judge], judge, forced)
+    return choice.agent, choice.reason
+
+
+def new_run(
+    settings: Settings, what: str, opts: RunOptions, extra_agents: dict[str, Any] | None = None
+) -> tuple[str, list[Event]]:
+    from orchestrator.target import make_slug, repo_config, resolve
+
+    target = resolve(
+        what, branch=opts.branch, trunk=opts.trunk, state_dir=settings.dir, forge_hosts=settings.forge_hosts
+    )
+    # The repository's jury.toml from the trunk side, cut down to what it may set; the operator's file last.
+    cfg = load_config(repo_config(target), operator_config_file(settings, opts.config))
+    if extra_agents:
+        cfg.agents.update(extra_agents)
+    names, judge_name, n_rounds = resolve_jury(cfg, split_names(opts.reviewers), opts.judge, opts.rounds)
+    if opts.timeout is not None and opts.timeout <= 0:
+        raise UsageError("--timeout must be a positive number of seconds")
+    budget = opts.budget if opts.budget is not None else settings.budget
+    if budget is not None and budget < 0:
+        raise UsageError("--budget must be zero or more US dollars")
+    if opts.push and target.url:
+        raise UsageError(
+            "--push needs the PR's branch name, which git alone cannot tell for a PR URL; "
+            "review the branch locally to push"
+        )
+    refuter, _ = pick_refuter(cfg, names, judge_name, opts.refuter) if opts.refute else (None, "")
+    jury = JuryConfig(
+        reviewers=names,
+        judge=judge_name,
+        rounds=n_rounds,
+        timeout=opts.timeout,
+        push=opts.push,
+        agents={
+            n: cfg.agents[n] for n in dict.fromkeys([*names, judge_name, *([refuter] if refuter else [])])
+        },
+        alive_every=settings.alive_every,
+        refute=opts.refute,
+        refuter=refuter,
+        refuter_forced=opts.refuter is not None,
+        refute_rejections=opts.refute_rejections,
+        checks=cfg.checks,
+        task=opts.task,
+        budget=budget,
+        sandbox=cfg.sandbox,
+        config_notes=cfg.notes,
+    )
+    base = make_slug(target.repo or "repo", target.id or "run", target.attempt or "")
+    slug, i = base, 1
+    while (settings.dir / "runs" / slug).exists():
+        i += 1
+        slug = f"{base}-{i}"
+    target = target.model_copy(update={"judge": judge_name})
+    return slug, [TargetEvent(eid="target:0", target=target), JuryConfigEvent(eid="config:0", config=jury)]
+
+
+def resume_events(b: Backend, slug: str) -> list[Event]:
+    """Bring a stopped run back: its log into the live store, then a resume marker."""
+    events = b.store.read(slug) if b.store.exists(slug) else []
+    if not events:
+        events = b.files.read(slug) if b.files.exists(slug) else []
+        if not events:
+            raise UsageError(f"no run named {slug} (see `jury runs`)")
+        b.store.append(slug, events)
+    state = fold(events, slug)
+    if state.state == "converged":
+        raise UsageError(f"run {slug} already converged; nothing to resume")
+    epoch = state.epoch + 1
+    return [
+        RunResumed(eid=f"resume:{epoch}", epoch=epoch, note=f"resumed from {state.state}"),
+        TargetEvent(eid=f"state:review:e{epoch}", target=Target(state="review", state_note=None)),
+    ]
+
+
+def unique_slug(b: Backend, slug: str) -> str:
+    """``slug`` with the first ``-N`` suffix no run of the shared store has yet."""
+    for i in range(2, 1000):
+        if b.store.create_run(candidate := f"{slug}-{i}"):
+            return candidate
+    raise JuryError(f"cannot find a free run name after {slug}-999")
+
+
+STORE_PATIENCE = 120.0  # seconds ``follow`` waits for an unreachable store before giving up
+
+
+def follow(b: Backend, slug: str, console: Console, origin: str | None = None) -> RunState:
+    """Show the run until it ends; returns the final fold. RunVanished when its log leaves the store
+    (deleted, or deleted and begun again by a late writer; ``origin``: the first entry's id when the log
+    was written): nothing would ever end it."""
+    state = RunState(slug=slug)
+    seen, outage, origin = 0, None, origin or b.store.origin(slug)
+    with Progress(console, slug) as progress:
+        while True:
+            try:
+                new = b.store.wait(slug, after=seen, timeout=1.0)
+                gone = origin is None or b.store.origin(slug) != origin
+            except StoreError as exc:  # Redis restarting: wait for it, for a while
+                outage = outage or time.monotonic()
+                if time.monotonic() - outage > STORE_PATIENCE:
+                    raise StoreError(
+                        f"the run's store has not answered for {STORE_PATIENCE:.0f}s: {exc}; "
+                        f"the run is kept: jury review --resume {slug}"
+                    ) from exc
+                time.sleep(1.0)
+                continue
+            outage = None
+            if gone:
+                raise RunVanished(slug, b.files.root / "runs" / slug)
+            seen += len(new)
+            for e in new:
+                apply(state, e)
+            progress.update(state, new)
+            if state.state in TERMINAL_STATES:
+                return state
+
+
+def exit_code(state: RunState) -> int:
+    return 0 if state.state == "converged" else 1
+
+
+def run_review(
+    settings: Settings,
+    slug: str,
+    first: list[Event] | None,
+    *,
+    detach: bool,
+    resume: bool,
+    concurrency: int,
+    console: Console,
+) -> int:
+    with backend(settings, concurrency) as b:
+        if detach and b.embedded:
+            raise UsageError("--detach needs JURY_REDIS_URL and workers started with `jury worker`")
+        events = resume_events(b, slug) if resume else (first or [])
+        if not b.store.create_run(slug) and not resume:
+            slug = unique_slug(b, slug)  # another host took this slug in the same minute
+        b.store.append(slug, events)
+        origin = b.store.origin(slug)  # the log this command wrote: follow ends if it is replaced
+        b.sync(slug)
+        # Active from now on: the reaper kicks it again should this first kick be lost.
+        b.store.activate(slug)
+        b.kick(slug)
+        if detach:
+            console.print(slug)
+            return 0
+        console.print(f"run {slug}" + (" (embedded Redis and local workers)" if b.embedded else ""))
+        try:
+            follow(b, slug, console, origin)
+        except KeyboardInterrupt:
+            b.sync(slug)
+            err.print(f"interrupted; the run is kept. Continue it with: jury review --resume {slug}")
+            return 1
+        state = b.sync(slug)
+    summary(console, state, where=str(settings.dir / "runs" / slug))
+    return exit_code(state)
+
+
+def review(
+    target: Annotated[str | None, typer.Argument(help="A local repository path or a PR/MR URL.")] = None,
+    branch: Annotated[str | None, typer.Option(help="Branch to review (local repositories).")] = None,
+    trunk: Annotated[str | None, typer.Option(help="Trunk to diff against (default: the remote's).")] = None,
+    reviewer: Annotated[str | None, typer.Option(help="Reviewers, comma-separated.")] = None,
+    judge: Annotated[str | None, typer.Option(help="The judge agent.")] = None,
+    rounds: Annotated[int | None, typer.Option(help="Round cap (default 10).")] = None,
+    timeout: Annotated[float | None, typer.Option(help="Wall-clock seconds per agent run.")] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config", help="The operator's config file (default $JURY_CONFIG, else ~/.jury/config.toml)."
+        ),
+    ] = None,
+    push: Annotated[bool, typer.Option(help="Push accepted fixes to the reviewed branch.")] = False,
+    refute: Annotated[bool, typer.Option(help="Give settled claims a second opinion.")] = True,
+    refuter: Annotated[
+        str | None, typer.Option(help="The second opinion's agent (default: another family).")
+    ] = None,
+    refute_rejections: Annotated[
+        bool, typer.Option(help="Also try to refute the judge's rejections.")
+    ] = False,
+    task: Annotated[
+        str | None, typer.Option(help="What the change should do; commands named in it are checks.")
+    ] = None,
+    budget: Annotated[
+        float | None, typer.Option(help="USD ceiling for the run (default $JURY_BUDGET).")
+    ] = None,
+    detach: Annotated[bool, typer.Option(help="Enqueue and print the slug (needs JURY_REDIS_URL).")] = False,
+    resume: Annotated[str | None, typer.Option("--resume", help="Continue the run with this slug.")] = None,
+    concurrency: Annotated[int, typer.Option(help="Local worker concurrency (embedded mode).")] = 4,
+    dir: DirOpt = None,
+) -> None:
+    """Review a branch or a PR with a jury of agents."""
+    settings = settings_for(dir)
+    if resume:
+        if target:
+            raise UsageError("give either a target or --resume SLUG, not both")
+        raise typer.Exit(
+            run_review(
+                settings, resume, None, detach=detach, resume=True, concurrency=concurrency, console=out
+            )
+        )
+    if not target:
+        raise UsageError("name what to review: a repository path (with --branch) or a PR URL")
+    opts = RunOptions(
+        branch=branch,
+        trunk=trunk,
+        reviewers=reviewer,
+        judge=judge,
+        rounds=rounds,
+        timeout=timeout,
+        config=config,
+        push=push,
+        refute=refute,
+        refuter=refuter,
+        refute_rejections=refute_rejections,
+        task=task,
+        budget=budget,
+    )
+    slug, events = new_run(settings, target, opts)
+    raise typer.Exit(
+        run_review(settings, slug, events, detach=detach, resume=False, concurrency=concurrency, console=out)
+    )
+
+
+def demo(dir: DirOpt = None) -> None:
+    """Review a small sample repository with bundled scripted agents (no real agents, no Redis needed)."""
+    from orchestrator.demo import demo_agents, make_sample_repo
+
+    settings = settings_for(dir)
+    repo = make_sample_repo(settings.dir / "demo")
+    out.print(
+        "Jury demo: the agents here are SCRIPTED stand-ins (no model is called).\n"
+        f"  sample repository: {repo} (branch feature, with a real bug, against main)\n"
+        "  reviewers: demo-finder (finds the bug while it is there), demo-quiet (finds nothing)\n"
+        "  judge: demo-judge (writes a real fix and a real regression test)",
+        markup=False,
+    )
+    opts = RunOptions(
+        branch="feature",
+        trunk="main",
+        reviewers="demo-finder,demo-quiet",
+        judge="demo-judge",
+        rounds=4,
+        timeout=120,
+        refuter="demo-refuter",
+    )
+    slug, events = new_run(settings, str(repo), opts, extra_agents=demo_agents())
+    code = run_review(settings, slug, events, detach=False, resume=False, concurrency=4, console=out)
+    out.print(f"  the fix: git -C {repo} log --stat jury/{slug}", markup=False)
+    raise typer.Exit(code)

@@ -1,0 +1,78 @@
+"""Reading and stopping runs: ``jury runs``, ``jury show``, ``jury cancel``."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Annotated
+
+import typer
+
+from jury_cli.backend import reading_store
+from jury_cli.context import DirOpt, out, settings_for
+from jury_cli.progress import summary
+from orchestrator.errors import UsageError
+from orchestrator.fold import fold
+from orchestrator.store.base import read_run
+
+
+def runs(dir: DirOpt = None) -> None:
+    """List runs: slug, state, rounds, findings, open."""
+    store = reading_store(settings_for(dir))
+    slugs = store.runs()
+    if not slugs:
+        out.print("no runs yet")
+        return
+    for slug in slugs:
+        try:
+            s = fold(store.read(slug), slug)
+            if s.events == 0:
+                raise ValueError("no readable events")
+        except Exception as exc:  # one unreadable run never blanks the list
+            out.print(f"{slug}  skipped: {exc}", markup=False)
+            continue
+        n_open = len(s.open_findings())
+        out.print(
+            f"{slug}  {s.state}  rounds={len(s.rounds)}  findings={len(s.findings)}  open={n_open}",
+            markup=False,
+        )
+
+
+def show(
+    slug: str,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the folded run state as JSON.")] = False,
+    dir: DirOpt = None,
+) -> None:
+    """Show one run."""
+    settings = settings_for(dir)
+    store = reading_store(settings)
+    s = fold(read_run(store, slug, settings.dir if settings.redis_url else None), slug)  # gone: exit 1
+    if as_json:
+        sys.stdout.write(json.dumps(s.wire(), indent=2) + "\n")
+        return
+    summary(out, s, where=str(settings.dir / "runs" / slug))
+
+
+def cancel(slug: str, dir: DirOpt = None) -> None:
+    """Cancel a run: its running agents are killed and it ends ``cancelled``."""
+    settings = settings_for(dir)
+    sock = settings.dir / "redis" / "redis.sock"
+    if not settings.redis_url and sock.exists():  # a run on this machine's embedded Redis
+        settings = settings.model_copy(update={"redis_url": f"unix://{sock}"})
+    if not settings.redis_url:
+        raise UsageError(
+            "no Redis to reach the run through: set JURY_REDIS_URL, or cancel while the "
+            "run's `jury review` is running on this machine"
+        )
+    from orchestrator.domain import RunCancel
+    from orchestrator.store.redis import from_url as redis_store
+    from workers.app import make_app
+
+    store = redis_store(settings.redis_url)
+    if not store.exists(slug):
+        raise UsageError(f"no run named {slug} (see `jury runs`)")
+    store.set_cancel_flag(slug)
+    store.append(slug, [RunCancel(eid="cancel", who=os.environ.get("USER", "user"))])
+    make_app(settings).send_task("jury.coordinate", args=[slug])
+    out.print(f"cancelling {slug}", markup=False)
