@@ -6,7 +6,7 @@ Every agent kind (``orchestrator.agent_kinds``) has a seat registered in ``SEATS
 (``AgentRun.proc`` says how it ended).
 
 Concerns that cut across every kind (reserving the budget, the events a run leaves, capturing its
-output) are ``SeatHooks``, in the manner of dramatiq's middleware: a class whose every hook is a no-op
+output) are ``SeatHooks`` (docs/architecture.md, "Extension points"): a class whose every hook is a no-op
 until overridden, a list of them on the request, each called in order. ``run_seat`` calls
 ``before_run`` and ``after_run``; the seat itself passes the hooks its agent reaches while it runs
 (``request.tick`` while it is alive, ``request.reserve_call`` before each model call of a seat that
