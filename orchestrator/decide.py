@@ -304,12 +304,13 @@ def converge(s: RunState, cfg: JuryConfig, n: int) -> list[Action]:
     if s.final_check and s.final_check.outcome == "refuted":
         return [end(s, "human", f"the second opinion refuted the converged claim: {s.final_check.reason}")]
     if cfg.push and s.commits and not any(c.pushed for c in s.commits):
-        key = f"push:{s.tip}"
+        key = f"push:{s.tip}{_suffix(s)}"  # a resumed run pushes again
         if key not in s.actions:
             return [DispatchAction(kind="push", key=key, round=n, sha=s.tip)]
         if not s.actions[key].done:
             return []
         if not s.actions[key].ok:
-            return [end(s, "human", "the fixes could not be pushed to the reviewed branch")]
+            why = f"the fixes could not be pushed to {s.target.branch}; they are on jury/{s.slug}"
+            return [end(s, "failed", why)]
     fixes = sum(1 for f in s.findings.values() if f.status == "accepted")
     return [end(s, "converged", f"all reviewers clean in round {n}; {fixes} fix(es) accepted")]

@@ -26,6 +26,8 @@ from orchestrator.domain import (
     JudgeSession,
     ReplyAnswered,
     ReplySent,
+    Target,
+    TargetEvent,
     VerifyRan,
     refutation_event,
 )
@@ -348,7 +350,13 @@ def push(rt: Runtime, slug: str, key: str, stop: Stop) -> None:
         git(["push", remote, f"refs/heads/{jury_branch(slug)}:refs/heads/{branch}"], job.repo)
     except GitError as exc:
         log.error("push.failed", slug=slug, error=str(exc))
-        return finish(rt, job, [], ok=False)
+        why = push_failure(branch, slug, exc)
+        return finish(
+            rt,
+            job,
+            [TargetEvent(eid=f"{key}:failed", target=Target(state="failed", state_note=why))],
+            ok=False,
+        )
     finish(
         rt,
         job,
@@ -362,6 +370,16 @@ def push(rt: Runtime, slug: str, key: str, stop: Stop) -> None:
             )
         ],
     )
+
+
+def push_failure(branch: str, slug: str, exc: GitError) -> str:
+    """Why the run failed, in git's words (its ``! [rejected]`` line when it printed one), and where the
+    fixes are: nothing of them is lost, and ``--resume`` pushes them once the branch can move."""
+    lines = [line.strip() for line in exc.stderr.splitlines() if line.strip()]
+    said = next(
+        (line for line in lines if line.startswith("! [")), lines[-1] if lines else f"exit {exc.code}"
+    )
+    return f"the fixes could not be pushed to {branch}: {said[:300]}; they are on {jury_branch(slug)}"
 
 
 # --- refute -----------------------------------------------------------------------------------
