@@ -61,14 +61,14 @@ class ReviewParse(_Frozen):
     """A reviewer report, read."""
 
     findings: list[ParsedFinding]
-    stop: bool
+    stop_token: bool  # the report says ``NO NEW FINDINGS`` (outside code fences)
 
     @property
     def verdict(self) -> Literal["found", "clean", "unparseable"]:
         """Findings win over the stop token; neither means the report could not be read."""
         if self.findings:
             return "found"
-        return "clean" if self.stop else "unparseable"
+        return "clean" if self.stop_token else "unparseable"
 
 
 class JudgeVerdict(_Frozen):
@@ -182,7 +182,7 @@ def parse_review(text: str) -> ReviewParse:
                 body = "\n".join(lines[j + 1 : end]).strip()[:BODY_LIMIT]
                 findings.append(ParsedFinding(claim=claim, loc=loc, body=body))
             break
-    return ReviewParse(findings=findings, stop=bool(stops))
+    return ReviewParse(findings=findings, stop_token=bool(stops))
 
 
 def parse_loc(loc: str) -> tuple[str, int | None]:

@@ -1,6 +1,6 @@
 """Action handlers: the running half of each action kind declared in ``orchestrator.actions``.
 
-A handler is ``(runtime, slug, key, stop)``: it reads its action back from the log by key, does its one
+A handler is ``(runtime, slug, key, interrupted)``: it reads its action back from the log by key, does its one
 piece of work and ends by appending its result events in one batch (``workers.runtime.finish``). The
 coordinator's ``run_task`` runs it under the action's lease; the Celery task of the kind only calls
 ``run_task``. The built-in handlers are bound in ``workers/jobs.py`` with ``@handles``.
@@ -13,12 +13,14 @@ from typing import TYPE_CHECKING
 
 from orchestrator.actions import ACTIONS
 from orchestrator.registry import Registry
+from workers.supervise import Interrupted
 
 if TYPE_CHECKING:
     from workers.runtime import Runtime
 
-# (runtime, slug, key, stop): ``stop()`` is true once the work must end (lease lost, run cancelled)
-Handler = Callable[["Runtime", str, str, Callable[[], bool]], None]
+# (runtime, slug, key, interrupted): ``interrupted()`` is true once the work must end (lease lost, run
+# cancelled)
+Handler = Callable[["Runtime", str, str, Interrupted], None]
 
 HANDLERS: Registry[Handler] = Registry("action handler")
 

@@ -35,7 +35,7 @@ from workers.runtime import (
     Job,
     LeaseLost,
     Runtime,
-    TaskStop,
+    TaskInterrupt,
     finish,
     jury_branch,
     throttled,
@@ -173,13 +173,13 @@ def run_task(rt: Runtime, kind: str, slug: str, key: str) -> None:
     if not lease.acquire():
         log.info("task.busy", slug=slug, key=key)  # another worker holds it; its heartbeat keeps it alive
         return None
-    stop = TaskStop(lease, throttled(lambda: rt.cancelled(slug)))
+    interrupted = TaskInterrupt(lease, throttled(lambda: rt.cancelled(slug)))
     with lease.heartbeat():
         if rt.leases.is_done(name):
             return rt.kick(slug)
         try:
             try:
-                handler(rt, slug, key, stop)
+                handler(rt, slug, key, interrupted)
             except (StoreError, redis.RedisError) as exc:
                 # The log itself is out of reach (Redis restarting?): record nothing, mark nothing; the
                 # lease lapses and the reaper hands the action out again once the store is back.
@@ -187,15 +187,15 @@ def run_task(rt: Runtime, kind: str, slug: str, key: str) -> None:
                 return None
             except BudgetExhausted as exc:
                 log.warning("task.budget_refused", slug=slug, key=key, reason=str(exc))
-                record_failure(rt, slug, key, None, stop)
+                record_failure(rt, slug, key, None, interrupted)
             except SandboxUnavailable as exc:
                 log.warning("task.sandbox_unavailable", slug=slug, key=key, reason=str(exc))
-                record_no_sandbox(rt, slug, key, f"sandbox unavailable: {exc}", stop)
+                record_no_sandbox(rt, slug, key, f"sandbox unavailable: {exc}", interrupted)
             except LeaseLost:
                 raise
             except Exception as exc:
                 log.exception("task.crashed", slug=slug, key=key, kind=kind)
-                record_failure(rt, slug, key, exc, stop)
+                record_failure(rt, slug, key, exc, interrupted)
         except LeaseLost:
             # Frozen past the lease's TTL (or cut off from Redis): the action went to another holder, or
             # will go once the reaper sees it unclaimed. Record nothing, mark nothing.
@@ -206,24 +206,24 @@ def run_task(rt: Runtime, kind: str, slug: str, key: str) -> None:
 
 
 def record_failure(
-    rt: Runtime, slug: str, key: str, exc: BaseException | None, stop: TaskStop | None = None
+    rt: Runtime, slug: str, key: str, exc: BaseException | None, interrupted: TaskInterrupt | None = None
 ) -> None:
     state = fold(rt.store.read(slug), slug)
     action = state.actions.get(key)
     if action is not None and not action.done:
-        job = Job(slug=slug, state=state, action=action, stop=stop or (lambda: False))
+        job = Job(slug=slug, state=state, action=action, interrupted=interrupted or (lambda: False))
         finish(rt, job, failure_events(job, exc) if exc is not None else [], ok=False)
     else:
         rt.kick(slug)
 
 
-def record_no_sandbox(rt: Runtime, slug: str, key: str, reason: str, stop: TaskStop) -> None:
+def record_no_sandbox(rt: Runtime, slug: str, key: str, reason: str, interrupted: TaskInterrupt) -> None:
     """No sandbox, no run: the action ends undone and the run ends ``human`` with ``reason``."""
     state = fold(rt.store.read(slug), slug)
     action = state.actions.get(key)
     if action is None or action.done:
         return rt.kick(slug)
-    job = Job(slug=slug, state=state, action=action, stop=stop)
+    job = Job(slug=slug, state=state, action=action, interrupted=interrupted)
     end = TargetEvent(eid=f"{key}:no-sandbox", target=Target(state="human", state_note=reason))
     finish(rt, job, [end], ok=False)
     return None

@@ -1,12 +1,11 @@
 """The agent tasks: review, triage (with mechanical verification), reply, refute, push.
 
-Each is ``(runtime, slug, key, stop)``: it reads its action back from the log by key and ends by
+Each is ``(runtime, slug, key, interrupted)``: it reads its action back from the log by key and ends by
 appending its result events in one batch (``finish``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -64,13 +63,12 @@ from workers.runtime import (
     stderr_tail,
 )
 from workers.seating import run_agent
+from workers.supervise import Interrupted
 from workers.verify import CommandRun, run_checks, signals_of, verify_fix
 from workers.verify_record import ArtifactCache, table_event
 from workers.worktree import changed_paths, commit_deterministic, diff_patch, git
 
 log = structlog.get_logger()
-
-Stop = Callable[[], bool]
 
 
 def report_event(
@@ -101,8 +99,8 @@ def report_event(
 
 
 @handles("review")
-def review(rt: Runtime, slug: str, key: str, stop: Stop) -> None:
-    job = load_job(rt, slug, key, stop)
+def review(rt: Runtime, slug: str, key: str, interrupted: Interrupted) -> None:
+    job = load_job(rt, slug, key, interrupted)
     if job is None:
         return rt.kick(slug)
     a, s = job.action, job.state
@@ -148,8 +146,8 @@ def review(rt: Runtime, slug: str, key: str, stop: Stop) -> None:
 
 
 @handles("triage")
-def triage(rt: Runtime, slug: str, key: str, stop: Stop) -> None:
-    job = load_job(rt, slug, key, stop)
+def triage(rt: Runtime, slug: str, key: str, interrupted: Interrupted) -> None:
+    job = load_job(rt, slug, key, interrupted)
     if job is None:
         return rt.kick(slug)
     a, s = job.action, job.state
@@ -279,8 +277,8 @@ def accept(rt: Runtime, job: Job, patch: bytes, verdict: JudgeVerdict) -> list[E
 
 
 @handles("reply")
-def reply(rt: Runtime, slug: str, key: str, stop: Stop) -> None:
-    job = load_job(rt, slug, key, stop)
+def reply(rt: Runtime, slug: str, key: str, interrupted: Interrupted) -> None:
+    job = load_job(rt, slug, key, interrupted)
     if job is None:
         return rt.kick(slug)
     a, s = job.action, job.state
@@ -338,9 +336,9 @@ def reply(rt: Runtime, slug: str, key: str, stop: Stop) -> None:
 
 
 @handles("push")
-def push(rt: Runtime, slug: str, key: str, stop: Stop) -> None:
+def push(rt: Runtime, slug: str, key: str, interrupted: Interrupted) -> None:
     """Push the run's fixes to the reviewed branch (only when the run was started with --push)."""
-    job = load_job(rt, slug, key, stop)
+    job = load_job(rt, slug, key, interrupted)
     if job is None:
         return rt.kick(slug)
     t = job.state.target
@@ -423,12 +421,12 @@ def tree_of(rt: Runtime, job: Job, work: Path) -> str:
 
 
 @handles("refute")
-def refute(rt: Runtime, slug: str, key: str, stop: Stop) -> None:
+def refute(rt: Runtime, slug: str, key: str, interrupted: Interrupted) -> None:
     """The second opinion: gate on a real signal first, then an agent of another family tries to break
     the claim, reading and running only the declared checks and read-only git. It never writes."""
     import tempfile
 
-    job = load_job(rt, slug, key, stop)
+    job = load_job(rt, slug, key, interrupted)
     if job is None:
         return rt.kick(slug)
     a, s, cfg = job.action, job.state, job.state.config

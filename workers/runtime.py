@@ -41,6 +41,7 @@ from workers.agents.run import AgentRun
 from workers.lease import Claim, Leases, RedisLeases
 from workers.ledger import BudgetLedger, Ledger
 from workers.sandbox import require_sandbox
+from workers.supervise import Interrupted
 from workers.worktree import Worktrees, repo_lock
 
 log = structlog.get_logger()
@@ -117,8 +118,8 @@ class LeaseLost(Exception):
     records nothing (no result, no failure, no done marker) and leaves it to that holder or the reaper."""
 
 
-class TaskStop:
-    """A task's ``stop``: true once its lease is lost or its run is cancelled (cheap: no Redis call).
+class TaskInterrupt:
+    """A task's ``Interrupted``: true once its lease is lost or its run is cancelled (cheap: no Redis call).
 
     ``lost()`` asks Redis whether the lease is still ours, for the moments a task is about to record its
     result: a lease can lapse between two heartbeats (a worker frozen past its TTL).
@@ -141,7 +142,7 @@ class Job:
     slug: str
     state: RunState
     action: DispatchedAction
-    stop: Callable[[], bool] = field(default=lambda: False)  # true when the work must end now
+    interrupted: Interrupted = field(default=lambda: False)  # true when the work must end now
 
     @property
     def spec(self) -> AgentSpec:
@@ -156,7 +157,7 @@ class Job:
         return ActionDone(eid=f"{self.action.key}:done", key=self.action.key, ok=ok)
 
 
-def load_job(rt: Runtime, slug: str, key: str, stop: Callable[[], bool] | None = None) -> Job | None:
+def load_job(rt: Runtime, slug: str, key: str, interrupted: Interrupted | None = None) -> Job | None:
     """The action to run, or None when it already ran or the run has ended (then it is marked done).
 
     ``SandboxUnavailable`` when the action would run code or an agent and the run's sandbox cannot run on
@@ -170,7 +171,7 @@ def load_job(rt: Runtime, slug: str, key: str, stop: Callable[[], bool] | None =
     if action.done:
         log.info("action.already_done", slug=slug, key=key)
         return None
-    job = Job(slug=slug, state=state, action=action, stop=stop or (lambda: False))
+    job = Job(slug=slug, state=state, action=action, interrupted=interrupted or (lambda: False))
     if state.state in TERMINAL_STATES or state.cancel_requested:
         rt.store.append(slug, [job.done(ok=False)])
         return None
@@ -185,7 +186,8 @@ def safe_name(key: str) -> str:
 
 def holder_of(job: Job) -> str:
     """Who runs the job now: its task's lease token (short), so two holders never share a name."""
-    return job.stop.lease.token[:12] if isinstance(job.stop, TaskStop) else uuid.uuid4().hex[:12]
+    interrupted = job.interrupted
+    return interrupted.lease.token[:12] if isinstance(interrupted, TaskInterrupt) else uuid.uuid4().hex[:12]
 
 
 def holder_name(job: Job, what: str) -> str:
@@ -297,7 +299,7 @@ def stderr_tail(run: AgentRun) -> str:
 
 def ensure_held(job: Job) -> None:
     """Raise ``LeaseLost`` when the job's task no longer holds its lease."""
-    if isinstance(job.stop, TaskStop) and job.stop.lost():
+    if isinstance(job.interrupted, TaskInterrupt) and job.interrupted.lost():
         raise LeaseLost(f"{job.slug}:{job.action.key}")
 
 

@@ -41,7 +41,7 @@ def run_agent(
     checks: dict[str, str] | None = None,
 ) -> AgentRun:
     """Run the job's agent as ``role`` in ``worktree`` with the job's hooks; stops (killing the agent's
-    group) when the job's ``stop`` says so. It may run ``checks`` (default: the repository's declared
+    group) when the job is ``interrupted``. It may run ``checks`` (default: the repository's declared
     checks) when its kind runs commands for a model."""
     cfg, spec = job.state.config, job.spec
     assert cfg is not None and job.action.agent is not None
@@ -61,7 +61,7 @@ def run_agent(
         grace=rt.settings.kill_grace,
         tick_every=cfg.alive_every,
         max_output=rt.settings.max_output,
-        should_stop=job.stop,
+        interrupted=job.interrupted,
         hooks=job_hooks(rt, job),
     )
     return run_seat(request)

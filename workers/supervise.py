@@ -34,6 +34,10 @@ import structlog
 
 from workers.sandbox import Jail, SandboxUnavailable, confine, set_limits
 
+# "Must the work end now?": true once a task's lease is lost or its run cancelled (``workers.runtime.
+# TaskInterrupt``). Passed from the coordinator to the job, its seat and every process it supervises.
+Interrupted = Callable[[], bool]
+
 log = structlog.get_logger()
 
 SECRET_NAME_RE = re.compile(
@@ -353,14 +357,14 @@ def run_supervised(
     grace: float = 5.0,
     tick_every: float = 30.0,
     on_tick: Callable[[float, float], None] | None = None,
-    should_stop: Callable[[], bool] | None = None,
+    interrupted: Interrupted | None = None,
     max_output: int | None = None,
     jail: Jail | None = None,
 ) -> ProcResult:
     """Run ``argv`` to completion, timeout or cancellation; never raises for a missing executable.
 
     ``on_tick(seconds, quiet_seconds)`` is called every ``tick_every`` seconds (quiet: since either output
-    stream last grew). ``should_stop()`` returning True cancels. Timeout and cancel both send SIGTERM to the
+    stream last grew). ``interrupted()`` returning True cancels. Timeout and cancel both send SIGTERM to the
     group, wait up to ``grace`` for the leader, then SIGKILL; the group is always SIGKILLed at the end.
     ``max_output`` caps each output file at its first and last ``max_output / 2`` bytes around a marker
     line (``ProcResult.stdout_dropped`` / ``stderr_dropped`` count what went); None keeps everything.
@@ -466,15 +470,15 @@ def run_supervised(
                     on_tick(now - started, now - last_growth)
                 except Exception:
                     log.exception("proc.tick_failed", pid=pid)
-            stop = False
-            if should_stop is not None:
+            cancel = False
+            if interrupted is not None:
                 try:
-                    stop = bool(should_stop())
+                    cancel = bool(interrupted())
                 except Exception:
-                    log.exception("proc.should_stop_failed", pid=pid)
-            if stop or now - started >= timeout:
-                cancelled, timed_out = stop, not stop
-                log.warning("proc.stopping", pid=pid, reason="cancel" if stop else "timeout", grace=grace)
+                    log.exception("proc.interrupted_failed", pid=pid)
+            if cancel or now - started >= timeout:
+                cancelled, timed_out = cancel, not cancel
+                log.warning("proc.stopping", pid=pid, reason="cancel" if cancel else "timeout", grace=grace)
                 _killpg(pid, signal.SIGTERM)
                 if not _wait_leader(pid, grace):
                     log.warning("proc.sigkill", pid=pid)

@@ -84,7 +84,7 @@ def run(
     env: dict[str, str],
     *,
     timeout: float = 30.0,
-    should_stop: Callable[[], bool] | None = None,
+    interrupted: Callable[[], bool] | None = None,
 ) -> tuple[ProcResult, str]:
     """Run python ``code`` in the jail's worktree; (how it ended, its stdout)."""
     cwd = jail.worktree if jail is not None else tmp_path
@@ -97,7 +97,7 @@ def run(
         stderr_path=out / "stderr",
         timeout=timeout,
         grace=0.5,
-        should_stop=should_stop,
+        interrupted=interrupted,
         max_output=1_000_000,
         jail=jail,
     )
@@ -337,7 +337,7 @@ def test_setsid_grandchild_dies_with_the_timeout(tmp_path: Path, worker_env: dic
             seen.extend(_marked(marker))
         return False
 
-    res, out = run(tmp_path, Jail(worktree=wt), code, worker_env, timeout=3.0, should_stop=watch)
+    res, out = run(tmp_path, Jail(worktree=wt), code, worker_env, timeout=3.0, interrupted=watch)
     assert res.timed_out, out
     assert seen, "the grandchild never started"
     deadline = time.monotonic() + 10

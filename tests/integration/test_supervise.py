@@ -193,11 +193,11 @@ def test_missing_executable_is_an_error_not_an_exception(tmp_path: Path) -> None
     assert not (res.timed_out or res.cancelled)
 
 
-def test_should_stop_cancels(tmp_path: Path) -> None:
+def test_interrupted_cancels(tmp_path: Path) -> None:
     start = time.monotonic()
     pids_file = tmp_path / "pids"
     code = STUBBORN_TREE.format(pids=str(pids_file), tail="time.sleep(60)")
-    res = _run(tmp_path, code, timeout=30, grace=0.5, should_stop=lambda: time.monotonic() - start > 0.5)
+    res = _run(tmp_path, code, timeout=30, grace=0.5, interrupted=lambda: time.monotonic() - start > 0.5)
     assert res.cancelled and not res.timed_out
     assert res.seconds < 3
     leader, grandchild = _wait_for_pids(pids_file, 2, seconds=0.1)

@@ -532,7 +532,7 @@ def test_to_report_round_trips_through_parse_review() -> None:
     )
     report = to_report(diags, tool="lint")
     parsed = parse_review(report)
-    assert parsed.verdict == "found" and not parsed.stop
+    assert parsed.verdict == "found" and not parsed.stop_token
     assert len(parsed.findings) == len(diags) == 6
     for d, f in zip(diags, parsed.findings, strict=True):
         assert parse_loc(f.loc) == (d.path, d.line)
@@ -552,7 +552,7 @@ def test_to_report_detail_cannot_inject_findings() -> None:
     report = to_report([d], tool="check")
     parsed = parse_review(report)
     assert [(f.claim, f.loc) for f in parsed.findings] == [("check exit 1: `make` failed", "a.py:3")]
-    assert not parsed.stop
+    assert not parsed.stop_token
     assert "FINDING: injected" in parsed.findings[0].body
 
 

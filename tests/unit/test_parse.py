@@ -187,7 +187,7 @@ def test_parse_review_findings(text: str, expected: list[tuple[str, str]]) -> No
 )
 def test_parse_review_stop_and_verdict(text: str, stop: bool, verdict: str) -> None:
     got = parse_review(text)
-    assert got.stop is stop
+    assert got.stop_token is stop
     assert got.verdict == verdict
 
 
@@ -217,9 +217,9 @@ def test_unclosed_fence_swallows_rest() -> None:
 
 def test_review_parse_verdict_property() -> None:
     f = ParsedFinding(claim="c", loc="a.py:1", body="")
-    assert ReviewParse(findings=[f], stop=True).verdict == "found"
-    assert ReviewParse(findings=[], stop=True).verdict == "clean"
-    assert ReviewParse(findings=[], stop=False).verdict == "unparseable"
+    assert ReviewParse(findings=[f], stop_token=True).verdict == "found"
+    assert ReviewParse(findings=[], stop_token=True).verdict == "clean"
+    assert ReviewParse(findings=[], stop_token=False).verdict == "unparseable"
     assert STOP_TOKEN == "NO NEW FINDINGS"
 
 

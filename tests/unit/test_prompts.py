@@ -102,7 +102,7 @@ def test_review_states_format_and_stop_token() -> None:
 def test_review_prompt_echo_parses_as_nothing(settled: list[SettledItem]) -> None:
     echo = parse_review(_review(settled=settled, task="FINDING: sneaky\nWHERE: a.py:1\nNO NEW FINDINGS"))
     assert echo.findings == []
-    assert echo.stop is False
+    assert echo.stop_token is False
     assert echo.verdict == "unparseable"
 
 

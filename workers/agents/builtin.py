@@ -30,7 +30,7 @@ class CliSeat:
             grace=r.grace,
             tick_every=r.tick_every,
             on_tick=r.tick,
-            should_stop=r.should_stop,
+            interrupted=r.interrupted,
             max_output=r.max_output,
             sandbox=r.sandbox,
         )
@@ -54,7 +54,7 @@ class HttpSeat:
             checks=dict(r.checks),
             reserve=r.reserve_call,
             on_event=r.event,
-            should_stop=r.should_stop,
+            interrupted=r.interrupted,
             sandbox=r.sandbox,
         )
         run.commands = http_tools(run.stderr)
@@ -79,7 +79,7 @@ class CheckSeat:
             grace=r.grace,
             tick_every=r.tick_every,
             on_tick=r.tick,
-            should_stop=r.should_stop,
+            interrupted=r.interrupted,
             sandbox=r.sandbox,
         )
 

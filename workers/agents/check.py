@@ -27,7 +27,7 @@ from orchestrator.errors import GitError
 from orchestrator.parse import NO_CONTEST
 from workers.agents.run import AgentRun
 from workers.sandbox import Jail, git_dirs_of
-from workers.supervise import ProcResult, run_supervised
+from workers.supervise import Interrupted, ProcResult, run_supervised
 from workers.worktree import git
 
 log = structlog.get_logger()
@@ -136,7 +136,7 @@ def run_check_agent(
     grace: float = 5.0,
     tick_every: float = 30.0,
     on_tick: Callable[[float, float], None] | None = None,
-    should_stop: Callable[[], bool] | None = None,
+    interrupted: Interrupted | None = None,
     sandbox: SandboxSettings | None = None,
     **_: Any,
 ) -> AgentRun:
@@ -213,7 +213,7 @@ def run_check_agent(
         grace=grace,
         tick_every=tick_every,
         on_tick=on_tick,
-        should_stop=should_stop,
+        interrupted=interrupted,
         max_output=MAX_OUTPUT,
         jail=jail,
     )

@@ -15,7 +15,7 @@ from orchestrator.parse import extract_report, find_session
 from orchestrator.transcript import codex_thread, codex_usage, commands_of
 from workers.agents.run import AgentRun
 from workers.sandbox import Jail, git_dirs_of, jail_env
-from workers.supervise import run_supervised
+from workers.supervise import Interrupted, run_supervised
 
 log = structlog.get_logger()
 
@@ -122,7 +122,7 @@ def run_cli_agent(
     grace: float = 5.0,
     tick_every: float = 30.0,
     on_tick: Callable[[float, float], None] | None = None,
-    should_stop: Callable[[], bool] | None = None,
+    interrupted: Interrupted | None = None,
     max_output: int | None = None,
     base_env: Mapping[str, str] | None = None,
     sandbox: SandboxSettings | None = None,
@@ -183,7 +183,7 @@ def run_cli_agent(
         grace=grace,
         tick_every=tick_every,
         on_tick=on_tick,
-        should_stop=should_stop,
+        interrupted=interrupted,
         max_output=max_output,
         jail=jail,
     )

@@ -35,7 +35,7 @@ from orchestrator.domain import AgentSpec, Role, SandboxSettings
 from orchestrator.logs import add_secret, redact
 from workers.agents.run import AgentRun
 from workers.agents.tools import dispatch, schemas_for
-from workers.supervise import ProcResult
+from workers.supervise import Interrupted, ProcResult
 
 log = structlog.get_logger()
 
@@ -67,8 +67,9 @@ _RULES = {
 }
 
 
-class _Stop(Exception):
-    """The run cannot go on; ``reason`` becomes the run's error."""
+class _LoopEnd(Exception):
+    """The tool loop cannot go on (cancelled, out of time or budget, every model failed, out of rounds);
+    ``reason`` becomes the run's error."""
 
     def __init__(self, reason: str, *, timed_out: bool = False, cancelled: bool = False) -> None:
         super().__init__(reason)
@@ -214,7 +215,7 @@ class _Session:
     reserve: Callable[[float], bool] | None
     on_event: Callable[[str, dict[str, Any]], None] | None
     sleep: Callable[[float], None]
-    should_stop: Callable[[], bool] | None
+    interrupted: Interrupted | None
     models: list[str] = field(default_factory=list)
     model_index: int = 0
     prompt_tokens: int = 0
@@ -251,17 +252,17 @@ class _Session:
         return self.deadline - time.monotonic()
 
     def check_clock(self) -> None:
-        if self.should_stop is not None and self.should_stop():
-            raise _Stop("cancelled", cancelled=True)
+        if self.interrupted is not None and self.interrupted():
+            raise _LoopEnd("cancelled", cancelled=True)
         if self.remaining() <= 0:
-            raise _Stop("timed out: the wall-clock limit ran out", timed_out=True)
+            raise _LoopEnd("timed out: the wall-clock limit ran out", timed_out=True)
 
     # --- one request ---------------------------------------------------------------------------
 
     def attempt(self, url: str, body: dict[str, Any]) -> _Attempt:
         per_request = min(self.spec.timeout or DEFAULT_REQUEST_TIMEOUT, self.remaining())
         if per_request <= 0:
-            raise _Stop("timed out: the wall-clock limit ran out", timed_out=True)
+            raise _LoopEnd("timed out: the wall-clock limit ran out", timed_out=True)
         started = time.monotonic()
         try:
             resp = self.client.post(url, json=body, headers=self.headers, timeout=per_request)
@@ -307,7 +308,7 @@ class _Session:
         """One chat completion, with retries and fallback; the data of the answer that came back."""
         projection = project_cost(messages, tools, self.spec.price)
         if self.reserve is not None and not self.reserve(projection):
-            raise _Stop(f"budget: reservation of ${projection:.4f} refused; no call made")
+            raise _LoopEnd(f"budget: reservation of ${projection:.4f} refused; no call made")
         last = "no model to call"
         while self.model_index < len(self.models):
             model = self.models[self.model_index]
@@ -325,7 +326,7 @@ class _Session:
                 last = f"{model}: {outcome.error}"
                 self.record("request.failed", model=model, attempt=attempt, error=outcome.error)
                 if outcome.fatal:
-                    raise _Stop(last)
+                    raise _LoopEnd(last)
                 if not outcome.retry or attempt == MAX_ATTEMPTS:
                     break
                 wait = outcome.retry_after
@@ -333,12 +334,12 @@ class _Session:
                     wait = min(BACKOFF_BASE * 2 ** (attempt - 1), RETRY_AFTER_CAP)
                 self.emit("http.retry", status=outcome.status, attempt=attempt, wait=wait, model=model)
                 if wait >= self.remaining():
-                    raise _Stop(f"timed out waiting to retry ({last})", timed_out=True)
+                    raise _LoopEnd(f"timed out waiting to retry ({last})", timed_out=True)
                 self.sleep(wait)
             self.model_index += 1
             if self.model_index < len(self.models):
                 self.emit("http.fallback", from_model=model, to_model=self.models[self.model_index])
-        raise _Stop(f"every model failed; last error: {last}")
+        raise _LoopEnd(f"every model failed; last error: {last}")
 
     def account(self, model: str, data: dict[str, Any]) -> None:
         usage = _obj(data.get("usage"))
@@ -412,7 +413,7 @@ class _Session:
             }
             messages.append(assistant)
             messages.extend(self.run_tools(calls, turn))
-        raise _Stop(f"max_rounds ({self.spec.max_rounds}) reached without a final answer")
+        raise _LoopEnd(f"max_rounds ({self.spec.max_rounds}) reached without a final answer")
 
 
 def _failed(
@@ -453,7 +454,7 @@ def run_http_agent(
     reserve: Callable[[float], bool] | None = None,
     on_event: Callable[[str, dict[str, Any]], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
-    should_stop: Callable[[], bool] | None = None,
+    interrupted: Interrupted | None = None,
     sandbox: SandboxSettings | None = None,
 ) -> AgentRun:
     """Run ``spec`` (an http agent) as ``role`` in ``worktree``; never raises for the model failing.
@@ -506,13 +507,13 @@ def run_http_agent(
             reserve=reserve,
             on_event=on_event,
             sleep=sleep,
-            should_stop=should_stop,
+            interrupted=interrupted,
             models=[spec.model, *spec.fallback],
         )
         try:
             report = session.loop(url, prompt)
-        except _Stop as stop:
-            error, timed_out, cancelled = session.redact(stop.reason), stop.timed_out, stop.cancelled
+        except _LoopEnd as end:
+            error, timed_out, cancelled = session.redact(end.reason), end.timed_out, end.cancelled
             report = "\n\n".join(session.said)
             session.record("error", error=error)
         finally:

@@ -15,7 +15,7 @@ pays per call, ``request.event`` for what it reports).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -24,6 +24,7 @@ from orchestrator.agent_kinds import AGENT_KINDS
 from orchestrator.domain import AgentSpec, Role, SandboxSettings
 from orchestrator.registry import Registry
 from workers.agents.run import AgentRun
+from workers.supervise import Interrupted
 
 CALL_ENDED = "http.call"  # the event a seat that reserves per call sends as each call ends: {"cost_usd"}
 
@@ -48,7 +49,7 @@ class SeatRequest:
     grace: float = 5.0  # seconds between TERM and KILL
     tick_every: float = 30.0  # seconds between ``tick``s while it runs
     max_output: int | None = None  # bytes of output kept, head and tail
-    should_stop: Callable[[], bool] | None = None  # true: kill it now (lease lost, run cancelled)
+    interrupted: Interrupted | None = None  # true: kill it now (lease lost, run cancelled)
     hooks: Sequence[SeatHooks] = ()
 
     def tick(self, seconds: float, quiet: float) -> None:
