@@ -66,14 +66,16 @@ def _clean_path(path: str) -> str:
 
 # --- ruff and flake8 ------------------------------------------------------------------------------
 
+# Numbers read as line, column or count have at most 18 digits: a longer one is no line number, and
+# ``int()`` refuses one of over 4,300 digits (a ValueError out of a parser that never raises).
 # ``path:line:col: CODE message`` (ruff concise and pre-0.12 full, flake8 default, pylint parseable).
 _CONCISE_RE = re.compile(
-    r"^(?P<path>[^\s:][^:]*?):(?P<line>\d+):(?P<col>\d+):\s+"
+    r"^(?P<path>[^\s:][^:]*?):(?P<line>\d{1,18}):(?P<col>\d{1,18}):\s+"
     r"(?P<code>[A-Z]+\d+|[A-Za-z]+(?:-[a-z0-9]+)+|SyntaxError):?\s*(?:\[\*\]\s*)?(?P<msg>.*)$"
 )
 # ruff >= 0.12 full output: a ``CODE [*] message`` header, then `` --> path:line:col``.
 _FULL_HEAD_RE = re.compile(r"^(?P<code>[A-Z]+\d+|[a-z]+(?:-[a-z0-9]+)+):?\s+(?:\[\*\]\s*)?(?P<msg>\S.*)$")
-_ARROW_RE = re.compile(r"^\s*-->\s+(?P<path>.+?):(?P<line>\d+):(?P<col>\d+)\s*$")
+_ARROW_RE = re.compile(r"^\s*-->\s+(?P<path>.+?):(?P<line>\d{1,18}):(?P<col>\d{1,18})\s*$")
 
 
 def _concise(text: str) -> list[Diagnostic]:
@@ -152,9 +154,11 @@ def parse_flake8(text: str) -> list[Diagnostic]:
 
 # --- mypy -----------------------------------------------------------------------------------------
 
+# The message is empty or ends in a non-space: a message free to end anywhere inside a long run of spaces
+# had the ``\s+`` after it rescan the run from each of those ends (quadratic in the run).
 _MYPY_RE = re.compile(
-    r"^(?P<path>[^\s:][^:]*?)(?::(?P<line>\d+))?(?::(?P<col>\d+))?(?::\d+:\d+)?:\s+"
-    r"(?P<sev>error|warning|note):\s+(?P<msg>.*?)(?:\s+\[(?P<code>[a-z0-9_-]+)\])?\s*$"
+    r"^(?P<path>[^\s:][^:]*?)(?::(?P<line>\d{1,18}))?(?::(?P<col>\d{1,18}))?(?::\d+:\d+)?:\s+"
+    r"(?P<sev>error|warning|note):\s+(?P<msg>(?:.*?\S)??)(?:\s+\[(?P<code>[a-z0-9_-]+)\])?\s*$"
 )
 
 
@@ -181,8 +185,12 @@ def parse_mypy(text: str) -> list[Diagnostic]:
 # --- pytest ---------------------------------------------------------------------------------------
 
 _SUMMARY_RE = re.compile(r"^(?P<kind>FAILED|ERROR)\s+(?P<node>\S+?)(?:\s+-\s+(?P<msg>.*))?\s*$")
-_SECTION_RE = re.compile(r"^_{3,}\s+(?:(?:ERROR|FAILURE) (?:at \w+ of |collecting )?)?(?P<name>.+?)\s+_{3,}$")
-_TB_LOC_RE = re.compile(r"^(?P<path>[^\s:][^:]*?\.py):(?P<line>\d+):(?:\s+(?P<what>.*))?$")
+# A section title ``____ name ____``: the name runs to the last non-space before the closing rule. Read as a
+# lazy name between two runs of spaces, a long run cost cubic time (a test can print any line).
+_SECTION_RE = re.compile(
+    r"^_{3,}+\s++(?:(?:ERROR|FAILURE) (?:at \w+ of |collecting )?)?(?P<name>.+)(?<=\S)\s++_{3,}+$"
+)
+_TB_LOC_RE = re.compile(r"^(?P<path>[^\s:][^:]*?\.py):(?P<line>\d{1,18}):(?:\s+(?P<what>.*))?$")
 _E_LINE_RE = re.compile(r"^E\s+(?P<msg>.+)$")
 
 
@@ -386,7 +394,7 @@ def parse_auto(command: str, text: str) -> list[Diagnostic]:
 
 # --- diffs and reports ----------------------------------------------------------------------------
 
-_HUNK_RE = re.compile(r"^@@ -\d+(?:,(?P<old>\d+))? \+(?P<start>\d+)(?:,(?P<new>\d+))? @@")
+_HUNK_RE = re.compile(r"^@@ -\d+(?:,(?P<old>\d{1,18}))? \+(?P<start>\d{1,18})(?:,(?P<new>\d{1,18}))? @@")
 
 
 def _diff_path(raw: str) -> str | None:

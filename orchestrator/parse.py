@@ -95,19 +95,28 @@ class ReplyParse(_Frozen):
 # --- markdown helpers -------------------------------------------------------------------------------
 
 # Decoration an agent may put before a keyword: indentation, quote marks, bullets, headings, emphasis,
-# numbered-list markers, backticks.
-_LEAD = r"^[\s>#*_`+\-]*(?:\d+[.)]\s*)?[\s*_`]*"
+# numbered-list markers, backticks. Possessive (``*+``): the runs overlap, and giving characters back
+# cannot help the keyword that follows match, only make a line of 20,000 spaces cost quadratic time.
+_LEAD = r"^[\s>#*_`+\-]*+(?:\d+[.)]\s*+)?[\s*_`]*+"
 # Decoration closing a keyword (``**FINDING:** claim``) but not a backtick opening the text itself.
 _AFTER = r"\s*(?:[*_`]+(?=\s|$))?\s*"
 _FINDING_RE = re.compile(_LEAD + r"FINDING(?:\s*#?\d+)?[\s*_`]*:" + _AFTER + r"(?P<rest>.*)$", re.IGNORECASE)
 _WHERE_RE = re.compile(_LEAD + r"WHERE[\s*_`]*:" + _AFTER + r"(?P<rest>.*)$", re.IGNORECASE)
+# The id is its run of word characters, dots and dashes less trailing underscores (those are decoration,
+# ``CONTEST f-1__:``), written as "ends in another character" rather than as a lazy run: a lazy run before
+# ``[\s*_`]*:`` rescans the underscores after each of its characters, quadratic on a long run.
 _CONTEST_RE = re.compile(
-    _LEAD + r"CONTEST[\s*_`]*:?[\s*_`]*(?P<id>[A-Za-z0-9][\w.\-]*?)[\s*_`]*:" + _AFTER + r"(?P<rest>.*)$",
+    _LEAD
+    + r"CONTEST[\s*_`]*+:?[\s*_`]*+(?P<id>[A-Za-z0-9](?:[\w.\-]*[^\W_]|[\w.\-]*[.\-])?)[\s*_`]*:"
+    + _AFTER
+    + r"(?P<rest>.*)$",
     re.IGNORECASE,
 )
 _FENCE_RE = re.compile(r"^\s*(?:>\s*)*(?P<mark>`{3,}|~{3,})(?P<info>.*)$")
 _LOC_HEAD_RE = re.compile(r"^(?P<loc>\S+?:L?\d+(?:\s*[-–:]\s*L?\d+)?)(?!\d)")
-_PATH_LINE_RE = re.compile(r"^(?P<path>.+?)(?::L?|#L)(?P<line>\d+)(?:\s*[-–:,]\s*L?\d+)*$")
+# A loc's line suffix: ``:12``, ``:L12`` or ``#L12``, then ranges and columns (``-14``, ``:5``, ``, 20``).
+_LINE_MARK_RE = re.compile(r":|#L")
+_LINE_TAIL_RE = re.compile(r"(?::L?|#L)(?P<line>\d+)(?:\s*[-–:,]\s*L?\d+)*+")
 _WORD_RE = re.compile(r"[a-z0-9]+")
 
 
@@ -190,9 +199,21 @@ def parse_loc(loc: str) -> tuple[str, int | None]:
     text = loc.strip().replace("`", "").strip()
     while text.startswith("./"):
         text = text[2:]
-    m = _PATH_LINE_RE.match(text)
-    if m:
-        return m["path"].strip(), int(m["line"])
+    # The path ends at the first mark whose suffix runs to the end of the loc (and holds no line break).
+    # A mark inside the suffix of one that stopped short stops at the same place, so the search goes on
+    # after that suffix: one pass, where trying every mark again was quadratic in a loc like ``a:1:1:1...``.
+    newline = text.find("\n")
+    pos = 1
+    while (mark := _LINE_MARK_RE.search(text, pos)) is not None and (newline < 0 or mark.start() <= newline):
+        tail = _LINE_TAIL_RE.match(text, mark.start())
+        if tail is None:
+            pos = mark.start() + 1
+        elif tail.end() == len(text):
+            # Past 18 digits it is no line number (and int() refuses one of over 4,300: a ValueError).
+            digits = tail["line"]
+            return text[: mark.start()].strip(), int(digits) if len(digits) <= 18 else None
+        else:
+            pos = tail.end()
     return text, None
 
 

@@ -21,14 +21,28 @@ class ParsedRefutation(BaseModel):
     reason: str
 
 
+# The decoration before the keyword is matched possessively (``*+``): its runs overlap, and giving
+# characters back cannot help the keyword match, only make a long line of spaces cost quadratic time.
 _VERDICT_RE = re.compile(
-    r"^[\s>#*_`+\-]*(?:\d+[.)]\s*)?[\s*_`]*"
+    r"^[\s>#*_`+\-]*+(?:\d+[.)]\s*+)?[\s*_`]*+"
     r"(?P<kw>NOT[\s_\-]+REFUTED|REFUTED)\b"
     r"[\s*_`]*(?P<sep>[:\-–—])?[\s*_`]*(?P<rest>.*)$",
     re.IGNORECASE,
 )
 _FENCE_ONLY_RE = re.compile(r"^\s*(?:`{3,}|~{3,})\s*\w*\s*$")
 _PLACEHOLDER_RE = re.compile(r"^<[^<>]*>$")
+
+
+def _drop_closing_bold(text: str) -> str:
+    """``reason**`` -> ``reason``: a trailing run of spaces and emphasis marks that holds a ``*`` goes.
+
+    A scan from the end: a regex for that run, tried at every position of the reason, was quadratic in a
+    reason holding a long run of spaces.
+    """
+    i = len(text)
+    while i and (text[i - 1] in "*_" or text[i - 1].isspace()):
+        i -= 1
+    return text[:i] if "*" in text[i:] else text
 
 
 def _verdict_line(line: str) -> tuple[bool, str] | None:
@@ -39,7 +53,7 @@ def _verdict_line(line: str) -> tuple[bool, str] | None:
     rest = m["rest"].strip()
     if not m["sep"] and rest and not rest.startswith("("):
         return None  # "Refuted claims are ..." is prose, not a verdict
-    rest = re.sub(r"[\s*_]*\*+[\s*_]*$", "", rest)
+    rest = _drop_closing_bold(rest)
     if rest.endswith("`") and rest.count("`") % 2 == 1:
         rest = rest[:-1]
     refuted = not m["kw"].upper().startswith("NOT")
