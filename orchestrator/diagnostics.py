@@ -461,13 +461,15 @@ def to_report(diagnostics: Iterable[Diagnostic], *, tool: str) -> str:
     """``FINDING: <tool> <code>: <message>`` / ``WHERE: <path>:<line>`` pairs, or the stop token.
 
     A diagnostic's ``detail`` follows its WHERE line inside a code fence, so it can never be read as a
-    finding or a stop token.
+    finding or a stop token. Its code and path are put on one line: a line break in them (a SARIF uri
+    with ``%0A``) cut the pair and made lines of their own, read as another finding.
     """
     blocks: list[str] = []
     for d in diagnostics:
         message = _one_line(d.message) or "problem"
-        claim = f"{tool} {d.code}: {message}" if d.code else f"{tool}: {message}"
-        where = f"{d.path}:{d.line}" if d.line is not None else d.path
+        code, path = " ".join(d.code.splitlines()), " ".join(d.path.splitlines())
+        claim = f"{tool} {code}: {message}" if code else f"{tool}: {message}"
+        where = f"{path}:{d.line}" if d.line is not None else path
         block = f"FINDING: {claim}\nWHERE: {where}"
         if d.detail.strip():
             block += "\n" + _fence(d.detail)

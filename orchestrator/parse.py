@@ -157,7 +157,10 @@ def _next_after(marks: list[int], i: int, default: int) -> int:
 
 
 def _clean_loc(text: str) -> str:
-    loc = text.strip().replace("`", "").strip("*_\"' \t").rstrip(".,;")
+    loc = text.strip().replace("`", "").strip("*_\"' \t")
+    # A sentence's closing punctuation goes, but "." alone is the repository (a check agent's WHERE for a
+    # failure it cannot place), not an empty location that drops the finding.
+    loc = loc.rstrip(".,;") or loc
     while loc.startswith("./"):
         loc = loc[2:]
     m = _LOC_HEAD_RE.match(loc)
