@@ -8,6 +8,8 @@ codejury's with a few additions (``jury.config``, ``action.*``, ``finding.refuse
 
 from __future__ import annotations
 
+import json
+import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -21,6 +23,7 @@ from pydantic import (
     model_validator,
 )
 from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticSerializationError
 
 from orchestrator.agent_kinds import AgentKind  # the names of the agent-kind registry
 from orchestrator.refute.families import spec_family
@@ -580,6 +583,20 @@ def parse_event(data: dict[str, Any] | str | bytes) -> Event | None:
         return None
 
 
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
 def dump_event(event: Event) -> str:
-    """One line of ``events.ndjson``."""
-    return event.model_dump_json(by_alias=True, exclude_none=True)
+    """One line of ``events.ndjson``, valid UTF-8.
+
+    A string holding lone surrogates (a file name git gave as bytes that are not UTF-8, decoded with
+    ``surrogateescape``) cannot be UTF-8: pydantic refuses it, which lost the whole append. Such an event
+    is written with U+FFFD in their place, as agent output is decoded.
+    """
+    try:
+        return event.model_dump_json(by_alias=True, exclude_none=True)
+    except PydanticSerializationError:
+        wire = json.dumps(event.model_dump(mode="json", by_alias=True, exclude_none=True), ensure_ascii=False)
+        return EVENT_ADAPTER.validate_json(_SURROGATES.sub("\ufffd", wire)).model_dump_json(
+            by_alias=True, exclude_none=True
+        )

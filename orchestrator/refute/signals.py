@@ -21,7 +21,7 @@ class Signal(BaseModel):
 
     kind: SignalKind
     command: str
-    exit_code: int | None
+    exit_code: int | None = None  # None is left out of the wire form (exclude_none): it reads back as None
     source: SignalSource
     output_tail: str = ""
     tree: str | None = None
