@@ -170,3 +170,30 @@ def test_run_json_reads_back_as_written(events: list[Any]) -> None:
         store.write_state("run-1", doc)
         assert store.read_state("run-1") == doc
         assert run_json(fold(store.read("run-1"), "run-1")) == doc  # folding again changes nothing
+
+
+@given(
+    data=GARBAGE
+    | st.binary(max_size=200)
+    | json_values(12)
+    | EVENTS.map(lambda e: e.model_dump(by_alias=True))
+)
+@example(data=b"[" * 100_000)
+@example(data='{"t": "run.cancel", "eid": "\\udcff"}')  # a lone surrogate escaped: not an event
+def test_any_line_is_an_event_or_none(data: Any) -> None:
+    """What the stores hand the event parser (a line of the file, a Redis value, a dict): an event or
+    None, never an error."""
+    event = parse_event(data) if isinstance(data, dict | str | bytes) else parse_event({"t": data})
+    assert event is None or type(event) in EVENT_KINDS
+
+
+@settings(max_examples=60)  # each example writes a file
+@given(body=GARBAGE.map(lambda t: t.encode("utf-8", "surrogatepass")) | st.binary(max_size=100))
+@example(body=b"[" * 100_000)
+def test_any_run_json_reads_as_a_document_or_none(body: bytes) -> None:
+    with tempfile.TemporaryDirectory() as root:
+        store = FileStore(Path(root))
+        store.create_run("run-1")
+        (Path(root) / "runs" / "run-1" / "run.json").write_bytes(body)
+        state = store.read_state("run-1")
+        assert state is None or isinstance(state, dict)
