@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.demo import STATS_FEATURE
-from tests.conftest import FAKE, fake_agent
+from tests.conftest import FAKE, SANDBOX_RO_PATHS, fake_agent
 from tests.fakes.chat_server import ChatServer, answer, tool_call
 from tests.fakes.responses_server import (
     Event,
@@ -150,7 +150,11 @@ def codex_bin() -> Path:
 @pytest.fixture
 def home_outside_tmp() -> Iterator[Path]:
     """A HOME whose ``.codex`` is outside /tmp: codex refuses to create its sandbox helpers under /tmp."""
-    base = ROOT / ".tools" / "homes"
+    temp = Path(tempfile.gettempdir()).resolve()
+    # The checkout itself may sit under /tmp (a CI clone): then /var/tmp, which codex does not refuse.
+    base = (
+        ROOT / ".tools" / "homes" if not ROOT.resolve().is_relative_to(temp) else Path("/var/tmp/jury-homes")
+    )
     base.mkdir(parents=True, exist_ok=True)
     home = Path(tempfile.mkdtemp(prefix="home-", dir=base))
     yield home
@@ -201,6 +205,10 @@ def codex_env(
         "PATH": f"{codex_bin.parent}{os.pathsep}{os.environ['PATH']}",
         "HOME": str(home),
         "OPENAI_API_KEY": "sk-jury-test",
+        # the checkout (and so .tools/codex) may sit under /tmp or HOME, which the sandbox hides
+        "JURY_SANDBOX_RO_PATHS": os.pathsep.join(
+            [SANDBOX_RO_PATHS["JURY_SANDBOX_RO_PATHS"], str(codex_bin.resolve().parents[3])]
+        ),
     }
     return {**env, "CODEX_HOME": str(where)} if codex_home else env
 
