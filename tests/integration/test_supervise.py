@@ -1,4 +1,10 @@
-"""run_supervised and scrub_env against real processes."""
+"""run_supervised and scrub_env against real processes.
+
+No test here depends on how fast the machine is: a child that must still be running while the test looks
+waits for a file the test writes once it has seen what it needs (``GO_CHILD``), a timeout is driven by a
+clock the test moves (``JumpClock``), and every deadline is one to wait for a condition, far above a
+scheduler stall, never a duration the test sleeps through.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from workers import supervise
 from workers.supervise import ProcResult, run_supervised, scrub_env
+
+# A deadline for what a passing test waits on (a condition, never a duration): far above any stall of a
+# loaded machine, reached only by a test that fails.
+PATIENCE = 60.0
 
 
 def _state(pid: int) -> str | None:
@@ -49,7 +60,7 @@ def _group_members(pgid: int) -> list[int]:
 def _run(tmp_path: Path, code: str, **kw: object) -> ProcResult:
     script = tmp_path / "child.py"
     script.write_text(textwrap.dedent(code))
-    kw.setdefault("timeout", 10.0)
+    kw.setdefault("timeout", PATIENCE)
     kw.setdefault("grace", 0.5)
     return run_supervised(
         [sys.executable, str(script)],
@@ -61,7 +72,7 @@ def _run(tmp_path: Path, code: str, **kw: object) -> ProcResult:
     )
 
 
-def _gone(pids: list[int], pgid: int, seconds: float = 1.0) -> bool:
+def _gone(pids: list[int], pgid: int, seconds: float = PATIENCE) -> bool:
     """True once none of ``pids`` and no member of ``pgid`` runs (SIGKILL is delivered asynchronously)."""
     deadline = time.monotonic() + seconds
     while True:
@@ -72,15 +83,17 @@ def _gone(pids: list[int], pgid: int, seconds: float = 1.0) -> bool:
         time.sleep(0.02)
 
 
-def _wait_for_pids(path: Path, n: int, seconds: float = 5.0) -> list[int]:
+def _wait_for_pids(path: Path, n: int, seconds: float = PATIENCE) -> list[int]:
+    """The pids written to ``path`` once there are ``n`` (looked at least once, however short ``seconds``)."""
     deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    while True:
         if path.exists():
             pids = [int(x) for x in path.read_text().split()]
             if len(pids) >= n:
                 return pids
-        time.sleep(0.05)
-    raise AssertionError(f"pids not written to {path}")
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"pids not written to {path}")
+        time.sleep(0.02)
 
 
 STUBBORN_TREE = """
@@ -93,33 +106,92 @@ STUBBORN_TREE = """
         "import os, signal, time\\n"
         "signal.signal(signal.SIGTERM, signal.SIG_IGN)\\n"
         f"open({{pids!r}}, 'a').write(f'{{{{os.getpid()}}}}\\\\n')\\n"
-        "time.sleep(60)\\n"
+        "time.sleep(120)\\n"
     )
     subprocess.Popen([sys.executable, "-c", grandchild])
+    deadline = time.monotonic() + {patience}
+    while len(open(pids).read().split()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
     print("started", flush=True)
     {tail}
 """
 
 
-def test_timeout_kills_stubborn_group(tmp_path: Path) -> None:
+def _stubborn_tree(pids: Path, tail: str) -> str:
+    """A leader and a grandchild that both ignore SIGTERM; "started" once both pids are in ``pids``."""
+    return STUBBORN_TREE.format(pids=str(pids), tail=tail, patience=PATIENCE)
+
+
+def _tree_started(pids: Path) -> bool:
+    """Both pids of the stubborn tree are written (so "started" is, or is about to be, printed)."""
+    return pids.exists() and len(pids.read_text().split()) >= 2
+
+
+class JumpClock:
+    """``time`` as ``run_supervised`` sees it: the real clock, moved ahead when the test says.
+
+    A timeout test lets the child reach the state it needs in real time, however long a loaded machine
+    takes, then jumps the clock past the timeout: the timeout fires on the next poll, never earlier.
+    """
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.offset
+
+    def jump(self, seconds: float) -> None:
+        self.offset += seconds
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(time, name)
+
+
+# A child that waits for the test's go-ahead: the file ``GO`` (its path substituted), or a deadline.
+GO_CHILD = """
+    import os, sys, time
+    {before}
+    deadline = time.monotonic() + {patience}
+    while not os.path.exists({go!r}):
+        if time.monotonic() >= deadline:
+            sys.exit(7)
+        time.sleep(0.01)
+    {after}
+"""
+
+
+def _go_child(go: Path, before: str, after: str = "") -> str:
+    return GO_CHILD.format(before=before, after=after, go=str(go), patience=PATIENCE)
+
+
+def test_timeout_kills_stubborn_group(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pids_file = tmp_path / "pids"
-    code = STUBBORN_TREE.format(pids=str(pids_file), tail="time.sleep(60)")
-    res = _run(tmp_path, code, timeout=1.5, grace=0.5)
+    out = tmp_path / "out" / "stdout.txt"
+    clock = JumpClock()
+    monkeypatch.setattr(supervise, "time", clock)
+    timeout = 600.0
+
+    def jump_once_started(seconds: float, quiet: float) -> None:
+        if clock.offset == 0 and b"started" in out.read_bytes():
+            clock.jump(timeout)
+
+    code = _stubborn_tree(pids_file, tail="time.sleep(120)")
+    res = _run(tmp_path, code, timeout=timeout, grace=0.5, tick_every=0.01, on_tick=jump_once_started)
     assert res.timed_out and not res.cancelled
     assert res.error is None
-    assert res.seconds < 1.5 + 0.5 + 1.0
+    assert res.seconds < timeout + PATIENCE  # SIGKILL ended it after the grace, not its own 120 s sleep
     assert res.exit_code == -9  # it ignored SIGTERM, so SIGKILL ended it
-    leader, grandchild = _wait_for_pids(pids_file, 2, seconds=0.1)
+    leader, grandchild = _wait_for_pids(pids_file, 2)
     assert _gone([leader, grandchild], pgid=leader)
     assert b"started" in res.stdout_path.read_bytes()
 
 
 def test_group_killed_after_leader_exits(tmp_path: Path) -> None:
     pids_file = tmp_path / "pids"
-    code = STUBBORN_TREE.format(pids=str(pids_file), tail="time.sleep(0.3)")
-    res = _run(tmp_path, code, timeout=5.0)
+    code = _stubborn_tree(pids_file, tail="")  # the leader exits as soon as the grandchild runs
+    res = _run(tmp_path, code)
     assert res.exit_code == 0 and not res.timed_out
-    leader, grandchild = _wait_for_pids(pids_file, 2, seconds=0.1)
+    leader, grandchild = _wait_for_pids(pids_file, 2, seconds=0)  # written before the leader exited
     assert _gone([grandchild], pgid=leader)
 
 
@@ -139,41 +211,55 @@ def test_exit_code_and_output_files(tmp_path: Path) -> None:
     assert res.stderr_bytes == len("to stderr\n")
 
 
+def _tick_until_early(out: Path, go: Path, seen: list[bytes]):
+    """An on_tick that records the output file and lets the child end once "early" is on disk."""
+
+    def tick(seconds: float, quiet: float) -> None:
+        seen.append(out.read_bytes())
+        if seen[-1] == b"early\n":
+            go.touch()
+
+    return tick
+
+
 def test_output_is_on_disk_while_running(tmp_path: Path) -> None:
     seen: list[bytes] = []
-    out = tmp_path / "out" / "stdout.txt"
-    code = """
-        import time
-        print("early", flush=True)
-        time.sleep(0.8)
-    """
-    _run(tmp_path, code, tick_every=0.3, on_tick=lambda s, q: seen.append(out.read_bytes()))
+    out, go = tmp_path / "out" / "stdout.txt", tmp_path / "go"
+    code = _go_child(go, before='print("early", flush=True)')
+    res = _run(tmp_path, code, tick_every=0.02, on_tick=_tick_until_early(out, go, seen))
+    assert res.exit_code == 0  # a tick saw "early" on disk while the child waited for it
     assert seen and seen[-1] == b"early\n"
 
 
 def test_tick_reports_elapsed_and_quiet(tmp_path: Path) -> None:
     ticks: list[tuple[float, float]] = []
-    code = """
-        import time
-        print("hello", flush=True)
-        time.sleep(1.2)
-    """
-    res = _run(tmp_path, code, tick_every=0.25, on_tick=lambda s, q: ticks.append((s, q)))
-    assert res.exit_code == 0
+    go = tmp_path / "go"
+
+    def tick(seconds: float, quiet: float) -> None:
+        ticks.append((seconds, quiet))
+        if len(ticks) >= 3 and quiet > 0.3:
+            go.touch()
+
+    code = _go_child(go, before='print("hello", flush=True)')
+    res = _run(tmp_path, code, tick_every=0.02, on_tick=tick)
+    assert res.exit_code == 0  # the child waited until quiet had grown past 0.3 s
     assert len(ticks) >= 3
     assert all(q <= s for s, q in ticks)
     assert [s for s, _ in ticks] == sorted(s for s, _ in ticks)
-    assert ticks[-1][1] > 0.5  # nothing written for a while: quiet grows
+    assert ticks[-1][1] > 0.3  # nothing written for a while: quiet grows
 
 
 def test_failing_tick_does_not_stop_supervision(tmp_path: Path) -> None:
     calls: list[float] = []
+    go = tmp_path / "go"
 
     def boom(seconds: float, quiet: float) -> None:
         calls.append(seconds)
+        if len(calls) >= 2:
+            go.touch()  # ticked again after a failure: supervision went on
         raise RuntimeError("tick failed")
 
-    res = _run(tmp_path, "import time; time.sleep(0.6); print('done')", tick_every=0.15, on_tick=boom)
+    res = _run(tmp_path, _go_child(go, before="", after="print('done')"), tick_every=0.02, on_tick=boom)
     assert len(calls) >= 2
     assert res.exit_code == 0
     assert res.stdout_path.read_text() == "done\n"
@@ -194,13 +280,12 @@ def test_missing_executable_is_an_error_not_an_exception(tmp_path: Path) -> None
 
 
 def test_interrupted_cancels(tmp_path: Path) -> None:
-    start = time.monotonic()
     pids_file = tmp_path / "pids"
-    code = STUBBORN_TREE.format(pids=str(pids_file), tail="time.sleep(60)")
-    res = _run(tmp_path, code, timeout=30, grace=0.5, interrupted=lambda: time.monotonic() - start > 0.5)
+    code = _stubborn_tree(pids_file, tail="time.sleep(120)")
+    res = _run(tmp_path, code, timeout=600, grace=0.5, interrupted=lambda: _tree_started(pids_file))
     assert res.cancelled and not res.timed_out
-    assert res.seconds < 3
-    leader, grandchild = _wait_for_pids(pids_file, 2, seconds=0.1)
+    assert res.seconds < PATIENCE  # ended by the cancel, not by its timeout or its own sleep
+    leader, grandchild = _wait_for_pids(pids_file, 2, seconds=0)
     assert _gone([leader, grandchild], pgid=leader)
 
 
@@ -210,7 +295,7 @@ def test_stdin_is_closed(tmp_path: Path) -> None:
         data = sys.stdin.read()
         print(f"eof after {len(data)} bytes")
     """
-    res = _run(tmp_path, code, timeout=3)
+    res = _run(tmp_path, code)
     assert not res.timed_out
     assert res.exit_code == 0
     assert res.stdout_path.read_text() == "eof after 0 bytes\n"
@@ -224,7 +309,7 @@ def test_env_is_passed_as_given(tmp_path: Path) -> None:
         env=env,
         stdout_path=tmp_path / "o.txt",
         stderr_path=tmp_path / "e.txt",
-        timeout=5,
+        timeout=PATIENCE,
     )
     assert res.stdout_path.read_text() == "yes False\n"
 
@@ -356,15 +441,11 @@ def test_output_between_cap_and_twice_cap_compacted_at_the_end(tmp_path: Path) -
 
 def test_capped_output_is_on_disk_while_running(tmp_path: Path) -> None:
     seen: list[bytes] = []
-    out = tmp_path / "out" / "stdout.txt"
-    code = """
-        import time
-        print("early", flush=True)
-        time.sleep(0.8)
-    """
-    res = _run(
-        tmp_path, code, max_output=1000, tick_every=0.3, on_tick=lambda s, q: seen.append(out.read_bytes())
-    )
+    out, go = tmp_path / "out" / "stdout.txt", tmp_path / "go"
+    code = _go_child(go, before='print("early", flush=True)')
+    tick = _tick_until_early(out, go, seen)
+    res = _run(tmp_path, code, max_output=1000, tick_every=0.02, on_tick=tick)
+    assert res.exit_code == 0  # a tick saw "early" on disk while the child waited for it
     assert seen and seen[-1] == b"early\n"
     assert res.stdout_path.read_bytes() == b"early\n"
 
@@ -376,15 +457,15 @@ def test_capped_run_does_not_hang_on_an_escaped_writer(tmp_path: Path) -> None:
         import subprocess, sys
         escaped = (
             "import os, time; os.setsid(); "
-            "open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(30)"
+            "open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(120)"
         )
         subprocess.Popen([sys.executable, "-c", escaped])
         print("leader done", flush=True)
     """
     try:
-        res = _run(tmp_path, code, max_output=1000, timeout=20)
+        res = _run(tmp_path, code, max_output=1000, timeout=300)
         assert res.exit_code == 0
-        assert res.seconds < 8
+        assert res.seconds < PATIENCE  # not held until the escaped writer's 120 s sleep ends
         assert res.stdout_path.read_text() == "leader done\n"
     finally:
         escaped_pid = _wait_for_pids(pid_file, 1)[0]
@@ -410,7 +491,7 @@ PARENT_HELPER = """
         env=dict(os.environ),
         stdout_path=tmp / "orphan.out",
         stderr_path=tmp / "orphan.err",
-        timeout=60,
+        timeout=600,
     )
 """
 
@@ -418,7 +499,7 @@ ORPHAN = """
     import os, time
     with open({pids!r}, "w") as f:
         f.write(str(os.getpid()))
-    time.sleep(60)
+    time.sleep(120)
 """
 
 
@@ -433,11 +514,11 @@ def test_child_dies_when_its_parent_is_killed(tmp_path: Path) -> None:
     helper = subprocess.Popen([sys.executable, str(tmp_path / "helper.py"), str(tmp_path)])
     orphan = 0
     try:
-        orphan = _wait_for_pids(pids_file, 1, seconds=10)[0]
+        orphan = _wait_for_pids(pids_file, 1)[0]
         assert _alive(orphan)
         os.kill(helper.pid, signal.SIGKILL)  # no finally, no cleanup: only PDEATHSIG can reach the child
         helper.wait()
-        assert _gone([orphan], pgid=orphan, seconds=3)
+        assert _gone([orphan], pgid=orphan)
     finally:
         if helper.poll() is None:
             helper.kill()
