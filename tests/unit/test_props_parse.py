@@ -200,9 +200,15 @@ def verdicts(draw: st.DrawFn) -> tuple[dict[str, Any], JudgeVerdict]:
     return doc, expected
 
 
+# Before the answer, no JSON nested hundreds deep and left open: each of its starts fails only at the
+# end of the text, and past jsonsafe's work budget (twice the text's length plus a floor) the rest of the
+# text is not searched, so a verdict after 500 such levels is not found (documented in jsonsafe).
+PLAIN_ANSWER = hostile_text(["{", '{"verdict": ', '"verdict": "accepted"', "}", '{"reason": '], big=False)
+
+
 @given(
     verdict=verdicts(),
-    before=ANY_ANSWER,
+    before=PLAIN_ANSWER,
     after=st.text().map(lambda t: t.replace("{", "")),
     fence=st.sampled_from(["{}", "```json\n{}\n```", "> {}", "Verdict: {} Done."]),
 )

@@ -23,7 +23,9 @@ VERDICT_WORDS = [
     "<reason>",
 ]
 ANY_ANSWER = hostile_text(VERDICT_WORDS)
-REASON = st.text(alphabet="abcdefghij klmnop(),.0123456789", min_size=1, max_size=80).map(str.strip)
+REASON = (
+    st.text(alphabet="abcdefghij klmnop(),.0123456789", min_size=1, max_size=80).map(str.strip).filter(bool)
+)
 
 
 @given(text=ANY_ANSWER)
