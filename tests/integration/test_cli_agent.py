@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.domain import AgentSpec
+from tests.integration.jump_clock import JumpClock
 from workers.agents.cli import argv_for, expand_argv, run_cli_agent
 
 PF = Path("/tmp/p.md")
@@ -108,7 +109,7 @@ FAKE_AGENT = """
     print("session id: abc-123", file=sys.stderr)
     print("thinking...", file=sys.stderr, flush=True)
     if "SLEEP" in prompt:
-        time.sleep(30)
+        time.sleep(120)
     print(json.dumps({"argv": sys.argv[1:], "cwd": os.getcwd(), "env": dict(os.environ)}))
     print("REPORT for: " + prompt)
 """
@@ -215,8 +216,17 @@ def test_run_cli_agent_passes_given_session_on_resume(fake_agent: Path, tmp_path
     assert run.session_id == "given-1"
 
 
-def test_run_cli_agent_timeout(fake_agent: Path, tmp_path: Path) -> None:
+def test_run_cli_agent_timeout(fake_agent: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     ticks: list[float] = []
+    clock = JumpClock.install(monkeypatch)
+    timeout = 600.0
+
+    def tick(seconds: float, quiet: float) -> None:
+        # The timeout fires once the agent has said its session id, however long it took to get there.
+        ticks.append(seconds)
+        if not clock.jumped and "thinking" in (tmp_path / "out" / "slow.stderr.txt").read_text():
+            clock.jump(timeout)
+
     run = run_cli_agent(
         _spec(fake_agent),
         role="reviewer",
@@ -224,14 +234,14 @@ def test_run_cli_agent_timeout(fake_agent: Path, tmp_path: Path) -> None:
         worktree=tmp_path,
         out_dir=tmp_path / "out",
         name="slow",
-        timeout=1.0,
+        timeout=timeout,
         grace=0.5,
-        tick_every=0.3,
-        on_tick=lambda s, q: ticks.append(s),
+        tick_every=0.02,
+        on_tick=tick,
         base_env=BASE_ENV,
     )
     assert run.proc.timed_out
-    assert run.proc.seconds < 3
+    assert run.proc.seconds < timeout + 60  # killed, not left to its 120 s sleep
     assert ticks
     assert run.session_id == "abc-123"  # what was printed before the kill is still read
 

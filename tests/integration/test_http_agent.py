@@ -379,11 +379,11 @@ def test_request_timeout_is_retried(server: ChatServer, repo: Path, tmp_path: Pa
 
 
 def test_wall_clock_timeout(server: ChatServer, repo: Path, tmp_path: Path) -> None:
-    server.script("acme/m1", slow(3.0), slow(3.0))
+    server.script("acme/m1", slow(60.0), slow(60.0))
     result = run(spec_for(server), repo, tmp_path / "out", timeout=0.5)
     assert result.proc.exit_code == 1
     assert result.proc.timed_out
-    assert result.proc.seconds < 2.5
+    assert result.proc.seconds < 30  # cut at its wall clock, not left to wait for a 60 s reply
 
 
 # --- money ----------------------------------------------------------------------------------------

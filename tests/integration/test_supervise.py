@@ -2,7 +2,7 @@
 
 No test here depends on how fast the machine is: a child that must still be running while the test looks
 waits for a file the test writes once it has seen what it needs (``GO_CHILD``), a timeout is driven by a
-clock the test moves (``JumpClock``), and every deadline is one to wait for a condition, far above a
+clock the test moves (``jump_clock``), and every deadline is one to wait for a condition, far above a
 scheduler stall, never a duration the test sleeps through.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from workers import supervise
+from tests.integration.jump_clock import JumpClock
 from workers.supervise import ProcResult, run_supervised, scrub_env
 
 # A deadline for what a passing test waits on (a condition, never a duration): far above any stall of a
@@ -127,26 +127,6 @@ def _tree_started(pids: Path) -> bool:
     return pids.exists() and len(pids.read_text().split()) >= 2
 
 
-class JumpClock:
-    """``time`` as ``run_supervised`` sees it: the real clock, moved ahead when the test says.
-
-    A timeout test lets the child reach the state it needs in real time, however long a loaded machine
-    takes, then jumps the clock past the timeout: the timeout fires on the next poll, never earlier.
-    """
-
-    def __init__(self) -> None:
-        self.offset = 0.0
-
-    def monotonic(self) -> float:
-        return time.monotonic() + self.offset
-
-    def jump(self, seconds: float) -> None:
-        self.offset += seconds
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(time, name)
-
-
 # A child that waits for the test's go-ahead: the file ``GO`` (its path substituted), or a deadline.
 GO_CHILD = """
     import os, sys, time
@@ -167,12 +147,11 @@ def _go_child(go: Path, before: str, after: str = "") -> str:
 def test_timeout_kills_stubborn_group(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pids_file = tmp_path / "pids"
     out = tmp_path / "out" / "stdout.txt"
-    clock = JumpClock()
-    monkeypatch.setattr(supervise, "time", clock)
+    clock = JumpClock.install(monkeypatch)
     timeout = 600.0
 
     def jump_once_started(seconds: float, quiet: float) -> None:
-        if clock.offset == 0 and b"started" in out.read_bytes():
+        if not clock.jumped and b"started" in out.read_bytes():
             clock.jump(timeout)
 
     code = _stubborn_tree(pids_file, tail="time.sleep(120)")
