@@ -587,16 +587,10 @@ _SURROGATES = re.compile("[\ud800-\udfff]")
 
 
 def dump_event(event: Event) -> str:
-    """One line of ``events.ndjson``, valid UTF-8.
-
-    A string holding lone surrogates (a file name git gave as bytes that are not UTF-8, decoded with
-    ``surrogateescape``) cannot be UTF-8: pydantic refuses it, which lost the whole append. Such an event
-    is written with U+FFFD in their place, as agent output is decoded.
-    """
+    """One line of ``events.ndjson``, valid UTF-8: a lone surrogate (a non-UTF-8 file name from git,
+    decoded with ``surrogateescape``) is written as U+FFFD, where pydantic refused it and lost the append."""
     try:
         return event.model_dump_json(by_alias=True, exclude_none=True)
     except PydanticSerializationError:
         wire = json.dumps(event.model_dump(mode="json", by_alias=True, exclude_none=True), ensure_ascii=False)
-        return EVENT_ADAPTER.validate_json(_SURROGATES.sub("\ufffd", wire)).model_dump_json(
-            by_alias=True, exclude_none=True
-        )
+        return dump_event(EVENT_ADAPTER.validate_json(_SURROGATES.sub("\ufffd", wire)))
