@@ -24,7 +24,6 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +31,7 @@ import httpx
 import structlog
 
 from orchestrator.domain import AgentSpec, Role, SandboxSettings
+from orchestrator.forge.limits import retry_after
 from orchestrator.logs import add_secret, redact
 from workers.agents.run import AgentRun
 from workers.agents.tools import dispatch, schemas_for
@@ -91,23 +91,12 @@ class _Attempt:
 
 
 def retry_after_seconds(value: str | None, *, now: datetime | None = None) -> float | None:
-    """A ``Retry-After`` header in seconds (delta-seconds or an HTTP date), capped; None when absent."""
-    if value is None or not value.strip():
+    """A ``Retry-After`` header in seconds (delta-seconds or an HTTP date), capped; None when absent.
+    The reading is the forge clients' (one parser of the header); the cap is the model loop's own."""
+    if value is None:
         return None
-    text = value.strip()
-    try:
-        seconds = float(text)
-    except ValueError:
-        try:
-            when = parsedate_to_datetime(text)
-        except (TypeError, ValueError):
-            return None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=UTC)
-        seconds = (when - (now or datetime.now(UTC))).total_seconds()
-    if seconds != seconds:  # NaN
-        return None
-    return min(max(seconds, 0.0), RETRY_AFTER_CAP)
+    seconds = retry_after({"retry-after": value}, (now or datetime.now(UTC)).timestamp())
+    return None if seconds is None else min(seconds, RETRY_AFTER_CAP)
 
 
 def call_cost(data: Mapping[str, Any], price: Mapping[str, float] | None) -> float | None:
