@@ -1,0 +1,106 @@
+"""``python -m bench [--quick] [--json] [--only SECTION ...]``: Jury's figures on this machine.
+
+Needs the machine's Redis (``--redis``, default ``$JURY_REDIS_URL`` or redis://127.0.0.1:6379/0); every
+key it writes is under a fresh ``bench-*`` prefix and deleted afterwards. ``--quick`` runs in under two
+minutes with smaller workloads; the figures say which size they measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import os
+import sys
+import time
+from collections.abc import Callable
+
+import redis
+import structlog
+from rich.console import Console
+from rich.table import Table
+
+from bench import eventlog, isolation, machine, parsers
+from bench.stats import Figure
+
+SECTIONS = ("fleet", "event log", "isolation", "parsers")
+
+
+def quiet_logs() -> None:
+    """The workers' info lines (a dispatch per coordinate pass) would bury the tables."""
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    logging.getLogger().setLevel(logging.WARNING)
+
+
+def number(x: float) -> str:
+    if math.isnan(x):
+        return "-"
+    if abs(x) >= 1000:
+        return f"{x:,.0f}"
+    if abs(x) >= 10:
+        return f"{x:.1f}"
+    return f"{x:.3g}"
+
+
+def print_tables(console: Console, info: dict[str, object], figures: list[Figure]) -> None:
+    console.print(
+        f"[bold]{info['date']}[/bold]  {info['cpu']}, {info['cores']} cores (host {info['host_cores']}), "
+        f"{info['memory_gb']} GB, Python {info['python']}, Redis {info['redis']}, load {info['load_avg']}"
+        + ("  [yellow]--quick[/yellow]" if info.get("quick") else "")
+        + f"  ({info.get('seconds')} s)"
+    )
+    sections: dict[str, list[Figure]] = {}
+    for f in figures:
+        sections.setdefault(f.section, []).append(f)
+    for name, rows in sections.items():
+        table = Table(title=name, title_justify="left")
+        for col in ("figure", "median", "min", "max", "unit", "runs", "note"):
+            table.add_column(col, justify="left" if col in ("figure", "unit", "note") else "right")
+        for f in rows:
+            table.add_row(
+                f.name, number(f.median), number(f.low), number(f.high), f.unit, str(f.runs), f.note
+            )
+        console.print(table)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="small workloads, under two minutes")
+    ap.add_argument("--json", action="store_true", help="one JSON document: the machine and every figure")
+    ap.add_argument("--only", action="append", choices=SECTIONS, help="run only this section (repeatable)")
+    ap.add_argument("--redis", default=os.environ.get("JURY_REDIS_URL", "redis://127.0.0.1:6379/0"))
+    args = ap.parse_args(argv)
+    quiet_logs()
+    client = redis.Redis.from_url(args.redis)
+    client.ping()
+    info = machine.describe(client) | {"quick": args.quick}
+    repeat = 3 if args.quick else 5
+    runs: dict[str, Callable[[], list[Figure]]] = {
+        "event log": lambda: eventlog.measure(client, quick=args.quick, repeat=repeat),
+        "isolation": lambda: isolation.measure(quick=args.quick, repeat=repeat),
+        "parsers": lambda: parsers.measure(repeat, size=100_000 if args.quick else parsers.MB),
+    }
+    try:
+        from bench import fleet
+    except ImportError:  # the fleet section is optional while it is being built
+        fleet = None  # type: ignore[assignment]
+    if fleet is not None:
+        runs = {"fleet": lambda: fleet.measure(args.redis, quick=args.quick, repeat=repeat)} | runs
+    chosen = args.only or list(runs)
+    figures: list[Figure] = []
+    started = time.perf_counter()
+    for name in chosen:
+        if name in runs:
+            figures += runs[name]()
+    info["seconds"] = round(time.perf_counter() - started, 1)
+    if args.json:
+        json.dump({"machine": info, "figures": [f.as_dict() for f in figures]}, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print_tables(Console(width=None if sys.stdout.isatty() else 132), info, figures)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,201 @@
+"""Event log: append and fold rates on both stores, and what one coordinate pass costs as the log grows.
+
+Every coordinate pass decides from the run's folded log; if its cost grows with the log, a long run (an
+``agent.alive`` tick every few seconds per agent) makes the ``control`` queue the fleet's bottleneck.
+The coordinate figure runs ``workers.coordinator.coordinate`` on a Runtime over the Redis store (the
+fleet's), with a run whose reviewers are in flight, so a pass decides nothing new: what it costs is the
+reading, folding and mirroring.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import redis
+
+from bench.stats import Figure, figure, ratio, seconds_of
+from orchestrator.config import Settings
+from orchestrator.domain import (
+    AgentAlive,
+    AgentReport,
+    AgentSpec,
+    Event,
+    FindingRaised,
+    FindingResolved,
+    JuryConfig,
+    JuryConfigEvent,
+    RoundStart,
+    SandboxSettings,
+    Target,
+    TargetEvent,
+)
+from orchestrator.fold import fold, run_json
+from orchestrator.store.files import FileStore
+from orchestrator.store.redis import RedisStore
+from workers import coordinator
+from workers.runtime import Runtime
+
+SPEC = AgentSpec(name="a", argv=["a", "{prompt}"], judge_argv=["a", "{prompt}"])
+BATCH = 20  # events per append: a job appends its launch, ticks, then its report and done in small batches
+
+
+def head() -> list[Event]:
+    """A run's first events: what to review and with whom (the sandbox off: nothing runs here)."""
+    config = JuryConfig(
+        reviewers=["a", "b"], judge="a", agents={"a": SPEC, "b": SPEC}, sandbox=SandboxSettings(mode="none")
+    )
+    return [
+        TargetEvent(eid="target:0", target=Target(repo="r", id="1", state="review", head="h", base="b")),
+        JuryConfigEvent(eid="config:0", config=config),
+    ]
+
+
+def history(n: int) -> list[Event]:
+    """A plausible run of ``n`` events: rounds of two reviewers' alive ticks, reports, findings, verdicts."""
+    events = head()
+    rnd = 0
+    while len(events) < n:
+        rnd += 1
+        events.append(RoundStart(eid=f"round.start:{rnd}", n=rnd, sha="h", prompt="p" * 2000))
+        for agent in ("a", "b"):
+            events += [
+                AgentAlive(
+                    eid=f"alive:{rnd}:{agent}:{i}", agent=agent, round=rnd, seconds=i * 5.0, quiet_seconds=1.0
+                )
+                for i in range(40)
+            ]
+            events.append(
+                AgentReport(
+                    eid=f"report:{rnd}:{agent}",
+                    agent=agent,
+                    round=rnd,
+                    verdict="found",
+                    seconds=200,
+                    report="r" * 4000,
+                )
+            )
+        for i in range(10):
+            fid = f"r{rnd}-a-{i}"
+            events.append(
+                FindingRaised(
+                    eid=f"raised:{fid}", id=fid, round=rnd, agent="a", claim=f"claim {i}", loc=f"f{i}.py:{i}"
+                )
+            )
+            events.append(
+                FindingResolved(eid=f"resolved:{fid}", id=fid, verdict="rejected", reason="no", who="a")
+            )
+    return events[:n]
+
+
+@contextmanager
+def scratch_prefix(client: redis.Redis) -> Iterator[str]:
+    """A fresh key prefix, every key under it deleted afterwards."""
+    prefix = f"bench-{uuid.uuid4().hex[:10]}"
+    try:
+        yield prefix
+    finally:
+        for key in client.scan_iter(f"{prefix}:*", count=5000):
+            client.delete(key)
+
+
+def append_all(store: RedisStore | FileStore, slug: str, events: list[Event]) -> float:
+    t = time.perf_counter()
+    for i in range(0, len(events), BATCH):
+        store.append(slug, events[i : i + BATCH])
+    return len(events) / (time.perf_counter() - t)
+
+
+def rates(client: redis.Redis, n: int, repeat: int) -> list[Figure]:
+    """Append (events/s, batches of 20), read and fold (events/s) of an ``n``-event run on each store."""
+    events = history(n)
+    out = [
+        figure(
+            "event log",
+            f"fold {n:,} events",
+            "events/s",
+            [n / s for s in seconds_of(lambda: fold(events), repeat)],
+        ),
+    ]
+    state = fold(events)
+    out.append(
+        figure(
+            "event log",
+            f"run.json of {n:,} events",
+            "ms",
+            [s * 1e3 for s in seconds_of(lambda: run_json(state), repeat)],
+        )
+    )
+    r_append, r_read, f_append, f_read = [], [], [], []
+    for _ in range(repeat):
+        with scratch_prefix(client) as prefix:
+            rstore = RedisStore(client, prefix=prefix)
+            r_append.append(append_all(rstore, "bench-run", events))
+            r_read += [n / s for s in seconds_of(lambda st=rstore: st.read("bench-run"), 1)]
+        with tempfile.TemporaryDirectory() as d:
+            fstore = FileStore(Path(d))
+            f_append.append(append_all(fstore, "bench-run", events))
+            f_read += [n / s for s in seconds_of(lambda st=fstore: st.read("bench-run"), 1)]
+    out += [
+        figure("event log", f"redis append {n:,} events", "events/s", r_append, note=f"batches of {BATCH}"),
+        figure("event log", f"redis read {n:,} events", "events/s", r_read),
+        figure("event log", f"files append {n:,} events", "events/s", f_append, note=f"batches of {BATCH}"),
+        figure("event log", f"files read {n:,} events", "events/s", f_read),
+    ]
+    return out
+
+
+def runtime(client: redis.Redis, prefix: str, state_dir: Path) -> Runtime:
+    """A Runtime on the Redis store under ``prefix`` whose sends and kicks go nowhere (no worker runs)."""
+    settings = Settings(dir=state_dir)
+    return Runtime(
+        settings=settings,
+        store=RedisStore(client, prefix=prefix),
+        files=FileStore(settings.dir),
+        send=lambda kind, slug, key: None,
+        kick=lambda slug: None,
+    )
+
+
+def coordinate_pass(client: redis.Redis, length: int, repeat: int) -> Figure:
+    """Seconds of one coordinate pass over a run of ``length`` events, reviewers in flight."""
+    slug = "bench-coordinate"
+    with scratch_prefix(client) as prefix, tempfile.TemporaryDirectory() as d:
+        rt = runtime(client, prefix, Path(d))
+        rt.store.append(slug, head())
+        state = coordinator.coordinate(rt, slug)  # dispatches the reviewers
+        keys = [a.key for a in state.inflight()]
+        have = len(rt.store.read(slug))
+        ticks: list[Event] = [
+            AgentAlive(
+                eid=f"alive:{i}",
+                agent="a",
+                round=1,
+                seconds=float(i),
+                quiet_seconds=1.0,
+                key=keys[i % len(keys)],
+            )
+            for i in range(max(0, length - have))
+        ]
+        for i in range(0, len(ticks), 500):
+            rt.store.append(slug, ticks[i : i + 500])
+        coordinator.coordinate(rt, slug)  # the first pass after the ticks mirrors them all into the files
+        samples = seconds_of(lambda: coordinator.coordinate(rt, slug), repeat)
+    return figure(
+        "coordinate", f"pass at {length:,} events", "ms", [s * 1e3 for s in samples], appended=length
+    )
+
+
+def measure(client: redis.Redis, *, quick: bool, repeat: int) -> list[Figure]:
+    n = 10_000 if quick else 100_000
+    out = rates(client, n, repeat)
+    passes = [coordinate_pass(client, length, repeat=max(repeat, 5)) for length in (100, 1_000, 10_000)]
+    out += passes
+    out.append(
+        ratio("coordinate", "pass at 10,000 / pass at 100", passes[-1], passes[0], note="target <= 2x")
+    )
+    return out

@@ -1,0 +1,389 @@
+"""Fleet: dispatch overhead, makespan efficiency and scaling, with real ``jury worker`` processes.
+
+Every figure here runs whole reviews through Redis: ``jury review --detach``'s own path (``new_run``,
+``run_review``) starts each run, W ``jury worker --concurrency 1`` subprocesses work them, the bench's
+fake agent (``bench/fakes/agent.py``) sleeps durations drawn from a fixed seed and answers, in Jury's
+sandbox. The Redis database is one of the test databases, held with the tests' own lock file so no test
+session flushes it meanwhile; it is flushed before and after.
+
+The codejury schedule (one PR at a time, reviewers in parallel, triage one finding at a time) is computed
+from the same drawn durations, not run: it is the sum over PRs of each PR's critical path.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import redis
+from celery import Celery
+
+from bench import noop
+from bench.stats import Figure, figure
+from orchestrator.config import Settings
+from orchestrator.demo import make_sample_repo
+from orchestrator.domain import Event
+from orchestrator.fold import fold
+
+FAKES = Path(__file__).resolve().parent / "fakes"
+AGENT = FAKES / "agent.py"
+DBS = range(15, 0, -1)  # the tests take theirs from 1 up; the bench from 15 down
+REVIEWERS = ("r1", "r2", "r3")
+
+
+@contextmanager
+def private_db(base_url: str) -> Iterator[str]:
+    """A URL to a database of the machine's Redis nobody else uses meanwhile, empty before and after."""
+    lock_dir = Path(tempfile.gettempdir()) / "jury-test-dbs"
+    lock_dir.mkdir(exist_ok=True)
+    root = base_url.rsplit("/", 1)[0] if base_url.count("/") > 2 else base_url
+    for db in DBS:
+        fh = (lock_dir / f"db{db}.lock").open("w")
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.close()
+            continue
+        url = f"{root}/{db}"
+        client = redis.Redis.from_url(url)
+        client.flushdb()
+        try:
+            yield url
+        finally:
+            client.flushdb()
+            client.close()
+            fh.close()
+        return
+    raise RuntimeError("every Redis database 1..15 is held by a test session")
+
+
+def wait_until(what: str, check, timeout: float, poll: float = 0.05):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"bench: timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(poll)
+
+
+class Processes:
+    """Worker subprocesses, each in its own process group, stopped (SIGTERM, then SIGKILL) on exit."""
+
+    def __init__(self, env: dict[str, str], logs: Path) -> None:
+        self.env, self.logs, self.procs = env, logs, []  # type: ignore[var-annotated]
+        logs.mkdir(parents=True, exist_ok=True)
+
+    def spawn(self, argv: list[str]) -> Path:
+        log_path = self.logs / f"p{len(self.procs)}.log"
+        with log_path.open("wb") as log:
+            self.procs.append(
+                subprocess.Popen(
+                    argv,
+                    env=self.env,
+                    stdout=log,
+                    stderr=log,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                    cwd=Path(__file__).resolve().parents[1],
+                )
+            )
+        return log_path
+
+    def ready(self, logs: list[Path], timeout: float = 90) -> None:
+        wait_until(
+            "the workers to be ready", lambda: all(b" ready." in p.read_bytes() for p in logs), timeout, 0.1
+        )
+
+    def stop(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        for p in self.procs:
+            try:
+                p.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+        self.procs = []
+
+
+def fleet_env(url: str, state_dir: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    ro = [str(FAKES), *filter(None, [env.get("JURY_SANDBOX_RO_PATHS")])]
+    env.update(
+        {
+            "JURY_REDIS_URL": url,
+            "BENCH_REDIS_URL": url,
+            "JURY_DIR": str(state_dir),
+            "JURY_SANDBOX_RO_PATHS": ",".join(ro),
+            "JURY_LOG_LEVEL": "WARNING",
+            "NO_COLOR": "1",
+        }
+    )
+    return env
+
+
+@dataclass
+class Durations:
+    """One PR's drawn agent seconds: each reviewer's rounds 1 and 2, the judge's triage of r1's finding,
+    r1's reply to the verdict."""
+
+    review1: tuple[float, float, float]
+    review2: tuple[float, float, float]
+    triage: float
+    reply: float
+
+    @property
+    def critical_path(self) -> float:
+        # The reply to the judge's verdict runs beside round 2's reviews (both dispatched at once).
+        return max(self.review1) + self.triage + max(max(self.review2), self.reply)
+
+    @property
+    def total(self) -> float:
+        return sum(self.review1) + sum(self.review2) + self.triage + self.reply
+
+
+def draw(n: int, scale: float, seed: int = 12) -> list[Durations]:
+    rng = random.Random(seed)
+
+    def r(lo: float, hi: float) -> float:
+        return round(rng.uniform(lo, hi) * scale, 3)
+
+    return [
+        Durations(
+            review1=(r(2, 6), r(2, 6), r(2, 6)),
+            review2=(r(1, 3), r(1, 3), r(1, 3)),
+            triage=r(2, 5),
+            reply=r(0.5, 1),
+        )
+        for _ in range(n)
+    ]
+
+
+def config_for(d: Durations | None, path: Path) -> Path:
+    """The operator's file for one PR: three reviewers (r1 finds one thing) and a judge, as fake agents."""
+    lines = []
+    for i, name in enumerate(REVIEWERS):
+        opts = (
+            ["--review", f"{d.review1[i]},{d.review2[i]}", "--reply", str(d.reply)]
+            if d
+            else ["--review", "0"]
+        )
+        if d and i == 0:
+            opts.append("--find")
+        argv = [sys.executable, str(AGENT), *opts, "{prompt_file}"]
+        lines.append(f"[agents.{name}]\nargv = {json.dumps(argv)}\nexpect_seconds = 60\n")
+    judge = [sys.executable, str(AGENT), "--triage", str(d.triage if d else 0), "{prompt_file}"]
+    lines.append(
+        f"[agents.j]\nargv = {json.dumps(judge)}\njudge_argv = {json.dumps(judge)}\nexpect_seconds = 60\n"
+    )
+    path.write_text("\n".join(lines))
+    return path
+
+
+def prepare(
+    settings: Settings, base: Path, plans: list[Durations | None], reviewers: str
+) -> list[list[Event]]:
+    """Each PR's repository, operator file and first events (what ``jury review`` resolves first)."""
+    from jury_cli.review import RunOptions, new_run
+
+    firsts = []
+    for i, d in enumerate(plans):
+        repo = make_sample_repo(base / f"pr{i}")
+        cfg = config_for(d, base / f"pr{i}" / "jury-bench.toml")
+        opts = RunOptions(
+            branch="feature", trunk="main", reviewers=reviewers, judge="j", config=cfg, refute=False
+        )
+        _, events = new_run(settings, str(repo), opts)
+        firsts.append(events)
+    return firsts
+
+
+def submit_and_wait(settings: Settings, firsts: list[list[Event]], timeout: float) -> tuple[float, list[str]]:
+    """Start every run as ``jury review --detach`` does (append its first events, activate, kick); the
+    seconds until every run ended (the coordinator deactivates a run as it ends), and their end states."""
+    from jury_cli.backend import backend
+
+    with backend(settings, 1) as b:
+        t0 = time.perf_counter()
+        slugs = []
+        for i, events in enumerate(firsts):
+            slug = f"bench-pr-{i}-{time.time_ns() % 10**9}"
+            b.store.create_run(slug)
+            b.store.append(slug, events)
+            b.store.activate(slug)
+            b.kick(slug)
+            slugs.append(slug)
+        wanted = set(slugs)
+        wait_until("every run to end", lambda: not wanted & set(b.store.active_runs()), timeout, 0.05)
+        seconds = time.perf_counter() - t0
+        return seconds, [fold(b.store.read(s), s).state for s in slugs]
+
+
+def jury_workers(procs: Processes, w: int) -> None:
+    logs = [
+        procs.spawn([sys.executable, "-m", "jury_cli", "worker", "--concurrency", "1", "--loglevel", "INFO"])
+        for _ in range(w)
+    ]
+    procs.ready(logs)
+
+
+def makespan(url: str, n: int, scale: float, workers: tuple[int, ...], repeat: int) -> list[Figure]:
+    """Wall time of ``n`` PRs on W workers against the ideal, and against the codejury schedule."""
+    plans = draw(n, scale)
+    critical = max(d.critical_path for d in plans)
+    total = sum(d.total for d in plans)
+    codejury = sum(d.critical_path for d in plans)
+    out: list[Figure] = []
+    rates: dict[int, Figure] = {}
+    by_w: dict[int, tuple[list[float], list[str]]] = {}
+    with tempfile.TemporaryDirectory() as d:
+        base = Path(d)
+        # The PRs' repositories and first events once; each W gets a state directory and slugs of its own.
+        firsts = prepare(Settings(dir=base / "prep", redis_url=url), base, list(plans), ",".join(REVIEWERS))
+        runs = 0
+        for w in workers:
+            walls: list[float] = []
+            ends: list[str] = []
+            for _ in range(repeat):
+                runs += 1
+                settings = Settings(dir=base / f"state{runs}", redis_url=url)
+                procs = Processes(fleet_env(url, settings.dir), base / f"logs{runs}")
+                try:
+                    jury_workers(procs, w)
+                    wall, states = submit_and_wait(settings, firsts, timeout=max(600.0, 4 * total / w))
+                finally:
+                    procs.stop()
+                walls.append(wall)
+                ends += states
+            by_w[w] = (walls, ends)
+    for w in workers:
+        walls, ends = by_w[w]
+        ideal = max(critical, total / w)
+        bad = sorted({s for s in ends if s != "converged"})
+        note = f"ideal {ideal:.1f} s" + (f"; runs ended {bad}" if bad else "")
+        out.append(figure("makespan", f"{n} PRs, W={w}: wall", "s", walls, note=note))
+        out.append(
+            figure("makespan", f"{n} PRs, W={w}: efficiency", "ideal/wall", [ideal / x for x in walls])
+        )
+        out.append(
+            figure(
+                "makespan",
+                f"{n} PRs, W={w}: speed-up over codejury",
+                "x",
+                [codejury / x for x in walls],
+                note=f"codejury schedule {codejury:.0f} s (simulated)",
+            )
+        )
+        rates[w] = figure("scaling", f"throughput W={w}", "PRs/min", [n * 60 / x for x in walls])
+    base_rate = rates[workers[0]]
+    for w in workers:
+        out.append(rates[w])
+    for w in workers[1:]:
+        r = rates[w]
+        out.append(
+            Figure(
+                "scaling",
+                f"W={w} / W={workers[0]}",
+                "x",
+                r.median / base_rate.median,
+                r.low / base_rate.high,
+                r.high / base_rate.low,
+                r.runs,
+                note="target >= 3.6x at W=8",
+            )
+        )
+    return out
+
+
+def dispatch(url: str, runs: int, repeat: int, w: int = 2) -> list[Figure]:
+    """Runs of one reviewer that exits at once, whole path, against Celery no-op tasks on the same Redis.
+
+    A run is coordinate, review (a worktree, the agent in its sandbox, its events), coordinate again:
+    three tasks. Both sides run on ``w`` worker processes of concurrency 1."""
+    client = redis.Redis.from_url(url)
+    jury_rates, noop_rates = [], []
+    for _ in range(repeat):
+        with tempfile.TemporaryDirectory() as d:
+            base = Path(d)
+            settings = Settings(dir=base / "state", redis_url=url)
+            procs = Processes(fleet_env(url, settings.dir), base / "logs")
+            try:
+                firsts = prepare(settings, base, [None] * runs, "r2")
+                jury_workers(procs, w)
+                wall, _ = submit_and_wait(settings, firsts, timeout=600)
+                jury_rates.append(3 * runs / wall)
+                procs.stop()
+                logs = [
+                    procs.spawn(
+                        [
+                            sys.executable,
+                            "-m",
+                            "celery",
+                            "-A",
+                            "bench.noop",
+                            "worker",
+                            "-P",
+                            "threads",
+                            "-c",
+                            "1",
+                            "-l",
+                            "INFO",
+                            "-Q",
+                            "bench-noop",
+                        ]
+                    )
+                    for _ in range(w)
+                ]
+                procs.ready(logs)
+                k = max(200, 3 * runs)
+                client.delete(noop.COUNTER)
+                t0 = time.perf_counter()
+                sender = Celery("bench_noop", broker=url)
+                for _ in range(k):
+                    sender.send_task("bench.noop", queue="bench-noop")
+                wait_until("the no-op tasks", lambda k=k: int(client.get(noop.COUNTER) or 0) >= k, 300, 0.01)
+                noop_rates.append(k / (time.perf_counter() - t0))
+            finally:
+                procs.stop()
+    j = figure(
+        "dispatch",
+        f"jury: agents that exit at once (W={w})",
+        "tasks/s",
+        jury_rates,
+        note=f"{runs} runs x 3 tasks (coordinate, review, coordinate)",
+    )
+    c = figure("dispatch", f"celery no-op tasks (W={w})", "tasks/s", noop_rates)
+    ratio = Figure(
+        "dispatch",
+        "jury / celery",
+        "x",
+        j.median / c.median,
+        j.low / c.high,
+        j.high / c.low,
+        min(j.runs, c.runs),
+        note="target >= 0.3",
+    )
+    return [j, c, ratio]
+
+
+def measure(base_url: str, *, quick: bool, repeat: int) -> list[Figure]:
+    with private_db(base_url) as url:
+        if quick:
+            return dispatch(url, runs=10, repeat=1) + makespan(
+                url, n=20, scale=0.1, workers=(2, 4, 8), repeat=1
+            )
+        return dispatch(url, runs=50, repeat=3) + makespan(url, n=200, scale=1.0, workers=(2, 4, 8), repeat=1)

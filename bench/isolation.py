@@ -1,0 +1,147 @@
+"""Isolation: what a worktree from a warm mirror saves over a fresh clone, and what the sandbox costs.
+
+Every agent runs in a checkout of its own; Jury adds a detached worktree to the repository a worker keeps
+(``workers.worktree.Worktrees``) instead of cloning. The clone here is ``git clone file://`` (git's pack
+transport, no hard links): a lower bound on what a clone from a forge costs. Every command an agent or a
+verification runs starts in bubblewrap (``workers.sandbox``); the figure is one ``true`` through
+``workers.supervise.run_supervised`` with and without its ``Jail``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from bench.stats import Figure, figure, ratio, seconds_of
+from orchestrator.domain import SandboxSettings
+from workers.sandbox import Jail, confine, sandbox_problem
+from workers.supervise import run_supervised
+from workers.worktree import Worktrees
+
+IDENTITY = ["-c", "user.name=Bench", "-c", "user.email=bench@jury.invalid", "-c", "commit.gpgsign=false"]
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", *IDENTITY, *args], cwd=cwd, capture_output=True, text=True, check=True
+    ).stdout
+
+
+def generated_repo(where: Path, files: int) -> tuple[Path, str]:
+    """A repository of ``files`` small Python files in 50 packages, one commit; its path and head."""
+    repo = where / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    for i in range(files):
+        pkg = repo / f"pkg{i % 50:02d}"
+        pkg.mkdir(exist_ok=True)
+        (pkg / f"mod{i:05d}.py").write_text(f'"""Module {i}."""\n\n\ndef f{i}(x):\n    return x + {i}\n' * 8)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "generated")
+    return repo, git(repo, "rev-parse", "HEAD").strip()
+
+
+def worktree_vs_clone(repeat: int, files: int = 5_000) -> list[Figure]:
+    with tempfile.TemporaryDirectory() as d:
+        base = Path(d)
+        repo, sha = generated_repo(base, files)
+        trees = Worktrees(base / "worktrees")
+        with trees.checkout(repo, sha, "warm"):  # the mirror is warm: its objects and index are in cache
+            pass
+        wt_samples, clone_samples = [], []
+        for i in range(repeat):
+            t = time.perf_counter()
+            with trees.checkout(repo, sha, f"w{i}"):
+                wt_samples.append(time.perf_counter() - t)
+            dst = base / f"clone{i}"
+            t = time.perf_counter()
+            subprocess.run(
+                ["git", "clone", "-q", "--no-hardlinks", f"file://{repo}", str(dst)],
+                check=True,
+                capture_output=True,
+            )
+            clone_samples.append(time.perf_counter() - t)
+            shutil.rmtree(dst)
+    wt = figure("isolation", f"worktree add ({files:,} files)", "s", wt_samples, note="warm repository")
+    clone = figure(
+        "isolation", f"git clone ({files:,} files)", "s", clone_samples, note="file://, no hard links"
+    )
+    return [wt, clone, ratio("isolation", "clone / worktree", clone, wt, note="target >= 10x")]
+
+
+def sandbox_startup(repeat: int) -> list[Figure]:
+    """Seconds of ``true`` through run_supervised, bare and jailed; the difference is the sandbox's cost."""
+    settings = SandboxSettings(mode="bwrap")
+    problem = sandbox_problem(settings)
+    env = dict(os.environ)
+    out: list[Figure] = []
+    with tempfile.TemporaryDirectory() as d:
+        work = Path(d)
+
+        def run(jail: Jail | None) -> None:
+            r = run_supervised(
+                ["true"],
+                cwd=work,
+                env=env,
+                stdout_path=work / "out",
+                stderr_path=work / "err",
+                timeout=30,
+                jail=jail,
+            )
+            if r.error or r.exit_code != 0:
+                raise RuntimeError(f"true failed: {r}")
+
+        bare = figure(
+            "isolation", "command, no sandbox", "ms", [s * 1e3 for s in seconds_of(lambda: run(None), repeat)]
+        )
+        out.append(bare)
+        if problem is not None:
+            out.append(
+                figure(
+                    "isolation", "command in bwrap", "ms", [float("nan")], note=f"no sandbox here: {problem}"
+                )
+            )
+            return out
+        jail = Jail(worktree=work, settings=settings)
+        run(jail)  # the first start pays for caches the rest share
+        jailed = figure(
+            "isolation", "command in bwrap", "ms", [s * 1e3 for s in seconds_of(lambda: run(jail), repeat)]
+        )
+        cost = figure(
+            "isolation",
+            "sandbox start-up per command",
+            "ms",
+            [jailed.median - bare.median],
+            note="median in bwrap minus median without",
+        )
+        out += [jailed, cost]
+        # run_supervised polls its child, which rounds both figures above to its tick; the spawn alone:
+        confined = confine(jail, ["true"], work, env)
+        raw_bare = figure(
+            "isolation",
+            "spawn true, no sandbox",
+            "ms",
+            [s * 1e3 for s in seconds_of(lambda: subprocess.run(["true"], cwd=work, check=True), repeat)],
+        )
+        raw_jailed = figure(
+            "isolation",
+            "spawn true in bwrap",
+            "ms",
+            [
+                s * 1e3
+                for s in seconds_of(
+                    lambda: subprocess.run(confined.argv, cwd=work, env=confined.env, check=True), repeat
+                )
+            ],
+            note="workers.sandbox.confine's argv",
+        )
+        out += [raw_bare, raw_jailed]
+    return out
+
+
+def measure(*, quick: bool, repeat: int) -> list[Figure]:
+    return worktree_vs_clone(2 if quick else repeat) + sandbox_startup(max(repeat, 10))
