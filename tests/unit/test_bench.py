@@ -1,0 +1,41 @@
+"""The bench's arithmetic: a figure is the median of its runs with their min and max, a ratio's bounds
+pair the worst with the best, the makespan ideal follows the PR's real schedule (the reply beside round
+2), and the parsers' hostile lines are the size their unit says."""
+
+from __future__ import annotations
+
+from bench.fleet import Durations, draw
+from bench.parsers import MB, hostile_lines
+from bench.stats import figure, ratio
+
+
+def test_a_figure_is_the_median_of_its_runs_with_min_and_max() -> None:
+    f = figure("s", "n", "ms", [5.0, 1.0, 3.0, 100.0, 2.0])
+    assert (f.median, f.low, f.high, f.runs) == (3.0, 1.0, 100.0, 5)
+
+
+def test_a_ratio_is_of_medians_bounded_by_the_extreme_pairings() -> None:
+    num = figure("s", "a", "ms", [10.0, 20.0, 30.0])
+    den = figure("s", "b", "ms", [1.0, 2.0, 4.0])
+    r = ratio("s", "a/b", num, den)
+    assert (r.median, r.low, r.high) == (10.0, 2.5, 30.0)
+
+
+def test_a_prs_critical_path_runs_the_reply_beside_round_two() -> None:
+    d = Durations(review1=(1.0, 5.0, 2.0), review2=(1.0, 3.0, 2.0), triage=4.0, reply=0.5)
+    assert d.critical_path == 5.0 + 4.0 + 3.0
+    assert d.total == 8.0 + 6.0 + 4.0 + 0.5
+    slow_reply = Durations(review1=(1.0, 1.0, 1.0), review2=(1.0, 1.0, 1.0), triage=1.0, reply=7.0)
+    assert slow_reply.critical_path == 1.0 + 1.0 + 7.0
+
+
+def test_the_drawn_durations_are_fixed_by_the_seed_and_scaled() -> None:
+    assert draw(5, 1.0) == draw(5, 1.0)
+    assert draw(5, 1.0) != draw(5, 1.0, seed=13)
+    full, tenth = draw(3, 1.0), draw(3, 0.1)
+    assert all(abs(t.triage - f.triage / 10) < 0.002 for f, t in zip(full, tenth, strict=True))
+
+
+def test_every_hostile_line_is_about_one_megabyte() -> None:
+    lines = hostile_lines()
+    assert lines and all(MB - 16 <= len(line) <= MB + 16 for line in lines)
