@@ -25,7 +25,7 @@ from orchestrator.domain import (
     TargetEvent,
 )
 from orchestrator.errors import JuryError, StoreError, UsageError
-from orchestrator.fold import RunState, apply, fold
+from orchestrator.fold import RunState, apply, fold, tick
 from orchestrator.store.base import RunVanished
 
 
@@ -174,6 +174,8 @@ def follow(b: Backend, slug: str, console: Console, origin: str | None = None) -
             seen += len(new)
             for e in new:
                 apply(state, e)
+            for t in b.store.alive(slug):  # liveness ticks are kept beside the log, not in it
+                tick(state, t)
             progress.update(state, new)
             if state.state in TERMINAL_STATES:
                 return state

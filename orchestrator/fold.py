@@ -7,6 +7,7 @@ full state under the ``jury`` key.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, Literal, assert_never
@@ -14,6 +15,7 @@ from typing import Any, Literal, assert_never
 from pydantic import Field
 
 from orchestrator.domain import (
+    EVENT_ADAPTER,
     ActionDispatched,
     ActionDone,
     AgentAlive,
@@ -51,6 +53,10 @@ from orchestrator.domain import (
     VerifyTable,
 )
 from orchestrator.refute.record import RefutationRecord
+
+# Bumped whenever ``apply`` or the state's shape changes: a snapshot folded by another version is not
+# trusted, and the state is folded again from the whole log (the log stays the only truth).
+FOLD_VERSION = 1
 
 FindingStatus = Literal["open", "accepted", "rejected", "deferred", "superseded"]
 
@@ -219,6 +225,47 @@ def fold(events: Iterable[Event], slug: str = "") -> RunState:
     return state
 
 
+def _kinds_fingerprint() -> str:
+    """A digest of every event kind this code knows: a snapshot written by code that knew other kinds
+    (an event type added or removed without a version bump) is not trusted either."""
+    schema = EVENT_ADAPTER.json_schema()
+    kinds = sorted(schema.get("discriminator", {}).get("mapping", {}))
+    return hashlib.sha256("\n".join(kinds).encode()).hexdigest()[:16]
+
+
+KINDS = _kinds_fingerprint()
+
+
+def snapshot(state: RunState, position: str, origin: str | None) -> dict[str, Any]:
+    """The fold of a run's log up to ``position`` (a store's log position), as JSON: what the coordinator
+    keeps beside the log so its next pass folds only the events after ``position``. ``origin`` is the
+    log's id (``LiveStore.origin``): a log deleted and begun again does not match the snapshot.
+
+    The eids folded (``seen``) are left out, so the snapshot's size does not grow with the log: the
+    stores deduplicate by eid, so no event after ``position`` repeats one before it."""
+    return {
+        "version": FOLD_VERSION,
+        "kinds": KINDS,
+        "position": position,
+        "origin": origin,
+        "state": state.model_dump(mode="json"),
+    }
+
+
+def restore(doc: dict[str, Any] | None, origin: str | None) -> tuple[RunState, str] | None:
+    """The state and log position of a snapshot, or None when it cannot be trusted: absent, another fold
+    version or set of event kinds, another log (``origin``), or a body that does not validate."""
+    if not isinstance(doc, dict) or doc.get("version") != FOLD_VERSION or doc.get("kinds") != KINDS:
+        return None
+    position = doc.get("position")
+    if origin is None or doc.get("origin") != origin or not isinstance(position, str) or not position:
+        return None
+    try:
+        return RunState.model_validate(doc.get("state")), position
+    except ValueError:
+        return None
+
+
 def apply(s: RunState, e: Event) -> None:
     """Fold one event into ``s`` in place (skipping one already folded)."""
     if e.eid in s.seen:
@@ -256,10 +303,8 @@ def apply(s: RunState, e: Event) -> None:
             if e.role == "reviewer" and (r := s.round(e.round)) is not None:
                 slot = r.agents.setdefault(e.agent, AgentSlot(agent=e.agent))
                 slot.state, slot.launched_at = "running", e.ts
-        case AgentAlive():
-            if (r := s.round(e.round)) is not None and (slot := r.agents.get(e.agent)) is not None:
-                if slot.state == "running":
-                    slot.seconds, slot.quiet_seconds = e.seconds, e.quiet_seconds
+        case AgentAlive():  # logs written before ticks were kept beside the log hold them
+            tick(s, e)
         case AgentReport():
             _report(s, e)
         case AgentWrote():
@@ -356,6 +401,17 @@ def apply(s: RunState, e: Event) -> None:
                 assert_never(e)
             except AssertionError:
                 raise TypeError(f"fold.apply has no case for the event kind {kind!r}") from None
+
+
+def tick(s: RunState, e: AgentAlive) -> None:
+    """Show a running agent's latest liveness tick: how long it has run, how long it has been quiet.
+
+    Ticks are kept beside the log (``LiveStore.alive``), not in it, so whoever shows a run lays them over
+    its fold with this; a tick changes only a slot still running, so a stale one never hides a report.
+    """
+    if (r := s.round(e.round)) is not None and (slot := r.agents.get(e.agent)) is not None:
+        if slot.state == "running":
+            slot.seconds, slot.quiet_seconds = e.seconds, e.quiet_seconds
 
 
 def _report(s: RunState, e: AgentReport) -> None:

@@ -27,7 +27,7 @@ from orchestrator.domain import (
     TargetEvent,
 )
 from orchestrator.errors import GitError, StoreError
-from orchestrator.fold import RunState, apply, fold
+from orchestrator.fold import RunState, apply, fold, restore, snapshot, tick
 from orchestrator.store.files import mirror
 from workers.jobs import TASKS
 from workers.runtime import (
@@ -55,7 +55,7 @@ def coordinate(rt: Runtime, slug: str) -> RunState:
     """Fold the log, append what decide emits until it only dispatches, dispatch each action once."""
     # A short lock: a coordinator that dies holding it stalls the run only this long.
     with rt.store.lock(slug, timeout=COORDINATE_LOCK_SECONDS):
-        state = fold(rt.store.read(slug), slug)
+        state, position, origin, new = load(rt, slug)
         if state.events == 0:  # its keys were deleted (or expired): nothing to decide, nothing to keep alive
             rt.store.deactivate(slug)
             log.warning("run.vanished", slug=slug)
@@ -89,7 +89,13 @@ def coordinate(rt: Runtime, slug: str) -> RunState:
             apply(state, ev)
             send(rt, d.kind, slug, d.key)
             log.info("action.dispatched", slug=slug, key=d.key, kind=d.kind)
-        mirror(rt.store, rt.files, slug, state)
+        state, position, new = catch_up(rt, state, position, new)
+        doc = snapshot(state, position, origin) if position is not None else None
+        for t in rt.store.alive(slug):  # shown in run.json, never in the snapshot: ticks are not in the log
+            tick(state, t)
+        mirror(rt.store, rt.files, slug, state, new)
+        if doc is not None:  # after the mirror: a pass that dies before it reads the same tail again
+            rt.store.write_snapshot(slug, doc)
         if state.state in TERMINAL_STATES:
             rt.store.deactivate(slug)
             # Its keys go JURY_RETENTION after it ended; the files record stays.
@@ -100,6 +106,52 @@ def coordinate(rt: Runtime, slug: str) -> RunState:
     if state.state in TERMINAL_STATES:
         log.info("run.ended", slug=slug, state=state.state, reason=state.target.state_note)
     return state
+
+
+def load(rt: Runtime, slug: str) -> tuple[RunState, str | None, str | None, list[Event]]:
+    """The run's fold, the log position it covers, the log's origin and the events folded now.
+
+    From the coordinator's snapshot and the events after its position when it matches this code and this
+    log; else (none, another fold version or set of event kinds, another log, a position no longer in the
+    log) from the whole log, so the log stays the only truth and a snapshot is only ever a shortcut.
+    """
+    origin = rt.store.origin(slug)
+    restored = restore(rt.store.read_snapshot(slug), origin)
+    if restored is not None:
+        state, position = restored
+        tail = rt.store.read_after(slug, position)
+        if tail is not None:
+            for _, e in tail:
+                apply(state, e)
+            return state, tail[-1][0] if tail else position, origin, [e for _, e in tail]
+        log.info("fold.snapshot_unmatched", slug=slug, position=position)
+    every = rt.store.read_after(slug, None) or []
+    state = fold((e for _, e in every), slug)
+    return state, every[-1][0] if every else None, origin, [e for _, e in every]
+
+
+def catch_up(
+    rt: Runtime, state: RunState, position: str | None, new: list[Event]
+) -> tuple[RunState, str | None, list[Event]]:
+    """The fold, its position and the events folded in this pass, once the pass has appended its own.
+
+    The log after ``position`` holds the pass's events, in the order the pass folded them, and any other
+    writer's (a worker's report): those after ours are folded now; one before any of ours (its fold would
+    come first) or a position gone from the log means the fold no longer equals the log's, so it is
+    folded again from the whole log (rare: the pass holds the run's lock, workers append in between).
+    """
+    after = rt.store.read_after(slug := state.slug, position) if position is not None else None
+    interleaved, foreign = after is None, False
+    for _, e in after or []:
+        foreign = foreign or e.eid not in state.seen
+        interleaved = interleaved or (foreign and e.eid in state.seen)
+    if after is None or interleaved:
+        log.info("fold.again", slug=slug, reason="gone" if after is None else "interleaved")
+        every = rt.store.read_after(slug, None) or []
+        return fold((e for _, e in every), slug), every[-1][0] if every else None, [e for _, e in every]
+    for _, e in after:
+        apply(state, e)
+    return state, after[-1][0] if after else position, new + [e for _, e in after]
 
 
 def integrate(rt: Runtime, state: RunState, findings: list[str], sha: str) -> list[Event]:

@@ -8,8 +8,8 @@ list of ``SeatHooks``, each one concern:
 - ``Budget``: the ledger. The projected cost is reserved before the run (``BudgetExhausted`` when it is
   refused: the agent never starts) and settled after it; a seat that reserves per call (an http model)
   has each call reserved and settled instead, with the ``budget.*`` events of each.
-- ``Progress``: ``agent.launch`` before the run, ``agent.alive`` while it runs, ``tool.refused`` for
-  every tool refused to a model.
+- ``Progress``: ``agent.launch`` before the run, ``agent.alive`` while it runs (the latest tick kept beside
+  the log, which it would grow without bound), ``tool.refused`` for every tool refused to a model.
 - ``Capture``: the agent's stdout and stderr kept as artifacts of the run, and one log line.
 """
 
@@ -140,7 +140,7 @@ class Progress(SeatHooks):
             quiet_seconds=round(quiet, 1),
             key=a.key,
         )
-        self.rt.store.append(self.job.slug, [alive])
+        self.rt.store.put_alive(self.job.slug, alive)  # the latest tick, beside the log: it would grow it
 
     def on_event(self, request: SeatRequest, name: str, fields: dict[str, Any]) -> None:
         a = self.job.action

@@ -14,7 +14,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from orchestrator.domain import Event
+from orchestrator.domain import AgentAlive, Event
 from orchestrator.errors import StoreError, UsageError
 
 SLUG_RE = re.compile(r"[A-Za-z0-9._-]+")
@@ -122,6 +122,30 @@ class LiveStore(EventStore, Protocol):
         """
         ...
 
+    def read_after(self, slug: str, position: str | None) -> list[tuple[str, Event]] | None:
+        """The run's events after the log position ``position`` (None: from the start), each with its own
+        position, in append order; None when ``position`` is not in the log (trimmed, expired, or never
+        there), so the caller folds the whole log instead. Unparseable entries are skipped (and logged)."""
+        ...
+
+    def write_snapshot(self, slug: str, doc: dict[str, Any]) -> None:
+        """Replace the coordinator's snapshot of the run's fold (``orchestrator.fold.snapshot``); written
+        under the run's lock, it expires with the run."""
+        ...
+
+    def read_snapshot(self, slug: str) -> dict[str, Any] | None:
+        """The run's snapshot, or None if none was written (or it is unreadable)."""
+        ...
+
+    def put_alive(self, slug: str, event: AgentAlive) -> None:
+        """Keep ``event`` as the latest liveness tick of its agent (by ``key``, else agent and round), beside
+        the log instead of in it: ticks come every few seconds for as long as an agent runs."""
+        ...
+
+    def alive(self, slug: str) -> list[AgentAlive]:
+        """The latest liveness tick of each agent of the run, oldest first."""
+        ...
+
     def expire_run(self, slug: str, retention: int) -> int:
         """The run ended: everything of it goes ``retention`` seconds after it first ended (the deadline is
         set once; later calls keep it). Returns the deadline, epoch seconds of the store's clock."""
@@ -159,6 +183,12 @@ class LiveStore(EventStore, Protocol):
         """Seconds since the action's task was last enqueued, by the store's clock; None if never (or the
         mark has expired)."""
         ...
+
+
+def alive_field(event: AgentAlive) -> str:
+    """The field an agent's latest tick is kept under: one per agent run (its action key, else its agent
+    and round), so a tick replaces the one before it."""
+    return event.key or f"{event.agent}@{event.round}"
 
 
 def check_slug(slug: str) -> str:

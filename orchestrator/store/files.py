@@ -191,6 +191,13 @@ class FileStore:
             self._seen[slug] = new
         return len(lines)
 
+    def held(self, slug: str) -> int:
+        """How many distinct eids the run's record held at this process's last append to it (0 if none):
+        ``mirror`` compares it with the fold it writes to know the record is complete."""
+        with self._seen_lock:
+            cached = self._seen.get(slug)
+        return len(cached.eids) if cached is not None else 0
+
     def read(self, slug: str, after: int = 0) -> list[Event]:
         """The events in file order after the first ``after``; torn or garbage lines are skipped."""
         path = self._events_path(slug)
@@ -382,14 +389,30 @@ def _created_at(run_dir: Path) -> float:
         return run_dir.stat().st_mtime
 
 
-def mirror(live: EventStore, files: FileStore, slug: str, state: RunState | None = None) -> RunState:
+def mirror(
+    live: EventStore,
+    files: FileStore,
+    slug: str,
+    state: RunState | None = None,
+    new: Sequence[Event] | None = None,
+) -> RunState:
     """Copy the live log of ``slug`` into the plain-file record and rewrite ``run.json`` (the fold) in
     both. Whoever folds calls it, so the files are complete in the distributed deployment too.
-    ``state`` is used when it is the fold of exactly the live log; otherwise the log is folded again."""
-    events = live.read(slug)
-    if state is None or state.events != len({e.eid for e in events}):
-        state = fold(events, slug)
-    files.append(slug, events)
+
+    With ``new`` (the events the caller read or wrote since the log position its ``state`` was folded
+    from, while the record already held the rest) only those are appended (the record skips the ones
+    it holds) and ``run.json`` is written from ``state``: the coordinator's pass costs what is new, not the
+    log's age. Without it the whole live log is read, and folded again unless ``state`` is its fold.
+    """
+    if new is not None and state is not None:
+        files.append(slug, new)
+        if files.held(slug) < state.events:  # the record began after the fold's snapshot: copy it all
+            files.append(slug, live.read(slug))
+    else:
+        events = live.read(slug)
+        if state is None or state.events != len({e.eid for e in events}):
+            state = fold(events, slug)
+        files.append(slug, events)
     doc = run_json(state)
     files.write_state(slug, doc)
     live.write_state(slug, doc)

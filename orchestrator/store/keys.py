@@ -8,6 +8,8 @@ and a test can use a random prefix and delete exactly its own keys.
     <prefix>:run:<slug>:eids               set: every eid appended to the run (the dedupe memory)
     <prefix>:run:<slug>:artifact:<name>    string: an artifact's bytes
     <prefix>:run:<slug>:state              string: the fold (``run.json``)
+    <prefix>:run:<slug>:snapshot           string: the coordinator's fold and the stream id it covers
+    <prefix>:run:<slug>:alive              hash: agent run -> its latest ``agent.alive`` tick (JSON)
     <prefix>:run:<slug>:lock               string: redis-py Lock token
     <prefix>:run:<slug>:ledger             hash: the run's budget (spent, reserved, unknown_calls)
     <prefix>:run:<slug>:cancel             string: present when the run is to be cancelled
@@ -71,6 +73,16 @@ def artifact(prefix: str, slug: str, name: str) -> str:
 def state(prefix: str, slug: str) -> str:
     """The run's folded state (``run.json``)."""
     return f"{_run(prefix, slug)}:state"
+
+
+def snapshot(prefix: str, slug: str) -> str:
+    """The coordinator's snapshot: the fold with the stream id it covers."""
+    return f"{_run(prefix, slug)}:snapshot"
+
+
+def alive(prefix: str, slug: str) -> str:
+    """The latest liveness tick of each agent run of the run."""
+    return f"{_run(prefix, slug)}:alive"
 
 
 def lock(prefix: str, slug: str) -> str:

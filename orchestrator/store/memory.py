@@ -24,9 +24,16 @@ from typing import Any
 
 import structlog
 
-from orchestrator.domain import Event, dump_event, parse_event
+from orchestrator.domain import AgentAlive, Event, dump_event, parse_event
 from orchestrator.errors import StoreError
-from orchestrator.store.base import CANCEL_TTL, SENT_TTL, cap_bytes, check_artifact_name, check_slug
+from orchestrator.store.base import (
+    CANCEL_TTL,
+    SENT_TTL,
+    alive_field,
+    cap_bytes,
+    check_artifact_name,
+    check_slug,
+)
 
 log = structlog.get_logger()
 
@@ -59,6 +66,8 @@ class _Run:
     origin: str | None = None
     artifacts: dict[str, bytes] = field(default_factory=dict)
     state: str | None = None
+    snapshot: str | None = None
+    alive: dict[str, str] = field(default_factory=dict)  # agent run -> its latest tick's JSON
     expires_at: int | None = None  # the retention deadline of an ended run
 
 
@@ -167,6 +176,52 @@ class MemoryStore:
                     return []
                 self._cond.wait(remaining)
             return found
+
+    def read_after(self, slug: str, position: str | None) -> list[tuple[str, Event]] | None:
+        """The events after ``position`` (the count of entries it covers, as a string; None: all), each
+        with its own position; None when the log holds fewer entries than that (or it is not a count)."""
+        check_slug(slug)
+        with self._cond:
+            run = self._live(slug)
+            raws = run.events if run is not None else []
+        start = 0 if position is None else int(position) if position.isdigit() else -1
+        if start < 0 or start > len(raws) or (position is not None and start == 0):
+            return None
+        found = ((str(n), parse_event(raw)) for n, raw in enumerate(raws[start:], start=start + 1))
+        return [(n, event) for n, event in found if event is not None]
+
+    # -- the coordinator's snapshot and the agents' liveness ---------------------------------------------
+
+    def write_snapshot(self, slug: str, doc: dict[str, Any]) -> None:
+        """Replace the snapshot (kept as JSON)."""
+        check_slug(slug)
+        data = json.dumps(doc, ensure_ascii=False)
+        with self._cond:
+            self._run(slug).snapshot = data
+
+    def read_snapshot(self, slug: str) -> dict[str, Any] | None:
+        """The snapshot, or None."""
+        check_slug(slug)
+        with self._cond:
+            run = self._live(slug)
+            raw = run.snapshot if run is not None else None
+        return json.loads(raw) if raw is not None else None
+
+    def put_alive(self, slug: str, event: AgentAlive) -> None:
+        """Keep the tick as its agent run's latest."""
+        check_slug(slug)
+        raw = dump_event(event)
+        with self._cond:
+            self._run(slug).alive[alive_field(event)] = raw
+
+    def alive(self, slug: str) -> list[AgentAlive]:
+        """Every agent run's latest tick, oldest first."""
+        check_slug(slug)
+        with self._cond:
+            run = self._live(slug)
+            raws = list(run.alive.values()) if run is not None else []
+        ticks = [e for raw in raws if isinstance(e := parse_event(raw), AgentAlive)]
+        return sorted(ticks, key=lambda e: (e.ts, e.eid))
 
     # -- artifacts and state -------------------------------------------------------------------------------
 

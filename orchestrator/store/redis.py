@@ -7,6 +7,7 @@ stream write and the index registration happen atomically for any number of conc
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -17,15 +18,23 @@ import redis
 import structlog
 from redis.exceptions import LockError, RedisError
 
-from orchestrator.domain import Event, dump_event, parse_event
+from orchestrator.domain import AgentAlive, Event, dump_event, parse_event
 from orchestrator.errors import StoreError
 from orchestrator.store import keys
-from orchestrator.store.base import CANCEL_TTL, SENT_TTL, cap_bytes, check_artifact_name, check_slug
+from orchestrator.store.base import (
+    CANCEL_TTL,
+    SENT_TTL,
+    alive_field,
+    cap_bytes,
+    check_artifact_name,
+    check_slug,
+)
 from orchestrator.store.urls import redact_url, scrub
 
 log = structlog.get_logger()
 
 XRANGE_PAGE = 1000
+STREAM_ID_RE = re.compile(r"[0-9]{1,20}-[0-9]{1,20}")
 
 # Append events to a run, deduplicated by eid, and register the run in the index.
 #   KEYS[1]  the run's event stream        (keys.events)
@@ -224,6 +233,74 @@ class RedisStore:
                     if self.client.xread({key: last_id}, count=1, block=max(1, int(remaining * 1000))):
                         break  # something new: read again (it may be garbage, or still short of ``after``)
 
+    def read_after(self, slug: str, position: str | None) -> list[tuple[str, Event]] | None:
+        """The stream's entries after the id ``position`` (None: all), each with its id; None when no entry
+        has that id (trimmed, expired, or from another stream)."""
+        check_slug(slug)
+        key = keys.events(self.prefix, slug)
+        found: list[tuple[str, Event]] = []
+        if position is not None and not STREAM_ID_RE.fullmatch(position):
+            return None
+        with _errors("read", slug):
+            if position is not None and not self.client.xrange(key, position, position, 1):
+                return None
+            start: bytes | str = "-" if position is None else "(" + position
+            while True:
+                page = cast(
+                    list[tuple[bytes, dict[bytes, bytes]]], self.client.xrange(key, start, "+", XRANGE_PAGE)
+                )
+                for entry_id, event in zip(
+                    (_text(i) for i, _ in page), self._parse_entries(slug, page), strict=True
+                ):
+                    if event is not None:
+                        found.append((entry_id, event))
+                if len(page) < XRANGE_PAGE:
+                    return found
+                start = b"(" + _bytes(page[-1][0])
+
+    def _parse_entries(self, slug: str, page: list[tuple[bytes, dict[bytes, bytes]]]) -> list[Event | None]:
+        out: list[Event | None] = []
+        for entry_id, fields in page:
+            raw = next((value for name, value in fields.items() if _text(name) == "e"), None)
+            try:
+                event = parse_event(raw) if raw is not None else None
+            except ValueError:
+                event = None
+            if event is None:
+                log.warning("store.skipped_line", slug=slug, entry=_text(entry_id))
+            out.append(event)
+        return out
+
+    # -- the coordinator's snapshot and the agents' liveness ---------------------------------------------
+
+    def write_snapshot(self, slug: str, doc: dict[str, Any]) -> None:
+        """One SET of the snapshot's JSON (an ended run's expiry is kept)."""
+        check_slug(slug)
+        data = json.dumps(doc, ensure_ascii=False)
+        with _errors("write the snapshot of", slug):
+            self.client.set(keys.snapshot(self.prefix, slug), data.encode(), keepttl=True)
+
+    def read_snapshot(self, slug: str) -> dict[str, Any] | None:
+        """The snapshot, or None if absent or unreadable (logged)."""
+        check_slug(slug)
+        with _errors("read the snapshot of", slug):
+            raw = cast(bytes | None, self.client.get(keys.snapshot(self.prefix, slug)))
+        return _json_object(slug, raw, "store.bad_snapshot")
+
+    def put_alive(self, slug: str, event: AgentAlive) -> None:
+        """HSET the tick under its agent run's field: the hash holds one tick per agent run."""
+        check_slug(slug)
+        with _errors("record a tick of", slug):
+            self.client.hset(keys.alive(self.prefix, slug), alive_field(event), dump_event(event))
+
+    def alive(self, slug: str) -> list[AgentAlive]:
+        """Every agent run's latest tick (unparseable ones skipped), oldest first."""
+        check_slug(slug)
+        with _errors("read the ticks of", slug):
+            raw = cast(dict[bytes, bytes], self.client.hgetall(keys.alive(self.prefix, slug)))
+        ticks = [e for value in raw.values() if isinstance(e := parse_event(value), AgentAlive)]
+        return sorted(ticks, key=lambda e: (e.ts, e.eid))
+
     # -- artifacts and state -------------------------------------------------------------------------------
 
     def put_artifact(self, slug: str, name: str, data: bytes) -> None:
@@ -257,17 +334,7 @@ class RedisStore:
         check_slug(slug)
         with _errors("read state of", slug):
             raw = cast(bytes | None, self.client.get(keys.state(self.prefix, slug)))
-        if raw is None:
-            return None
-        try:
-            state = json.loads(raw)
-        except (ValueError, RecursionError) as exc:
-            log.warning("store.bad_state", slug=slug, error=str(exc))
-            return None
-        if not isinstance(state, dict):
-            log.warning("store.bad_state", slug=slug, error="not a JSON object")
-            return None
-        return state
+        return _json_object(slug, raw, "store.bad_state")
 
     @contextmanager
     def lock(self, slug: str, timeout: float = 60.0) -> Iterator[None]:
@@ -433,6 +500,21 @@ def _errors(what: str, slug: str) -> Iterator[None]:
         yield
     except RedisError as exc:
         raise StoreError(f"cannot {what} run {slug!r}: {exc}") from exc
+
+
+def _json_object(slug: str, raw: bytes | None, warning: str) -> dict[str, Any] | None:
+    """A stored JSON object, or None if absent or unreadable (logged as ``warning``)."""
+    if raw is None:
+        return None
+    try:
+        doc = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        log.warning(warning, slug=slug, error=str(exc))
+        return None
+    if not isinstance(doc, dict):
+        log.warning(warning, slug=slug, error="not a JSON object")
+        return None
+    return doc
 
 
 def _text(value: bytes | str) -> str:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.domain import parse_event
-from orchestrator.fold import fold, run_json
+from orchestrator.fold import apply, fold, restore, run_json, snapshot
 from tests.conftest import fake_agent, outside_env
 
 CODEJURY_VOCABULARY = {
@@ -152,6 +152,15 @@ def test_review_converges_with_a_fix_on_the_jury_branch(jury, sample_repo, write
     parsed = [parse_event(e) for e in events]
     assert None not in parsed
     assert json.loads((d / "run.json").read_text()) == json.loads(json.dumps(run_json(fold(parsed, slug))))
+    # a snapshot of the fold at any point of this real log, plus the events after it, folds to the whole log
+    whole = fold(parsed, slug).model_dump(mode="json")
+    for cut in range(len(parsed) + 1):
+        doc = json.loads(json.dumps(snapshot(fold(parsed[:cut], slug), str(cut), "log")))
+        restored = restore(doc, "log")
+        assert restored is not None
+        for e in parsed[cut:]:
+            apply(restored[0], e)  # type: ignore[arg-type]
+        assert restored[0].model_dump(mode="json") == whole, f"cut at {cut}"
     assert (d / "round-1.finder.stdout.txt").exists()
     # no worktree is left behind
     assert len(git(sample_repo, "worktree", "list").splitlines()) == 1

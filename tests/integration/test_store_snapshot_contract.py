@@ -1,0 +1,114 @@
+"""The live store's snapshot contract, on RedisStore and MemoryStore alike: ``read_after`` (the log after a
+position, each event with its own), the coordinator's snapshot beside the log, and the agents' latest
+liveness ticks, kept beside the log instead of in it.
+
+Redis tests use the server on 127.0.0.1:6379 under a random key prefix (``tests/integration/conftest.py``).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import redis
+
+from orchestrator.domain import AgentAlive, FindingRaised, RoundStart
+from orchestrator.store.base import LiveStore
+from orchestrator.store.memory import ManualClock, MemoryStore
+from orchestrator.store.redis import RedisStore
+
+SLUG = "acme-widgets-pr-7"
+
+
+def round_start(n: int) -> RoundStart:
+    return RoundStart(eid=f"round.start:{n}", n=n, sha="abc", prompt="p")
+
+
+def raised(n: int) -> FindingRaised:
+    return FindingRaised(
+        eid=f"raised:{n}", id=f"r1-a-{n}", round=1, agent="a", claim=f"c{n}", loc=f"a.py:{n}"
+    )
+
+
+def tick(key: str, seconds: float, agent: str = "a") -> AgentAlive:
+    return AgentAlive(
+        eid=f"{key}:alive:{seconds}", agent=agent, round=1, seconds=seconds, quiet_seconds=1.0, key=key
+    )
+
+
+@pytest.fixture(params=["redis", "memory"])
+def live(request: pytest.FixtureRequest) -> LiveStore:
+    if request.param == "redis":
+        client: redis.Redis = request.getfixturevalue("client")
+        return RedisStore(client, prefix=request.getfixturevalue("prefix"))
+    return MemoryStore(ManualClock())
+
+
+def test_read_after_none_is_the_whole_log_each_event_with_its_position(live: LiveStore) -> None:
+    events = [round_start(1), *(raised(n) for n in range(5))]
+    live.append(SLUG, events)
+    read = live.read_after(SLUG, None)
+    assert read is not None
+    assert [e for _, e in read] == live.read(SLUG) == events
+    assert len({at for at, _ in read}) == len(events)  # a position names one event
+
+
+def test_read_after_a_position_is_what_follows_it(live: LiveStore) -> None:
+    live.append(SLUG, [round_start(1), raised(1), raised(2)])
+    read = live.read_after(SLUG, None)
+    assert read is not None
+    assert live.read_after(SLUG, read[-1][0]) == []  # nothing after the last
+    live.append(SLUG, [raised(3), raised(1)])  # the duplicate is not appended
+    after = live.read_after(SLUG, read[0][0])
+    assert after is not None
+    assert [e.eid for _, e in after] == ["raised:1", "raised:2", "raised:3"]
+    assert [at for at, _ in after[:2]] == [at for at, _ in read[1:]]  # a position stays the event's
+
+
+def test_read_after_a_position_not_in_the_log_is_none(live: LiveStore) -> None:
+    assert live.read_after(SLUG, None) == []  # an unknown run: empty, not gone
+    live.append(SLUG, [round_start(1)])
+    assert live.read_after(SLUG, "999999999999999-0" if isinstance(live, RedisStore) else "99") is None
+    assert live.read_after(SLUG, "not-a-position") is None
+
+
+def test_the_snapshot_is_kept_beside_the_log(live: LiveStore) -> None:
+    assert live.read_snapshot(SLUG) is None
+    live.append(SLUG, [round_start(1)])
+    doc = {"version": 1, "position": "7", "state": {"slug": SLUG, "note": "é"}}
+    live.write_snapshot(SLUG, doc)
+    assert live.read_snapshot(SLUG) == doc
+    live.write_snapshot(SLUG, {"version": 2})
+    assert live.read_snapshot(SLUG) == {"version": 2}
+    assert [e.eid for e in live.read(SLUG)] == ["round.start:1"]  # not in the log
+
+
+def test_the_latest_tick_of_each_agent_run_replaces_the_one_before(live: LiveStore) -> None:
+    assert live.alive(SLUG) == []
+    live.append(SLUG, [round_start(1)])
+    for seconds in (30.0, 60.0, 90.0):
+        live.put_alive(SLUG, tick("review:r1:a", seconds))
+    live.put_alive(SLUG, tick("review:r1:b", 30.0, agent="b"))
+    ticks = {t.key: t for t in live.alive(SLUG)}
+    assert set(ticks) == {"review:r1:a", "review:r1:b"}
+    assert ticks["review:r1:a"].seconds == 90.0 and ticks["review:r1:b"].seconds == 30.0
+    assert [e.t for e in live.read(SLUG)] == ["round.start"]  # the log does not grow with ticks
+
+
+def test_snapshot_and_ticks_go_with_the_run(live: LiveStore) -> None:
+    live.append(SLUG, [round_start(1)])
+    live.write_snapshot(SLUG, {"version": 1})
+    live.put_alive(SLUG, tick("review:r1:a", 30.0))
+    if isinstance(live, RedisStore):
+        names = live.run_keys(SLUG)
+        assert any(n.endswith(":snapshot") for n in names) and any(n.endswith(":alive") for n in names)
+        live.expire_run(SLUG, 1)
+        deadline = time.monotonic() + 15
+        while live.read_snapshot(SLUG) is not None or live.alive(SLUG):
+            assert time.monotonic() < deadline, "the snapshot and ticks outlived the run"
+            time.sleep(0.1)
+    else:
+        assert isinstance(live, MemoryStore) and isinstance(live.clock, ManualClock)
+        live.expire_run(SLUG, 1)
+        live.clock.advance(2)
+        assert live.read_snapshot(SLUG) is None and live.alive(SLUG) == []
