@@ -301,8 +301,8 @@ def apply(s: RunState, e: Event) -> None:
                     s.findings[a.finding].judging = False
         case AgentLaunch():
             if e.role == "reviewer" and (r := s.round(e.round)) is not None:
-                slot = r.agents.setdefault(e.agent, AgentSlot(agent=e.agent))
-                slot.state, slot.launched_at = "running", e.ts
+                launched = r.agents.setdefault(e.agent, AgentSlot(agent=e.agent))
+                launched.state, launched.launched_at = "running", e.ts
         case AgentAlive():  # logs written before ticks were kept beside the log hold them
             tick(s, e)
         case AgentReport():

@@ -153,13 +153,14 @@ def test_review_converges_with_a_fix_on_the_jury_branch(jury, sample_repo, write
     assert None not in parsed
     assert json.loads((d / "run.json").read_text()) == json.loads(json.dumps(run_json(fold(parsed, slug))))
     # a snapshot of the fold at any point of this real log, plus the events after it, folds to the whole log
-    whole = fold(parsed, slug).model_dump(mode="json")
-    for cut in range(len(parsed) + 1):
-        doc = json.loads(json.dumps(snapshot(fold(parsed[:cut], slug), str(cut), "log")))
+    real = [e for e in parsed if e is not None]
+    whole = fold(real, slug).model_dump(mode="json")
+    for cut in range(len(real) + 1):
+        doc = json.loads(json.dumps(snapshot(fold(real[:cut], slug), str(cut), "log")))
         restored = restore(doc, "log")
         assert restored is not None
-        for e in parsed[cut:]:
-            apply(restored[0], e)  # type: ignore[arg-type]
+        for e in real[cut:]:
+            apply(restored[0], e)
         assert restored[0].model_dump(mode="json") == whole, f"cut at {cut}"
     assert (d / "round-1.finder.stdout.txt").exists()
     # no worktree is left behind

@@ -12,7 +12,7 @@ import time
 import pytest
 import redis
 
-from orchestrator.domain import AgentAlive, FindingRaised, RoundStart
+from orchestrator.domain import AgentAlive, Event, FindingRaised, RoundStart
 from orchestrator.store.base import LiveStore
 from orchestrator.store.memory import ManualClock, MemoryStore
 from orchestrator.store.redis import RedisStore
@@ -45,7 +45,7 @@ def live(request: pytest.FixtureRequest) -> LiveStore:
 
 
 def test_read_after_none_is_the_whole_log_each_event_with_its_position(live: LiveStore) -> None:
-    events = [round_start(1), *(raised(n) for n in range(5))]
+    events: list[Event] = [round_start(1), *(raised(n) for n in range(5))]
     live.append(SLUG, events)
     read = live.read_after(SLUG, None)
     assert read is not None
