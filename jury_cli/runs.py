@@ -13,8 +13,8 @@ from jury_cli.backend import reading_store
 from jury_cli.context import DirOpt, out, settings_for
 from jury_cli.progress import summary
 from orchestrator.errors import UsageError
-from orchestrator.fold import fold
-from orchestrator.store.base import read_run
+from orchestrator.fold import fold, tick
+from orchestrator.store.base import LiveStore, read_run
 
 
 def runs(dir: DirOpt = None) -> None:
@@ -48,6 +48,9 @@ def show(
     settings = settings_for(dir)
     store = reading_store(settings)
     s = fold(read_run(store, slug, settings.dir if settings.redis_url else None), slug)  # gone: exit 1
+    if isinstance(store, LiveStore):  # a running agent's latest liveness tick is kept beside the log
+        for t in store.alive(slug):
+            tick(s, t)
     if as_json:
         sys.stdout.write(json.dumps(s.wire(), indent=2) + "\n")
         return

@@ -212,3 +212,25 @@ def test_an_old_log_with_ticks_in_it_still_folds() -> None:
         apply(converged, e)
     slot = converged.rounds[0].agents["a"]
     assert (slot.state, slot.seconds, slot.quiet_seconds) == ("running", 30.0, 5.0)
+
+
+def test_jury_show_lays_the_latest_tick_over_the_fold(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from jury_cli import runs
+
+    store = MemoryStore()
+    store.append(
+        SLUG,
+        [
+            RoundStart(eid="round.start:1", n=1, sha="h", prompt="p"),
+            AgentLaunch(eid="k:launch", agent="a", round=1, key="k"),
+        ],
+    )
+    store.put_alive(
+        SLUG, AgentAlive(eid="k:alive:2", agent="a", round=1, seconds=60.0, quiet_seconds=9.0, key="k")
+    )
+    monkeypatch.setattr(runs, "reading_store", lambda settings: store)
+    runs.show(SLUG, as_json=True, dir=tmp_path)
+    slot = json.loads(capsys.readouterr().out)["rounds"][0]["agents"]["a"]
+    assert (slot["seconds"], slot["quietSeconds"]) == (60.0, 9.0)
