@@ -384,6 +384,6 @@ def measure(base_url: str, *, quick: bool, repeat: int) -> list[Figure]:
     with private_db(base_url) as url:
         if quick:
             return dispatch(url, runs=10, repeat=1) + makespan(
-                url, n=20, scale=0.1, workers=(2, 4, 8), repeat=1
+                url, n=20, scale=0.06, workers=(2, 4, 8), repeat=1
             )
         return dispatch(url, runs=50, repeat=3) + makespan(url, n=200, scale=1.0, workers=(2, 4, 8), repeat=1)
