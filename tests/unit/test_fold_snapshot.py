@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 
 from orchestrator import fold as fold_module
 from orchestrator.config import Settings
@@ -231,6 +232,10 @@ def test_jury_show_lays_the_latest_tick_over_the_fold(
         SLUG, AgentAlive(eid="k:alive:2", agent="a", round=1, seconds=60.0, quiet_seconds=9.0, key="k")
     )
     monkeypatch.setattr(runs, "reading_store", lambda settings: store)
-    runs.show(SLUG, as_json=True, dir=tmp_path)
+    saved = structlog.get_config()  # the command configures logging onto the captured stdout
+    try:
+        runs.show(SLUG, as_json=True, dir=tmp_path)
+    finally:
+        structlog.configure(**saved)
     slot = json.loads(capsys.readouterr().out)["rounds"][0]["agents"]["a"]
     assert (slot["seconds"], slot["quietSeconds"]) == (60.0, 9.0)
