@@ -21,7 +21,7 @@ import structlog
 from rich.console import Console
 from rich.table import Table
 
-from bench import eventlog, isolation, machine, parsers
+from bench import eventlog, fleet, isolation, machine, parsers
 from bench.stats import Figure
 
 SECTIONS = ("fleet", "event log", "isolation", "parsers")
@@ -81,12 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         "isolation": lambda: isolation.measure(quick=args.quick, repeat=repeat),
         "parsers": lambda: parsers.measure(repeat, size=100_000 if args.quick else parsers.MB),
     }
-    try:
-        from bench import fleet
-    except ImportError:  # the fleet section is optional while it is being built
-        fleet = None  # type: ignore[assignment]
-    if fleet is not None:
-        runs = {"fleet": lambda: fleet.measure(args.redis, quick=args.quick, repeat=repeat)} | runs
+    runs = {"fleet": lambda: fleet.measure(args.redis, quick=args.quick, repeat=repeat)} | runs
     chosen = args.only or list(runs)
     figures: list[Figure] = []
     started = time.perf_counter()
