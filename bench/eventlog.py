@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 import redis
@@ -130,16 +131,19 @@ def rates(client: redis.Redis, n: int, repeat: int) -> list[Figure]:
             [s * 1e3 for s in seconds_of(lambda: run_json(state), repeat)],
         )
     )
-    r_append, r_read, f_append, f_read = [], [], [], []
+    r_append: list[float] = []
+    r_read: list[float] = []
+    f_append: list[float] = []
+    f_read: list[float] = []
     for _ in range(repeat):
         with scratch_prefix(client) as prefix:
             rstore = RedisStore(client, prefix=prefix)
             r_append.append(append_all(rstore, "bench-run", events))
-            r_read += [n / s for s in seconds_of(lambda st=rstore: st.read("bench-run"), 1)]
+            r_read += [n / s for s in seconds_of(partial(rstore.read, "bench-run"), 1)]
         with tempfile.TemporaryDirectory() as d:
             fstore = FileStore(Path(d))
             f_append.append(append_all(fstore, "bench-run", events))
-            f_read += [n / s for s in seconds_of(lambda st=fstore: st.read("bench-run"), 1)]
+            f_read += [n / s for s in seconds_of(partial(fstore.read, "bench-run"), 1)]
     out += [
         figure("event log", f"redis append {n:,} events", "events/s", r_append, note=f"batches of {BATCH}"),
         figure("event log", f"redis read {n:,} events", "events/s", r_read),
