@@ -312,5 +312,10 @@ def demo(dir: DirOpt = None) -> None:
     )
     slug, events = new_run(settings, str(repo), opts, extra_agents=demo_agents())
     code = run_review(settings, slug, events, detach=False, resume=False, concurrency=4, console=out)
-    out.print(f"  the fix: git -C {repo} log --stat jury/{slug}", markup=False)
+    if code == 0:
+        out.print(f"  the fix: git -C {repo} log --stat jury/{slug}", markup=False)
+    else:
+        out.print(
+            "  the demo did not converge: `jury doctor` says whether this machine can run Jury", markup=False
+        )
     raise typer.Exit(code)
