@@ -3,12 +3,28 @@ deterministic checker). Each turns a ``SeatRequest`` into its runner's arguments
 
 from __future__ import annotations
 
+from typing import Any
+
 from orchestrator.transcript import http_tools
 from workers.agents.check import run_check_agent
 from workers.agents.cli import run_cli_agent
 from workers.agents.http import run_http_agent
 from workers.agents.run import AgentRun
 from workers.agents.seat import SeatRequest, register_seat
+
+
+def common(r: SeatRequest) -> dict[str, Any]:
+    """The arguments every runner takes alike."""
+    return {
+        "role": r.role,
+        "prompt": r.prompt,
+        "worktree": r.worktree,
+        "out_dir": r.out_dir,
+        "name": r.name,
+        "timeout": r.timeout,
+        "interrupted": r.interrupted,
+        "sandbox": r.sandbox,
+    }
 
 
 class CliSeat:
@@ -19,20 +35,13 @@ class CliSeat:
     def run(self, r: SeatRequest) -> AgentRun:
         return run_cli_agent(
             r.spec,
-            role=r.role,
-            prompt=r.prompt,
-            worktree=r.worktree,
-            out_dir=r.out_dir,
-            name=r.name,
-            timeout=r.timeout,
+            **common(r),
             session=r.session,
             resume=r.resume,
             grace=r.grace,
             tick_every=r.tick_every,
             on_tick=r.tick,
-            interrupted=r.interrupted,
             max_output=r.max_output,
-            sandbox=r.sandbox,
         )
 
 
@@ -45,17 +54,10 @@ class HttpSeat:
     def run(self, r: SeatRequest) -> AgentRun:
         run = run_http_agent(
             r.spec,
-            role=r.role,
-            prompt=r.prompt,
-            worktree=r.worktree,
-            out_dir=r.out_dir,
-            name=r.name,
-            timeout=r.timeout,
+            **common(r),
             checks=dict(r.checks),
             reserve=r.reserve_call,
             on_event=r.event,
-            interrupted=r.interrupted,
-            sandbox=r.sandbox,
         )
         run.commands = http_tools(run.stderr)
         return run
@@ -69,18 +71,11 @@ class CheckSeat:
     def run(self, r: SeatRequest) -> AgentRun:
         return run_check_agent(
             r.spec,
-            role=r.role,
-            prompt=r.prompt,
-            worktree=r.worktree,
-            out_dir=r.out_dir,
-            name=r.name,
-            timeout=r.timeout,
+            **common(r),
             base=r.base,
             grace=r.grace,
             tick_every=r.tick_every,
             on_tick=r.tick,
-            interrupted=r.interrupted,
-            sandbox=r.sandbox,
         )
 
 
