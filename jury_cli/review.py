@@ -4,7 +4,6 @@ resume marker, appended to the live store; the coordinator kicked; the run follo
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -14,56 +13,12 @@ from rich.console import Console
 from jury_cli.backend import Backend, backend
 from jury_cli.context import DirOpt, err, out, settings_for
 from jury_cli.progress import Progress, summary
-from orchestrator.config import RepoConfig, Settings, load_config, operator_config_file, resolve_jury
-from orchestrator.domain import (
-    TERMINAL_STATES,
-    Event,
-    JuryConfig,
-    JuryConfigEvent,
-    RunResumed,
-    Target,
-    TargetEvent,
-)
+from orchestrator.config import Settings, load_config, operator_config_file
+from orchestrator.domain import TERMINAL_STATES, Event, RunResumed, Target, TargetEvent
 from orchestrator.errors import JuryError, StoreError, UsageError
 from orchestrator.fold import RunState, apply, fold, tick
+from orchestrator.start import RunOptions, first_events, jury_config
 from orchestrator.store.base import RunVanished
-
-
-def split_names(value: str | None) -> list[str] | None:
-    if value is None:
-        return None
-    return [n.strip() for n in value.split(",") if n.strip()]
-
-
-@dataclass
-class RunOptions:
-    """What ``jury review`` was asked for, beyond the target."""
-
-    branch: str | None = None
-    trunk: str | None = None
-    reviewers: str | None = None
-    judge: str | None = None
-    rounds: int | None = None
-    timeout: float | None = None
-    config: Path | None = None
-    push: bool = False
-    refute: bool = True
-    refuter: str | None = None
-    refute_rejections: bool = False
-    task: str | None = None
-    budget: float | None = None
-
-
-def pick_refuter(
-    cfg: RepoConfig, reviewers: list[str], judge: str, forced: str | None
-) -> tuple[str | None, str]:
-    """The second opinion's agent: the user's choice, else a juror of another family than the judge."""
-    from orchestrator.refute.families import refuter_for
-
-    if forced is not None and forced not in cfg.agents:
-        raise UsageError(f"--refuter: unknown agent '{forced}' (known: {', '.join(sorted(cfg.agents))})")
-    choice = refuter_for(cfg.agents, [*reviewers, judge], judge, forced)
-    return choice.agent, choice.reason
 
 
 def new_run(
@@ -78,45 +33,13 @@ def new_run(
     cfg = load_config(repo_config(target), operator_config_file(settings, opts.config))
     if extra_agents:
         cfg.agents.update(extra_agents)
-    names, judge_name, n_rounds = resolve_jury(cfg, split_names(opts.reviewers), opts.judge, opts.rounds)
-    if opts.timeout is not None and opts.timeout <= 0:
-        raise UsageError("--timeout must be a positive number of seconds")
-    budget = opts.budget if opts.budget is not None else settings.budget
-    if budget is not None and budget < 0:
-        raise UsageError("--budget must be zero or more US dollars")
-    if opts.push and target.url:
-        raise UsageError(
-            "--push needs the PR's branch name, which git alone cannot tell for a PR URL; "
-            "review the branch locally to push"
-        )
-    refuter, _ = pick_refuter(cfg, names, judge_name, opts.refuter) if opts.refute else (None, "")
-    jury = JuryConfig(
-        reviewers=names,
-        judge=judge_name,
-        rounds=n_rounds,
-        timeout=opts.timeout,
-        push=opts.push,
-        agents={
-            n: cfg.agents[n] for n in dict.fromkeys([*names, judge_name, *([refuter] if refuter else [])])
-        },
-        alive_every=settings.alive_every,
-        refute=opts.refute,
-        refuter=refuter,
-        refuter_forced=opts.refuter is not None,
-        refute_rejections=opts.refute_rejections,
-        checks=cfg.checks,
-        task=opts.task,
-        budget=budget,
-        sandbox=cfg.sandbox,
-        config_notes=cfg.notes,
-    )
+    jury = jury_config(settings, cfg, target, opts)
     base = make_slug(target.repo or "repo", target.id or "run", target.attempt or "")
     slug, i = base, 1
     while (settings.dir / "runs" / slug).exists():
         i += 1
         slug = f"{base}-{i}"
-    target = target.model_copy(update={"judge": judge_name})
-    return slug, [TargetEvent(eid="target:0", target=target), JuryConfigEvent(eid="config:0", config=jury)]
+    return slug, first_events(target, jury)
 
 
 def resume_events(b: Backend, slug: str) -> list[Event]:
