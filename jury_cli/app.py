@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from jury_cli import host, refute, review, runs
+from jury_cli import host, refute, review, runs, schedules
 from jury_cli.context import err
 from orchestrator.errors import JuryError
 
@@ -27,6 +27,8 @@ app.command()(runs.cancel)
 app.command()(refute.refute)
 app.command()(host.worker)
 app.command()(host.doctor)
+app.command()(schedules.scheduler)
+app.command()(schedules.schedules)
 
 
 def usage_error_types() -> tuple[type[Any], ...]:

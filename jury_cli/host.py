@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import shutil
+import threading
 from pathlib import Path
 from typing import Annotated
 
@@ -12,7 +13,7 @@ from rich.table import Table
 
 from jury_cli.context import DirOpt, err, out, settings_for
 from orchestrator.actions import queues as action_queues
-from orchestrator.config import load_config, load_settings, operator_config_file
+from orchestrator.config import Settings, load_config, load_schedules, load_settings, operator_config_file
 from orchestrator.errors import UsageError
 
 
@@ -52,6 +53,10 @@ def worker(
     beat: Annotated[
         bool, typer.Option(help="Also run the reaper's schedule (run exactly one per fleet).")
     ] = False,
+    scheduler: Annotated[
+        bool,
+        typer.Option(help="Also fire the operator's [[schedules]] (any number of workers may)."),
+    ] = False,
 ) -> None:
     """Run a worker against the shared Redis of JURY_REDIS_URL."""
     settings = settings_for(None)
@@ -76,7 +81,32 @@ def worker(
         "--without-gossip",
         "--without-mingle",
     ]
-    celery.worker_main([*argv, "--beat"] if beat else argv)
+    stop = _start_scheduler(settings) if scheduler else None
+    try:
+        celery.worker_main([*argv, "--beat"] if beat else argv)
+    finally:
+        if stop is not None:
+            stop.set()
+
+
+def _start_scheduler(settings: Settings) -> threading.Event:
+    """The scheduler's loop (``workers.scheduler``) in a daemon thread of this worker; set the returned
+    event to stop it. The schedules are checked here, so a bad one fails the command, not the thread."""
+    from workers.scheduler import run_scheduler, store_for
+
+    path = operator_config_file(settings)
+    schedules = load_schedules(path)
+    if not schedules:
+        raise UsageError(f"--scheduler: no [[schedules]] in the operator's config ({path or 'none found'})")
+    store, stop = store_for(settings), threading.Event()
+    threading.Thread(
+        target=run_scheduler,
+        args=(settings, schedules, stop),
+        kwargs={"config_file": path, "store": store},
+        name="scheduler",
+        daemon=True,
+    ).start()
+    return stop
 
 
 def doctor(

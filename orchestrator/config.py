@@ -10,7 +10,8 @@
      to what the repository may set (``orchestrator.trust``: untrusted, only ``[jury]``, ``[checks]``
      and ``model`` / ``expect_seconds`` of existing agents);
   3. the operator's file (``operator_config_file``: ``--config FILE``, else ``$JURY_CONFIG``, else
-     ``$JURY_DIR/config.toml``), which may set everything and alone holds ``[trust]`` and ``[sandbox]``.
+     ``$JURY_DIR/config.toml``), which may set everything and alone holds ``[trust]``, ``[sandbox]``
+     and ``[[schedules]]`` (``load_schedules``, checked in ``orchestrator.schedules``).
 
   The operator's agents exist before the repository's file is read, so a repository may choose them in
   ``[jury]`` and tune their model. What was set aside, and whether the repository was trusted, is kept
@@ -39,6 +40,7 @@ from orchestrator.agent_keys import (
 )
 from orchestrator.domain import AgentSpec, SandboxSettings
 from orchestrator.errors import ConfigError
+from orchestrator.schedules import Schedule, parse_schedules
 from orchestrator.trust import (
     HOST_RE,
     OPERATOR_TABLES,
@@ -92,6 +94,9 @@ class Settings(BaseSettings):
     # Enterprise forges a PR URL may name besides github.com and gitlab.com: "git.corp.example,host:8443"
     forge_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
     retention: int = Field(default=7 * 86400, gt=0)  # seconds an ended run's Redis keys are kept
+    # Seconds a scheduler's claim on a schedule's slot lives without renewal: how soon another scheduler
+    # takes over the firing of one that died (workers/scheduler.py).
+    schedule_claim_ttl: float = Field(default=30.0, gt=0)
 
     @field_validator("redis_url", mode="after")
     @classmethod
@@ -205,6 +210,7 @@ class _Operator(BaseModel):
     data: dict[str, Any]  # its agents, jury and checks tables
     trust: list[str]
     sandbox: SandboxSettings
+    schedules: list[Schedule]
 
 
 def config_dir() -> Path:
@@ -333,7 +339,26 @@ def _read_operator(path: Path) -> _Operator:
         data={k: v for k, v in data.items() if k in ("agents", "jury", "checks")},
         trust=parse_trust(source, data),
         sandbox=parse_sandbox(source, data),
+        schedules=parse_schedules(source, data.get("schedules", [])),
     )
+
+
+def load_schedules(operator_file: Path | None) -> list[Schedule]:
+    """The operator's ``[[schedules]]`` (``orchestrator.schedules``), checked with the rest of the file;
+    a review schedule's reviewers and judge are checked against the agents the file defines."""
+    if operator_file is None:
+        return []
+    schedules = _read_operator(operator_file).schedules
+    if any(s.kind == "review" for s in schedules):
+        cfg = load_config(None, operator_file)
+        for s in schedules:
+            if s.kind != "review":
+                continue
+            try:
+                resolve_jury(cfg, list(s.reviewers) if s.reviewers else None, s.judge, s.rounds)
+            except ConfigError as exc:
+                raise ConfigError(f"{operator_file}: [[schedules]] {s.name!r}: {exc}") from None
+    return schedules
 
 
 def _set_aside(ignored: list[Ignored]) -> list[str]:

@@ -32,7 +32,7 @@ from orchestrator.domain import SandboxSettings
 from orchestrator.errors import ConfigError
 
 REPO_TABLES: tuple[str, ...] = ("agents", "jury", "checks")
-OPERATOR_ONLY_TABLES: tuple[str, ...] = ("trust", "sandbox")
+OPERATOR_ONLY_TABLES: tuple[str, ...] = ("trust", "sandbox", "schedules")
 OPERATOR_TABLES: tuple[str, ...] = (*REPO_TABLES, *OPERATOR_ONLY_TABLES)
 # What an untrusted repository may set on an agent that already exists (catalog or operator).
 UNTRUSTED_AGENT_KEYS: tuple[str, ...] = ("model", "expect_seconds")

@@ -20,12 +20,17 @@ and a test can use a random prefix and delete exactly its own keys.
     <prefix>:sent:<key>                    string: when an action's task was last enqueued (with a TTL)
     <prefix>:runs:active                   set: slugs of the runs not yet ended (the reaper's list)
     <prefix>:runs:expiring                 sorted set: slug -> epoch second its keys expire (ended runs)
+    <prefix>:schedule:<name>:since         string: epoch second the fleet first saw the schedule
+    <prefix>:schedule:<name>:claim:<slot>  string: the token of the scheduler firing the slot, with a TTL
+    <prefix>:schedule:<name>:last          hash: the latest slot fired (slot, at, by, ok, outcome)
+    <prefix>:schedule:<name>:firings       stream: one entry per firing (slot, at, by, ok, outcome), capped
 
 Ledger amounts are integer micro-dollars (see ``workers.ledger``).
 
 Only the Redis implementations build these keys: ``orchestrator.store.redis`` (``RedisStore``),
-``workers.lease`` (``RedisLeases``) and ``workers.ledger`` (``Ledger``). Everyone else goes through their
-named methods, which the in-memory twins implement too.
+``workers.lease`` (``RedisLeases``), ``workers.ledger`` (``Ledger``) and ``workers.scheduler``
+(``ScheduleStore``: the ``schedule:`` keys; a schedule's name holds no ``:`` and no glob character).
+Everyone else goes through their named methods, which the in-memory twins implement too.
 
 Celery's broker keeps its own keys in the same database, outside the prefix: one list per queue
 (``control``, ``review`` ...), ``_kombu.binding.*`` and, while tasks run, ``unacked``, ``unacked_index``
@@ -163,3 +168,28 @@ def is_record_key(prefix: str, slug: str, key: str) -> bool:
     keys that live as long as the run does, and expire only after it ended."""
     head = f"{prefix}:run:{slug}:"
     return key.startswith(head) and key[len(head) :] not in SELF_EXPIRING
+
+
+def _schedule(prefix: str, name: str) -> str:
+    return f"{prefix}:schedule:{name}"
+
+
+def schedule_since(prefix: str, name: str) -> str:
+    """When the fleet first saw the schedule: slots before it are never fired (a new schedule does not
+    fire its past)."""
+    return f"{_schedule(prefix, name)}:since"
+
+
+def schedule_claim(prefix: str, name: str, slot: int) -> str:
+    """The claim of one scheduler on one slot of the schedule (its token, with a TTL)."""
+    return f"{_schedule(prefix, name)}:claim:{slot}"
+
+
+def schedule_last(prefix: str, name: str) -> str:
+    """The record of the latest slot of the schedule that was fired."""
+    return f"{_schedule(prefix, name)}:last"
+
+
+def schedule_firings(prefix: str, name: str) -> str:
+    """Every firing of the schedule, oldest first (a capped stream): a slot fired twice shows twice."""
+    return f"{_schedule(prefix, name)}:firings"

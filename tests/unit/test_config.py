@@ -836,7 +836,10 @@ def test_sandbox_defaults_without_an_operator_table(tmp_path: Path) -> None:
         ('[sandbox]\nmax_procs = "64"\n', "[sandbox].max_procs: must be a whole number"),
         ("[sandbox]\nmax_file_mb = 1.5\n", "[sandbox].max_file_mb: must be a whole number"),
         ('sandbox = "none"\n', "[sandbox]: must be a table"),
-        ("[limits]\ncpu = 2\n", "unknown table [limits] (allowed: agents, jury, checks, trust, sandbox)"),
+        (
+            "[limits]\ncpu = 2\n",
+            "unknown table [limits] (allowed: agents, jury, checks, trust, sandbox, schedules)",
+        ),
         ('[trust]\nrepo = ["x"]\n', "[trust]: unknown key 'repo' (allowed: repos)"),
         ('[trust]\nrepos = "github.com/a/b"\n', "[trust].repos: must be a list of strings"),
         ('[trust]\nrepos = ["github.com/a"]\n', "expected HOST/OWNER/REPO"),

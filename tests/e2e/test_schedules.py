@@ -1,0 +1,303 @@
+"""Schedules on real Redis: one firing per slot from several schedulers, none lost when one dies.
+
+- Two ``jury scheduler`` processes fire a schedule with a slot every three seconds (a seconds field in
+  the cron): every slot is fired exactly once across both (the ``firings`` stream, where a slot fired
+  twice would show twice), over at least three consecutive slots; the one that fired the latest slot is
+  SIGKILLed, and the next slot is fired by the other.
+- In one process, with a clock the test moves: a new schedule does not fire its past; after an outage
+  of several slots only the latest fires, once; a slot whose claimer died (a claim nobody renews) is
+  taken over once the claim expires; a failed firing is recorded as such and not retried.
+- ``jury schedules`` lists each schedule with its kind, cron, repositories, last firing and next firing.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+import redis
+
+from orchestrator.config import Settings
+from orchestrator.schedules import Schedule, parse_schedules, slot_after
+from orchestrator.store import keys
+from tests.conftest import outside_env
+from workers.scheduler import Firing, FiringRecord, Scheduler, ScheduleStore, slot_time
+
+T = TypeVar("T")
+EVERY = 3  # seconds between the slots of the multi-process test's schedule
+
+
+def wait_for(what: str, check: Callable[[], T], timeout: float, why: Callable[[], str] = str) -> T:
+    """Poll ``check`` until it returns something truthy; fail naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {what}\n{why()}")
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def store(shared_redis: str) -> Iterator[ScheduleStore]:
+    client = redis.Redis.from_url(shared_redis)
+    yield ScheduleStore(client, prefix=keys.PREFIX)
+    client.close()
+
+
+def config_file(tmp_path: Path, cron: str, repo: Path | str) -> Path:
+    path = tmp_path / "config.toml"
+    path.write_text(
+        f'[[schedules]]\nname = "tick"\ncron = "{cron}"\nkind = "verify"\nrepos = ["{repo}"]\n'
+        f'\n[[schedules]]\nname = "nightly"\ncron = "0 2 * * *"\ntimezone = "Europe/Paris"\nkind = "review"\n'
+        f'repos = ["acme/app", "acme/lib"]\nlabel = "jury"\n'
+    )
+    return path
+
+
+def spawn(name: str, tmp_path: Path, url: str, config: Path) -> subprocess.Popen[bytes]:
+    env = outside_env()
+    env.update(
+        {
+            "JURY_REDIS_URL": url,
+            "JURY_DIR": str(tmp_path / f"state-{name}"),  # no shared disk between the two
+            "JURY_SCHEDULE_CLAIM_TTL": "20",  # far above a stall of this machine: no take-over by accident
+            "JURY_LOG_LEVEL": "INFO",
+            "JURY_LOG_JSON": "true",
+            "NO_COLOR": "1",
+        }
+    )
+    log = open(tmp_path / f"scheduler-{name}.log", "wb")
+    p = subprocess.Popen(
+        [sys.executable, "-m", "jury_cli", "scheduler", "--config", str(config)],
+        env=env,
+        stdout=log,
+        stderr=log,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    log.close()
+    return p
+
+
+def test_two_schedulers_fire_each_slot_once_and_the_survivor_takes_over(
+    tmp_path: Path, shared_redis: str, store: ScheduleStore
+) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    config = config_file(tmp_path, f"* * * * * */{EVERY}", repo)
+    procs = {name: spawn(name, tmp_path, shared_redis, config) for name in ("a", "b")}
+    pid_of = {p.pid: name for name, p in procs.items()}
+
+    def firings() -> list[FiringRecord]:
+        return store.firings("tick")
+
+    def why() -> str:
+        logs = "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in tmp_path.glob("scheduler-*.log"))
+        return f"firings: {firings()}\n{logs}"
+
+    def firer(record: FiringRecord) -> str:
+        return pid_of[int(record.by.rsplit(":", 1)[1])]
+
+    try:
+        # Both up (each has logged its start), then three slots fired after that.
+        for name in procs:
+            wait_for(
+                f"scheduler {name} to start",
+                lambda n=name: b"scheduler.start" in (tmp_path / f"scheduler-{n}.log").read_bytes(),
+                60,
+                why,
+            )
+        started = time.time()
+        fired = wait_for(
+            "three slots fired while both schedulers run",
+            lambda: (
+                (f := [r for r in firings() if r.slot >= started]) and len({r.slot for r in f}) >= 3 and f
+            ),
+            60,
+            why,
+        )
+        slots = sorted(r.slot for r in fired)
+        assert Counter(r.slot for r in firings()).most_common(1)[0][1] == 1, why()  # never twice
+        assert slots == list(range(slots[0], slots[0] + EVERY * len(slots), EVERY)), why()  # none skipped
+
+        # SIGKILL the one that fired the latest slot: the next slot is fired by the other.
+        latest = max(firings(), key=lambda r: r.slot)
+        victim = firer(latest)
+        procs[victim].send_signal(signal.SIGKILL)
+        procs[victim].wait()
+        killed_at = time.time()
+        survivor = "b" if victim == "a" else "a"
+        after = wait_for(
+            "a slot fired after the kill",
+            lambda: [r for r in firings() if r.slot > latest.slot],
+            30,
+            why,
+        )
+        assert {firer(r) for r in after} == {survivor}, why()
+        if killed_at < latest.slot + EVERY:  # the victim died before the next slot came: it never claimed it
+            assert after[0].slot == latest.slot + EVERY, why()
+        assert Counter(r.slot for r in firings()).most_common(1)[0][1] == 1, why()
+        assert procs[survivor].poll() is None, why()
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in procs.values():
+            try:
+                p.wait(15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+    assert procs[survivor].returncode == 0, why()  # SIGTERM: a clean stop
+
+
+class Clock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_missed_slots_fire_once_and_a_dead_claimer_is_taken_over(
+    store: ScheduleStore, tmp_path: Path
+) -> None:
+    hourly: Schedule = parse_schedules(
+        "test", [{"name": "h", "cron": "@hourly", "kind": "verify", "repos": ["x"]}]
+    )[0]
+    fired: list[int] = []
+    failing = threading.Event()
+
+    def record(firing: Firing) -> str:
+        fired.append(firing.slot)
+        if failing.is_set():
+            raise RuntimeError("the forge is down")
+        return f"verified {len(firing.schedule.repos)} repository"
+
+    clock = Clock(1_800_000_000.0 + 1800)  # half past an hour
+    settings = Settings(dir=tmp_path)
+    scheduler = Scheduler(
+        store, [hourly], settings=settings, firings={"verify": record}, claim_ttl=1.0, clock=clock
+    )
+
+    def settle() -> None:
+        for thread in list(scheduler._busy.values()):
+            thread.join(30)
+
+    # A schedule the fleet never saw does not fire its past; it waits for its next slot.
+    delay = scheduler.tick()
+    settle()
+    assert fired == [] and delay == 60  # its next slot is 30 min away: it looks again within the minute
+
+    # The fleet was down for five hours: back at 20 past, the latest slot fires, once.
+    clock.now += 5 * 3600 - 600
+    scheduler.tick()
+    settle()
+    latest = 1_800_000_000 + 5 * 3600
+    assert fired == [latest]
+    scheduler.tick()
+    settle()
+    assert fired == [latest] and store.last("h") is not None and store.last("h").slot == latest  # type: ignore[union-attr]
+
+    # The next slot was claimed by a scheduler that then died (its claim is never renewed).
+    clock.now = latest + 3600.5
+    assert store.claim("h", latest + 3600, "dead-host:1:abc", 1.0) == "claimed"
+    scheduler.tick()
+    assert fired == [latest]  # held: not fired while the claim lives
+    wait_for(
+        "the dead claimer's slot to be taken over",
+        lambda: (scheduler.tick(), settle(), fired[-1] == latest + 3600)[-1],
+        30,
+    )
+    assert fired == [latest, latest + 3600]
+    assert [r.slot for r in store.firings("h")] == [latest, latest + 3600]
+
+    # A failing firing is recorded as failed, and not retried for the same slot.
+    failing.set()
+    clock.now = latest + 7200.1
+    scheduler.tick()
+    settle()
+    scheduler.tick()
+    settle()
+    assert fired == [latest, latest + 3600, latest + 7200]
+    last = store.last("h")
+    assert last is not None and last.slot == latest + 7200 and not last.ok
+    assert last.outcome == "RuntimeError: the forge is down"
+    assert last.by.endswith(f":{os.getpid()}")
+
+
+def test_jury_schedules_lists_last_and_next_firings(
+    tmp_path: Path, shared_redis: str, store: ScheduleStore
+) -> None:
+    config = config_file(tmp_path, "*/5 * * * *", "acme/tools")
+    nightly = parse_schedules(
+        "t",
+        [
+            {
+                "name": "nightly",
+                "cron": "0 2 * * *",
+                "timezone": "Europe/Paris",
+                "kind": "review",
+                "repos": ["a/b"],
+            }
+        ],
+    )[0]
+    slot = 1_800_000_000
+    assert store.claim("nightly", slot, "tok", 10) == "claimed"
+    store.record(
+        "nightly",
+        "tok",
+        FiringRecord(slot=slot, at=slot + 2.0, by="host-1:42", ok=True, outcome="enqueued 3, skipped 1"),
+    )
+    env = outside_env()
+    env.update({"JURY_REDIS_URL": shared_redis, "JURY_DIR": str(tmp_path / "state"), "NO_COLOR": "1"})
+    before = time.time()
+    p = subprocess.run(
+        [sys.executable, "-m", "jury_cli", "schedules", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0].split() == ["schedule", "kind", "cron", "repos", "last", "firing", "next", "firing"]
+    tick = next(line for line in lines if line.split()[0] == "tick")
+    assert tick.split()[1:7] == ["verify", "*/5", "*", "*", "*", "*"]
+    assert "never" in tick and "acme/tools" in tick
+    tick_schedule = parse_schedules(
+        "t", [{"name": "tick", "cron": "*/5 * * * *", "kind": "verify", "repos": ["x"]}]
+    )[0]
+    assert (
+        slot_time(slot_after(tick_schedule, before)) in tick
+        or slot_time(slot_after(tick_schedule, time.time())) in tick
+    )
+    row = next(line for line in lines if line.split()[0] == "nightly")
+    assert "review" in row and "0 2 * * * (Europe/Paris)" in row and "acme/app, acme/lib" in row
+    assert f"{slot_time(slot)} ok by host-1:42: enqueued 3, skipped 1" in row
+    assert slot_time(slot_after(nightly, time.time())) in row
+
+    # Without the fleet's Redis it still lists them, and says why the last firings are unknown.
+    del env["JURY_REDIS_URL"]
+    p = subprocess.run(
+        [sys.executable, "-m", "jury_cli", "schedules", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert p.returncode == 0 and "JURY_REDIS_URL is not set" in p.stderr
+    assert next(line for line in p.stdout.splitlines() if line.split()[0] == "nightly").split()[-4] == "?"
