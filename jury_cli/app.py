@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from jury_cli import host, refute, review, runs, schedules
+from jury_cli import host, metrics, refute, review, runs, schedules
 from jury_cli.context import err
 from orchestrator.errors import JuryError
 
@@ -29,6 +29,7 @@ app.command()(host.worker)
 app.command()(host.doctor)
 app.command()(schedules.scheduler)
 app.command()(schedules.schedules)
+app.command()(metrics.metrics)
 
 
 def usage_error_types() -> tuple[type[Any], ...]:

@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import shutil
+import sys
 import threading
 from pathlib import Path
 from typing import Annotated
 
+import structlog
 import typer
 from rich.table import Table
 
@@ -15,6 +17,8 @@ from jury_cli.context import DirOpt, err, out, settings_for
 from orchestrator.actions import queues as action_queues
 from orchestrator.config import Settings, load_config, load_schedules, load_settings, operator_config_file
 from orchestrator.errors import UsageError
+
+log = structlog.get_logger()
 
 
 def agents(
@@ -57,17 +61,36 @@ def worker(
         bool,
         typer.Option(help="Also fire the operator's [[schedules]] (any number of workers may)."),
     ] = False,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(help="Serve Prometheus metrics on this port, /metrics (0: any free port, logged)."),
+    ] = None,
 ) -> None:
     """Run a worker against the shared Redis of JURY_REDIS_URL."""
     settings = settings_for(None)
     if not settings.redis_url:
         raise UsageError("set JURY_REDIS_URL to the shared Redis (e.g. redis://host:6379/0) to run a worker")
+    if metrics_port is not None and pool == "prefork":
+        # Before anything imports prometheus_client: the pool's children then write their metrics where
+        # this process reads them (prometheus-client's multiprocess mode, workers/metrics.py).
+        metrics_dir(settings)
+    import logging
+
+    from celery.signals import celeryd_after_setup
+
+    from orchestrator import logs
     from workers.app import QUEUES, make_app
+
+    # Set up now, not only when Celery starts (workers.app, setup_logging): what is said before that, a
+    # warning included (running as root), is a JSON line too.
+    logs.configure_process(settings.log_level, settings.log_json, library_level=loglevel)
+    logging.captureWarnings(True)
 
     unknown = set(queues.split(",")) - set(QUEUES)
     if unknown:
         raise UsageError(f"unknown queue(s) {', '.join(sorted(unknown))}; known: {', '.join(QUEUES)}")
     celery = make_app(settings)
+    bound = serve_metrics(settings, metrics_port) if metrics_port is not None else None
     argv = [
         "worker",
         "-Q",
@@ -81,9 +104,16 @@ def worker(
         "--without-gossip",
         "--without-mingle",
     ]
+    # With JSON logs every line on stderr is one JSON event: Celery's banner (on stdout) is left out and
+    # its facts logged as ``worker.started`` instead.
+    json_logs = settings.log_json if settings.log_json is not None else not sys.stderr.isatty()
+    started = {"queues": queues, "concurrency": argv[4], "pool": pool, "beat": beat, "metrics_port": bound}
+    celeryd_after_setup.connect(
+        lambda sender=None, **_: log.info("worker.started", node=sender, **started), weak=False
+    )
     stop = _start_scheduler(settings) if scheduler else None
     try:
-        celery.worker_main([*argv, "--beat"] if beat else argv)
+        celery.worker_main([*(["-q"] if json_logs else []), *argv, *(["--beat"] if beat else [])])
     finally:
         if stop is not None:
             stop.set()
@@ -107,6 +137,33 @@ def _start_scheduler(settings: Settings) -> threading.Event:
         daemon=True,
     ).start()
     return stop
+
+
+def metrics_dir(settings: Settings) -> Path:
+    """A fresh directory for the prefork children's metrics, named in ``PROMETHEUS_MULTIPROC_DIR``."""
+    import atexit
+    import os
+
+    path = settings.dir / "metrics" / f"worker-{os.getpid()}"
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True, mode=0o700)
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(path)
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
+def serve_metrics(settings: Settings, port: int) -> int:
+    """Serve the worker's metrics endpoint from now on: the port bound (a port in use is a usage error,
+    before the worker starts)."""
+    from orchestrator.store.redis import from_url
+    from workers.app import celery_url
+    from workers.metrics import serve, worker_registry
+
+    try:
+        bound = serve(port, worker_registry(from_url(celery_url(settings.redis_url))))
+    except OSError as exc:
+        raise UsageError(f"cannot serve metrics on port {port}: {exc.strerror or exc}") from exc
+    return bound
 
 
 def doctor(

@@ -511,6 +511,7 @@ class BudgetSpent(EventBase):
     amount: float | None = None
     charged: float | None = None  # what the ledger charged for an unknown cost (usd_per_minute), if any
     finding: str | None = None
+    model: str | None = None  # the model the call went to, as far as the runner knows (a worker's metrics)
 
 
 class BudgetRefused(EventBase):

@@ -8,10 +8,13 @@ broker verifies the server's certificate (``broker_use_ssl``; kombu alone would 
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from celery import Celery
+from celery.signals import setup_logging, task_postrun, task_prerun
 
+from orchestrator import logs
 from orchestrator.actions import queues, routes
 from orchestrator.config import Settings, load_settings
 from orchestrator.store.urls import broker_ssl
@@ -92,6 +95,33 @@ def make_app(settings: Settings | None = None) -> Celery:
     app = Celery("jury", include=["workers.tasks"])
     app.conf.update(celery_config(settings or load_settings()))
     return app
+
+
+@setup_logging.connect
+def log_as_jury(loglevel: int | str | None = None, **_: Any) -> None:
+    """Celery leaves logging to Jury (a receiver here means Celery configures none and redirects no
+    stream): one line per event at its true level, Celery's own lines included (``orchestrator.logs``)."""
+    settings = load_settings()
+    theirs = loglevel if isinstance(loglevel, str) else logging.getLevelName(loglevel or logging.WARNING)
+    logs.configure_process(settings.log_level, settings.log_json, library_level=theirs)
+
+
+@task_prerun.connect
+def bind_task(task_id: str = "", task: Any = None, args: Any = None, **_: Any) -> None:
+    """Every line a task logs names its run, its action and its Celery task id."""
+    args = list(args or [])
+    slug, key = (args + [None, None])[:2]
+    logs.bind_task(
+        task_id,
+        getattr(task, "name", ""),
+        slug if isinstance(slug, str) else None,
+        key if isinstance(key, str) else None,
+    )
+
+
+@task_postrun.connect
+def unbind_task(**_: Any) -> None:
+    logs.unbind_task()
 
 
 app = make_app()

@@ -277,7 +277,13 @@ def reconcile(rt: Runtime, job: Job, run: AgentRun) -> BudgetSpent:
         charge = round(spec.usd_per_minute * run.proc.seconds / 60.0, 6)
     rt.ledger.reconcile(f"{job.slug}:{a.key}", actual, unknown_charge=charge)
     return BudgetSpent(
-        eid=f"{a.key}:spent", key=a.key, agent=a.agent or "", amount=actual, charged=charge, finding=a.finding
+        eid=f"{a.key}:spent",
+        key=a.key,
+        agent=a.agent or "",
+        amount=actual,
+        charged=charge,
+        finding=a.finding,
+        model=run.model or spec.model,
     )
 
 

@@ -102,8 +102,14 @@ class Budget(SeatHooks):
         call_key = f"{a.key}:call{self.settled}"
         cost = fields.get("cost_usd")
         self.rt.ledger.reconcile(f"{self.job.slug}:{call_key}", cost)
+        model = fields.get("model")
         spent = BudgetSpent(
-            eid=f"{call_key}:spent", key=call_key, agent=a.agent or "", amount=cost, finding=a.finding
+            eid=f"{call_key}:spent",
+            key=call_key,
+            agent=a.agent or "",
+            amount=cost,
+            finding=a.finding,
+            model=model if isinstance(model, str) else self.job.spec.model,
         )
         self.rt.store.append(self.job.slug, [spent])
 

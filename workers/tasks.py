@@ -12,10 +12,9 @@ from typing import Any
 from celery import Task
 from celery.signals import worker_ready
 
-from orchestrator import logs
 from orchestrator.actions import ACTIONS, ActionKind, task_name
 from orchestrator.config import load_settings
-from workers import coordinator
+from workers import coordinator, metrics
 from workers.app import app
 from workers.runtime import Runtime
 
@@ -27,9 +26,9 @@ def get_runtime() -> Runtime:
     from orchestrator.store.redis import from_url
     from workers.app import celery_url
 
-    settings = load_settings()
-    logs.configure(settings.log_level, settings.log_json)
+    settings = load_settings()  # logging is set up with the process (workers.app, Celery's setup_logging)
     store = from_url(celery_url(settings.redis_url))
+    metrics.watch(store)  # this worker's counters, from the events it appends
     return Runtime(settings=settings, store=store, files=FileStore(settings.dir), send=send, kick=kick)
 
 
@@ -63,7 +62,7 @@ ACTION_TASKS: dict[str, Task] = {name: action_task(kind) for name, kind in ACTIO
 
 @app.task(name="jury.reap")
 def reap() -> None:
-    coordinator.reap(get_runtime())
+    metrics.leases_recovered(len(coordinator.reap(get_runtime())))
 
 
 @worker_ready.connect

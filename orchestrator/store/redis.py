@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, cast
 from urllib.parse import parse_qsl, urlencode
@@ -43,7 +43,8 @@ STREAM_ID_RE = re.compile(r"[0-9]{1,20}-[0-9]{1,20}")
 #   KEYS[4]  the ended runs' expiry times  (keys.expiring_runs)
 #   ARGV[1]  the run's slug
 #   ARGV[2..] pairs: eid, event JSON       (none: only register the run)
-# Returns {1 if the run was new to the index else 0, number of events appended}.
+# Returns {1 if the run was new to the index else 0, number of events appended, then the 0-based
+# position of each event appended (an eid already there is not)}.
 # The creation score is the server's clock, so every host agrees on the runs' order. A run whose keys
 # expired comes back as a new run (its expiry forgotten), not as an old one that lost its log.
 APPEND_LUA = """
@@ -56,13 +57,15 @@ end
 local score = now[1] .. '.' .. string.format('%06d', tonumber(now[2]))
 local created = redis.call('ZADD', KEYS[3], 'NX', score, ARGV[1])
 local appended = 0
+local positions = {}
 for i = 2, #ARGV, 2 do
   if redis.call('SADD', KEYS[2], ARGV[i]) == 1 then
     redis.call('XADD', KEYS[1], '*', 'e', ARGV[i + 1])
     appended = appended + 1
+    positions[appended] = (i - 2) / 2
   end
 end
-return {created, appended}
+return {created, appended, unpack(positions)}
 """
 
 # Forget the runs whose keys have expired: out of the index and of the expiry set.
@@ -119,6 +122,9 @@ class RedisStore:
         self.client = client
         self.prefix = prefix
         self.artifact_cap = artifact_cap
+        # Called with (slug, the events an append added) after each append: what this process appended,
+        # each event once however often it was sent (a worker's metrics count from here).
+        self.observers: list[Callable[[str, list[Event]], None]] = []
         self._append_script = client.register_script(APPEND_LUA)
         self._prune_script = client.register_script(PRUNE_LUA)
         self._expire_script = client.register_script(EXPIRE_LUA)
@@ -134,6 +140,7 @@ class RedisStore:
     # -- runs ----------------------------------------------------------------------------------------------
 
     def _run_script(self, slug: str, events: Sequence[Event]) -> tuple[int, int]:
+        """Run the append script; tell the observers what it appended (new eids only)."""
         args: list[str] = [slug]
         for event in events:
             args += [event.eid, dump_event(event)]
@@ -143,8 +150,18 @@ class RedisStore:
             keys.runs_index(self.prefix),
             keys.expiring_runs(self.prefix),
         ]
-        created, appended = cast(list[int], self._append_script(keys=keys_, args=args))
+        created, appended, *positions = cast(list[int], self._append_script(keys=keys_, args=args))
+        if positions and self.observers:
+            self._tell(slug, [events[int(i)] for i in positions])
         return int(created), int(appended)
+
+    def _tell(self, slug: str, appended: list[Event]) -> None:
+        """Hand the events just appended to each observer; an observer's failure never fails an append."""
+        for observer in self.observers:
+            try:
+                observer(slug, appended)
+            except Exception:
+                log.exception("store.observer_failed", slug=slug)
 
     def create_run(self, slug: str) -> bool:
         """Add the run to the index (score: server time); False if it was there."""

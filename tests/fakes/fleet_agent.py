@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """A fake agent CLI for the fleet tests (tests/e2e/test_fleet.py).
 
-    fleet_agent.py --state DIR --tag TAG [--sleep S] [--slow-runs N] [--child] [--ignore-term] MODE PROMPT
+    fleet_agent.py --state DIR --tag TAG [--sleep S] [--slow-runs N] [--child] [--ignore-term] [--gate FILE]
+                   MODE PROMPT
 
 Every invocation first appends one line ``<pid> [<child pid>]`` to ``DIR/TAG.pids`` (so a test can count
 how often the agent ran and check that none of its processes outlived the run), then sleeps ``S``
 seconds (only in its first ``N`` invocations with ``--slow-runs N``; ``--child``: with a grandchild
-sleeping alongside it in its process group; ``--ignore-term``: deaf to SIGTERM), then answers as MODE
-says. It reads the prompt's first line to tell a review round, a
+sleeping alongside it in its process group; ``--ignore-term``: deaf to SIGTERM), waits until ``FILE``
+exists with ``--gate FILE`` (the test opens the gate when it has seen what it wanted), then answers as
+MODE says. It reads the prompt's first line to tell a review round, a
 triage and a reply apart.
 
 On the demo sample repository (``stats.py`` with a buggy ``median``) MODE is one of the modes of
@@ -133,6 +135,7 @@ def main() -> None:
     p.add_argument("--slow-runs", type=int, default=None)
     p.add_argument("--child", action="store_true")
     p.add_argument("--ignore-term", action="store_true")
+    p.add_argument("--gate", type=pathlib.Path, default=None)
     p.add_argument("mode")
     p.add_argument("prompt_file")
     args = p.parse_args()
@@ -144,6 +147,9 @@ def main() -> None:
     runs = record(args.state, args.tag, child)
     if args.sleep and (args.slow_runs is None or runs <= args.slow_runs):
         time.sleep(args.sleep)
+    deadline = time.monotonic() + 300
+    while args.gate is not None and not args.gate.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
     prompt = pathlib.Path(args.prompt_file).read_text()
     kind = prompt.splitlines()[0] if prompt else ""
     if args.mode in ("find3", "fix3"):
