@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from jury_cli import host, metrics, refute, review, runs, schedules
+from jury_cli import host, metrics, publish, refute, review, runs, schedules, verify
 from jury_cli.context import err
 from orchestrator.errors import JuryError
 
@@ -30,6 +30,8 @@ app.command()(host.doctor)
 app.command()(schedules.scheduler)
 app.command()(schedules.schedules)
 app.command()(metrics.metrics)
+app.command()(publish.publish)
+app.command()(verify.verify)
 
 
 def usage_error_types() -> tuple[type[Any], ...]:

@@ -243,8 +243,36 @@ def summary(console: Console, s: RunState, where: str | None = None) -> None:
         for c in s.commits:
             if c.pushed:
                 console.print(f"  pushed to {c.branch}", markup=False)
+    for line in publish_lines(s):
+        console.print(line, markup=False, highlight=False)
     if where:
         console.print(f"  run record: {where}", markup=False, highlight=False)
+
+
+def publish_lines(s: RunState) -> list[str]:
+    """What publishing the run to its PR did: the latest attempt (a failure says why), the trunk
+    re-verifications of its findings (``jury verify``), and a publish still to come."""
+    from orchestrator.publishing import awaiting_publish
+
+    out: list[str] = []
+    if s.published:
+        p = s.published[-1]
+        where = f"{p.get('forge')} {p.get('repo')}#{p.get('number')}" if p.get("repo") else "its PR"
+        if p.get("ok"):
+            out.append(
+                f"  published to {where}: review {p.get('reviewUrl') or p.get('reviewId')}, "
+                f"check jury {p.get('conclusion')} ({len(s.published)} publish(es))"
+            )
+        else:
+            out.append(f"  publish FAILED ({p.get('key')}): {p.get('error')}; retry: jury publish {s.slug}")
+    if awaiting_publish(s):
+        out.append("  publishing to the PR: pending")
+    for f in s.findings.values():
+        if f.trunk_runs:
+            r = f.trunk_runs[-1]
+            verdict = "passes" if r.get("passed") else f"FAILS ({r.get('problem') or r.get('error') or ''})"
+            out.append(f"  {f.id} on trunk {r.get('trunk')} at {str(r.get('sha'))[:12]}: its test {verdict}")
+    return out
 
 
 def table_lines(fid: str, t: dict[str, Any]) -> list[str]:

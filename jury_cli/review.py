@@ -17,6 +17,7 @@ from orchestrator.config import Settings, load_config, operator_config_file
 from orchestrator.domain import TERMINAL_STATES, Event, RunResumed, Target, TargetEvent
 from orchestrator.errors import JuryError, StoreError, UsageError
 from orchestrator.fold import RunState, apply, fold, tick
+from orchestrator.publishing import awaiting_publish
 from orchestrator.start import RunOptions, first_events, jury_config
 from orchestrator.store.base import RunVanished
 
@@ -100,8 +101,8 @@ def follow(b: Backend, slug: str, console: Console, origin: str | None = None) -
             for t in b.store.alive(slug):  # liveness ticks are kept beside the log, not in it
                 tick(state, t)
             progress.update(state, new)
-            if state.state in TERMINAL_STATES:
-                return state
+            if state.state in TERMINAL_STATES and not awaiting_publish(state):
+                return state  # ended, and published when it was to be
 
 
 def exit_code(state: RunState) -> int:
@@ -160,6 +161,9 @@ def review(
         ),
     ] = None,
     push: Annotated[bool, typer.Option(help="Push accepted fixes to the reviewed branch.")] = False,
+    publish: Annotated[
+        bool, typer.Option(help="Publish the run to its PR when it ends: a review and the `jury` check.")
+    ] = False,
     refute: Annotated[bool, typer.Option(help="Give settled claims a second opinion.")] = True,
     refuter: Annotated[
         str | None, typer.Option(help="The second opinion's agent (default: another family).")
@@ -204,6 +208,7 @@ def review(
         refute_rejections=refute_rejections,
         task=task,
         budget=budget,
+        publish=publish,
     )
     slug, events = new_run(settings, target, opts)
     raise typer.Exit(

@@ -19,7 +19,15 @@ from typing import Annotated
 
 from pydantic import AfterValidator
 
-from orchestrator.domain import AgentReport, Event, FindingRefused, RefuteSkipped, ReplyAnswered, ReplySent
+from orchestrator.domain import (
+    AgentReport,
+    Event,
+    FindingRefused,
+    RefuteSkipped,
+    ReplyAnswered,
+    ReplySent,
+    RunPublished,
+)
 from orchestrator.fold import DispatchedAction
 from orchestrator.registry import Registry
 
@@ -144,8 +152,26 @@ def refute_not_run(a: DispatchedAction, reason: str) -> list[Event]:
     ]
 
 
+def publish_failed(a: DispatchedAction, reason: str) -> list[Event]:
+    """Publishing crashed: recorded as a publish that failed, with the reason (``jury show`` says so, and
+    ``jury publish SLUG`` tries again)."""
+    state, _, epoch = a.key.removeprefix("publish:").partition(":e")
+    return [
+        RunPublished(
+            eid=f"{a.key}:published",
+            key=a.key,
+            state=state,
+            epoch=int(epoch) if epoch.isdigit() else a.epoch,
+            ok=False,
+            error=reason,
+        )
+    ]
+
+
 declare("review", queue="review", on_failure=reviewer_error)
 declare("triage", queue="triage", on_failure=triage_refused)
 declare("reply", queue="reply", on_failure=reply_error)
 declare("refute", queue="refute", on_failure=refute_not_run)
 declare("push", queue=CONTROL, sandboxed=False)  # git only; a failure ends the run human
+# An ended run's review and check on its PR (``publish`` on); forge calls only, no agent, no repo code.
+declare("publish", queue=CONTROL, on_failure=publish_failed, sandboxed=False)

@@ -12,7 +12,8 @@ each call handles one step of the loop:
 5. settled claims get a second opinion (when a refuter is set); accepted fixes are integrated onto the
    tree in the order the findings were raised (a patch that no longer applies reopens its finding);
 6. reviewers are told what became of their findings, and may contest (which reopens them);
-7. the round ends: all reviewers clean -> converged; round cap -> human; else the next round.
+7. the round ends: all reviewers clean -> converged; round cap -> human; else the next round;
+8. an ended run with ``publish`` on is published to its PR, once per end (``orchestrator.publishing``).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from orchestrator.domain import (
 from orchestrator.fold import FindingState, RunState
 from orchestrator.parse import same_finding
 from orchestrator.prompts import SettledItem, review_prompt
+from orchestrator.publishing import publish_due, publish_key
 
 
 class Emit(BaseModel):
@@ -187,7 +189,13 @@ def second_opinions(s: RunState, cfg: JuryConfig, n: int) -> list[Action] | None
 
 def decide(s: RunState) -> list[Action]:
     cfg = s.config
-    if cfg is None or s.state in ("converged", "human", "failed", "cancelled"):
+    if cfg is None:
+        return []
+    if s.state in ("converged", "human", "failed", "cancelled"):
+        # 8. the run ended: publish it to its PR when asked, once per end
+        if publish_due(s):
+            n = s.current.n if s.current else 0
+            return [DispatchAction(kind="publish", key=publish_key(s), round=n, sha=s.target.head)]
         return []
     if s.cancel_requested:
         return [end(s, "cancelled", "cancelled by the user")]

@@ -166,6 +166,9 @@ class JuryConfig(Model):
     agents: dict[str, AgentSpec]
     timeout: float | None = None  # overrides every agent's default timeout
     push: bool = False
+    # Publish the run to its PR when it ends (``jury review --publish``, ``jury sweep --publish``): a log
+    # written before the option existed reads as False.
+    publish: bool = False
     alive_every: float = 30.0
     max_triage: int = 2  # triage attempts per finding before it is left to a human
     max_contests: int = 3
@@ -400,7 +403,9 @@ class FindingReopened(EventBase):
 
 
 class VerifyRan(EventBase):
-    """One mechanical run of a command: the judge's test on the fixed or reverted tree, or a check."""
+    """One mechanical run of a command: the judge's test on the fixed or reverted tree, or a check; or,
+    with ``trunk`` set (and ``tree`` "trunk"), an accepted finding's regression test run again later on
+    that trunk branch by ``jury verify`` (``sha`` the trunk's commit, ``passed`` what the report said)."""
 
     t: Literal["verify.ran"] = "verify.ran"
     id: str | None = None  # the finding, when the run verifies one
@@ -411,6 +416,9 @@ class VerifyRan(EventBase):
     seconds: float = 0.0
     output_tail: str = ""
     error: str | None = None
+    trunk: str | None = None  # the trunk branch of a re-verification; None: a run of the review itself
+    passed: bool | None = None  # a re-verification's verdict (the named tests ran and passed)
+    problem: str | None = None  # why a re-verification did not pass
 
 
 class VerifyTable(EventBase):
@@ -532,6 +540,35 @@ class ToolRefused(EventBase):
     reason: str
 
 
+PublishConclusion = Literal["success", "failure", "neutral"]
+
+
+class RunPublished(EventBase):
+    """What publishing an ended run to its PR did: the review and the ``jury`` check it left (ids and
+    URLs), or why it failed (``ok`` false, ``error``). ``state`` and ``epoch`` name the end it published;
+    ``key`` is the publish action's key, or ``hand:...`` for ``jury publish``. Never holds a token."""
+
+    t: Literal["run.published"] = "run.published"
+    key: str
+    state: str
+    epoch: int = 0
+    ok: bool
+    conclusion: PublishConclusion | None = None
+    forge: str | None = None
+    repo: str | None = None
+    number: int | None = None
+    head: str | None = None
+    review_id: str | None = None
+    review_url: str | None = None
+    review_created: bool | None = None
+    check_kind: str | None = None
+    check_id: str | None = None
+    check_url: str | None = None
+    comments: dict[str, int] = Field(default_factory=dict)  # created/updated/unchanged/retired/unplaced
+    off_diff: int = 0  # findings whose line is not on the diff: listed in the summary instead
+    error: str | None = None
+
+
 class RunCancel(EventBase):
     t: Literal["run.cancel"] = "run.cancel"
     who: str = "user"
@@ -567,6 +604,7 @@ Event = Annotated[
     | BudgetSpent
     | BudgetRefused
     | ToolRefused
+    | RunPublished
     | RunCancel,
     Field(discriminator="t"),
 ]

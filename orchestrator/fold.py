@@ -45,6 +45,7 @@ from orchestrator.domain import (
     RoundEnd,
     RoundStart,
     RunCancel,
+    RunPublished,
     RunResumed,
     Target,
     TargetEvent,
@@ -56,7 +57,7 @@ from orchestrator.refute.record import RefutationRecord
 
 # Bumped whenever ``apply`` or the state's shape changes: a snapshot folded by another version is not
 # trusted, and the state is folded again from the whole log (the log stays the only truth).
-FOLD_VERSION = 1
+FOLD_VERSION = 2
 
 FindingStatus = Literal["open", "accepted", "rejected", "deferred", "superseded"]
 
@@ -94,6 +95,7 @@ class FindingState(Model):
     reopens: list[str] = Field(default_factory=list)  # why it went back to the judge, each time
     stale: int = 0  # times its patch no longer applied to the run's tree
     verification: list[dict[str, Any]] = Field(default_factory=list)  # verify.ran of its last acceptance
+    trunk_runs: list[dict[str, Any]] = Field(default_factory=list)  # its test re-run on trunk (jury verify)
     verification_table: dict[str, Any] | None = None  # verify.table of its last acceptance
     refutation: RefutationRecord | None = None  # the three-state second opinion of its last resolution
     cost_usd: float = 0.0
@@ -183,6 +185,7 @@ class RunState(Model):
     cancel_requested: bool = False
     tool_refusals: list[dict[str, Any]] = Field(default_factory=list)  # tools refused to http agents
     final_check: RefutationRecord | None = None  # the second opinion on the converged claim
+    published: list[dict[str, Any]] = Field(default_factory=list)  # run.published, oldest first
     events: int = 0
     first_ts: str | None = None
     last_ts: str | None = None
@@ -341,7 +344,8 @@ def apply(s: RunState, e: Event) -> None:
                 f.refused_since_open = 0
         case VerifyRan():
             if e.id is not None and (f := s.findings.get(e.id)) is not None:
-                f.verification.append({k: v for k, v in e.wire().items() if k not in ("eid", "t")})
+                run = {k: v for k, v in e.wire().items() if k not in ("eid", "t")}
+                (f.trunk_runs if e.trunk is not None else f.verification).append(run)
         case VerifyTable():
             if (f := s.findings.get(e.id)) is not None:
                 f.verification_table = {
@@ -367,6 +371,8 @@ def apply(s: RunState, e: Event) -> None:
             s.budget_refused = e.reason
         case RunCancel():
             s.cancel_requested = True
+        case RunPublished():
+            s.published.append({k: v for k, v in e.wire().items() if k not in ("eid", "t")})
         case ToolRefused():
             s.tool_refusals.append(
                 {"agent": e.agent, "role": e.role, "tool": e.tool, "reason": e.reason, "key": e.key}

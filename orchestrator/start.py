@@ -40,6 +40,7 @@ class RunOptions:
     refute_rejections: bool = False
     task: str | None = None
     budget: float | None = None
+    publish: bool = False  # publish the run to its PR when it ends (needs a PR/MR URL target)
 
 
 def pick_refuter(
@@ -75,6 +76,10 @@ def jury_config(settings: Settings, cfg: RepoConfig, target: Target, opts: RunOp
             "--push needs the PR's branch name, which git alone cannot tell for a PR URL; "
             "review the branch locally to push"
         )
+    if opts.publish and not target.url:
+        raise UsageError(
+            "--publish needs a PR/MR URL to publish to; a local branch has no PR (review its PR's URL)"
+        )
     refuter, _ = pick_refuter(cfg, names, judge_name, opts.refuter) if opts.refute else (None, "")
     return JuryConfig(
         reviewers=names,
@@ -82,6 +87,7 @@ def jury_config(settings: Settings, cfg: RepoConfig, target: Target, opts: RunOp
         rounds=n_rounds,
         timeout=opts.timeout,
         push=opts.push,
+        publish=opts.publish,
         agents={
             n: cfg.agents[n] for n in dict.fromkeys([*names, judge_name, *([refuter] if refuter else [])])
         },

@@ -28,6 +28,7 @@ from orchestrator.domain import (
 )
 from orchestrator.errors import GitError, StoreError
 from orchestrator.fold import RunState, apply, fold, restore, snapshot, tick
+from orchestrator.publishing import awaiting_publish
 from orchestrator.store.files import mirror
 from workers.jobs import TASKS
 from workers.runtime import (
@@ -96,11 +97,11 @@ def coordinate(rt: Runtime, slug: str) -> RunState:
         mirror(rt.store, rt.files, slug, state, new)
         if doc is not None:  # after the mirror: a pass that dies before it reads the same tail again
             rt.store.write_snapshot(slug, doc)
-        if state.state in TERMINAL_STATES:
+        if state.state in TERMINAL_STATES and not awaiting_publish(state):
             rt.store.deactivate(slug)
             # Its keys go JURY_RETENTION after it ended; the files record stays.
             rt.store.expire_run(slug, rt.settings.retention)
-        else:
+        else:  # running, or ended and still to be published: the reaper keeps an eye on it
             rt.store.activate(slug)
             rt.store.keep_run(slug)  # resumed: what was set to expire is kept again
     if state.state in TERMINAL_STATES:
@@ -290,7 +291,7 @@ def reap(rt: Runtime) -> list[str]:
     resent: list[str] = []
     for slug in active_runs(rt):
         state = fold(rt.store.read(slug), slug)
-        if state.state in TERMINAL_STATES:
+        if state.state in TERMINAL_STATES and not awaiting_publish(state):
             rt.store.deactivate(slug)
             continue
         for a in state.inflight():

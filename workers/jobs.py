@@ -544,4 +544,6 @@ def verify_event(eid: str, fid: str | None, run: CommandRun) -> VerifyRan:
     )
 
 
+from workers import publish as _publish  # noqa: E402, F401  (binds the ``publish`` handler)
+
 TASKS = HANDLERS  # every action kind's handler, bound by ``@handles`` above (see workers/actions.py)

@@ -75,7 +75,7 @@ def test_registered_lasts_for_the_block_even_when_it_raises() -> None:
 def test_the_built_in_kinds_keep_the_queues_and_task_names_running_fleets_use() -> None:
     from workers.app import QUEUES, ROUTES
 
-    assert ACTIONS.names() == ("review", "triage", "reply", "refute", "push")
+    assert ACTIONS.names() == ("review", "triage", "reply", "refute", "push", "publish")
     assert QUEUES == ("control", "review", "triage", "reply", "refute")
     assert ROUTES == {
         "jury.coordinate": "control",
@@ -85,6 +85,7 @@ def test_the_built_in_kinds_keep_the_queues_and_task_names_running_fleets_use() 
         "jury.reply": "reply",
         "jury.refute": "refute",
         "jury.push": "control",
+        "jury.publish": "control",
     }
 
 

@@ -1,0 +1,306 @@
+"""What an ended run says on its PR, decided from its fold alone (pure): the ``jury`` check's conclusion,
+the review's summary and its inline comments. ``workers/publish.py`` sends it to the forge.
+
+The check tells the run's true state and is never kinder than it: a converged run is ``success``; a run
+that could not review (an agent that could not run, the budget exhausted, no sandbox, cancelled) is
+``neutral`` with the reason, whatever findings it had raised, since nobody judged them; a run that ended
+with findings open or deferred is ``failure``; any other end (the round cap, a failed push) is
+``neutral`` with its reason.
+
+Everything quoted here (claims, reasons, paths) was written by agents that read hostile code, so it is
+flattened to one line, cut short and kept from pinging people (``@`` mentions) or opening HTML comments
+(which could pass for Jury's own markers).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Literal
+
+from orchestrator.domain import TERMINAL_STATES
+from orchestrator.fold import FindingState, RunState
+
+Conclusion = Literal["success", "failure", "neutral"]
+
+INLINE_STATUSES = ("open", "deferred", "accepted")  # what gets a comment on its line
+_LOC_RE = re.compile(r"^\s*`?(?P<path>[^\s:`][^:`]*?)`?:(?P<line>[1-9][0-9]{0,6})(?:[-:,][0-9]+)*\s*$")
+_COULD_NOT_REVIEW = ("sandbox unavailable", "budget exhausted")
+
+
+def publish_key(s: RunState) -> str:
+    """The publish action of the run's current end: one per end state and epoch (a resumed run that ends
+    again publishes again)."""
+    return f"publish:{s.state}:e{s.epoch}"
+
+
+def wants_publish(s: RunState) -> bool:
+    return s.config is not None and s.config.publish and s.state in TERMINAL_STATES
+
+
+def publish_due(s: RunState) -> bool:
+    """The run ended with ``publish`` on and this end has no publish action yet."""
+    return wants_publish(s) and publish_key(s) not in s.actions
+
+
+def awaiting_publish(s: RunState) -> bool:
+    """The run ended with ``publish`` on and nothing is recorded yet of publishing this end (the publish
+    action's ``run.published``, success or failure): whoever waits for the run waits for that too."""
+    if not wants_publish(s):
+        return False
+    key = publish_key(s)
+    return not any(p.get("key") == key for p in s.published)
+
+
+def last_published(s: RunState) -> dict[str, object] | None:
+    return s.published[-1] if s.published else None
+
+
+# --- the verdict ------------------------------------------------------------------------------------
+
+
+def could_not_review(s: RunState) -> str | None:
+    """Why the run could not do its review, or None when it could (whatever it concluded)."""
+    note = s.target.state_note or ""
+    if s.state == "cancelled":
+        return note or "cancelled"
+    if s.budget_refused is not None or any(note.startswith(p) for p in _COULD_NOT_REVIEW):
+        return note or f"budget exhausted: {s.budget_refused}"
+    cur = s.current
+    if cur is not None and s.config is not None:
+        for name in s.config.reviewers:
+            slot = cur.agents.get(name)
+            if slot is not None and slot.state == "error":
+                return note or f"reviewer {name} could not run: {slot.error or 'error'}"
+    if s.state in TERMINAL_STATES and not s.rounds:
+        return note or "no review round ran"
+    return None
+
+
+def unresolved(s: RunState) -> list[FindingState]:
+    return [f for f in s.findings.values() if f.status in ("open", "deferred")]
+
+
+def verdict(s: RunState) -> tuple[Conclusion, str]:
+    """The ``jury`` check's conclusion and its one-line title."""
+    accepted = sum(1 for f in s.findings.values() if f.status == "accepted")
+    if s.state not in TERMINAL_STATES:
+        return "neutral", f"Jury: the run is still {s.state}"
+    if s.state == "converged":
+        return "success", f"Jury: converged, {accepted} fix(es) accepted"
+    why = could_not_review(s)
+    if why is not None:
+        return "neutral", clip(f"Jury could not review: {why}", 200)
+    left = unresolved(s)
+    if left:
+        open_n = sum(1 for f in left if f.status == "open")
+        return "failure", f"Jury: {open_n} finding(s) open, {len(left) - open_n} deferred"
+    return "neutral", clip(f"Jury ended {s.state}: {s.target.state_note or 'no reason given'}", 200)
+
+
+# --- text -------------------------------------------------------------------------------------------
+
+
+def clip(text: str, limit: int) -> str:
+    """One line of untrusted text, safe to show on a forge: no newlines, no mentions, no HTML comments."""
+    flat = " ".join(str(text).split())
+    flat = flat.replace("<!--", "<!–").replace("-->", "–>").replace("@", "@\u200b")
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def code(text: str, limit: int = 120) -> str:
+    """Untrusted text as an inline code span."""
+    return "`" + clip(text, limit).replace("`", "'") + "`"
+
+
+def parse_loc(loc: str) -> tuple[str, int] | None:
+    """``(path, line)`` of a finding's WHERE (``path:line``, ``path:line-end``, ``path:line:col``), or None.
+    A path that climbs or is absolute is no place on the diff."""
+    found = _LOC_RE.match(loc or "")
+    if found is None:
+        return None
+    path = found["path"].strip().removeprefix("./")
+    if not path or path.startswith("/") or ".." in path.split("/"):
+        return None
+    return path, int(found["line"])
+
+
+@dataclass(frozen=True)
+class Note:
+    """One inline comment: on ``line`` of ``path`` (new side), keyed by the finding's id."""
+
+    key: str
+    path: str
+    line: int
+    body: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything a publish sends: the check, the review's summary and its inline comments."""
+
+    conclusion: Conclusion
+    title: str
+    check_summary: str
+    body: str
+    comments: list[Note] = field(default_factory=list)
+    off_diff: list[Note] = field(default_factory=list)  # listed in ``body``, not placed on a line
+
+
+def _sha(sha: str | None) -> str:
+    return f"`{sha[:12]}`" if sha else "`?`"
+
+
+def _evidence(f: FindingState) -> list[str]:
+    """The verification of an acceptance, in a few lines: the named tests on both trees, or the runs."""
+    lines: list[str] = []
+    table = f.verification_table or {}
+    tests = table.get("tests") or []
+    for t in tests[:5]:
+        lines.append(
+            f"{code(str(t.get('id', '?')), 100)}: {t.get('fixed') or '-'} with the fix, "
+            f"{t.get('reverted') or '-'} without it"
+        )
+    if not tests:
+        for v in f.verification[:4]:
+            what = code(str(v.get("command", "")), 100)
+            lines.append(f"{what} on the {v.get('tree')} tree: exit {v.get('exitCode')}")
+    if table and not table.get("ok", True):
+        lines.append(f"not verified: {clip(str(table.get('reason') or ''), 200)}")
+    if not lines:
+        lines.append("no mechanical verification recorded")
+    return lines
+
+
+def comment_body(s: RunState, f: FindingState) -> str:
+    head = f"**Jury** ({f.agent}, round {f.round}): {clip(f.claim, 300)}"
+    if f.status == "accepted":
+        fix = next((c.sha for c in s.commits if c.finding == f.id and not c.pushed), f.sha)
+        lines = [
+            f"{head}",
+            "",
+            f"**Accepted and fixed** in {_sha(fix)} on `jury/{s.slug}`; regression test "
+            f"{code(f.test or '?')} run by {code(f.test_command or '?')}.",
+            *(f"- {line}" for line in _evidence(f)),
+        ]
+    elif f.status == "deferred":
+        lines = [head, "", f"**Deferred**, left for a human: {clip(f.reason, 400)}"]
+    else:
+        why = f" Last triage refused: {clip(f.refusals[-1], 300)}" if f.refusals else ""
+        lines = [head, "", f"**Open**: not settled when the run ended.{why}"]
+        if f.body:
+            lines += ["", clip(f.body, 600)]
+    return "\n".join(lines)
+
+
+def _refuted(s: RunState) -> list[FindingState]:
+    return [
+        f
+        for f in s.findings.values()
+        if (f.refutation is not None and f.refutation.outcome == "refuted")
+        or any(r.startswith("refuter:") for r in f.reopens)
+    ]
+
+
+def _refuted_why(f: FindingState) -> str:
+    refuter = [r for r in f.reopens if r.startswith("refuter:")]
+    if refuter:
+        return refuter[-1]
+    return f.refutation.reason or "" if f.refutation is not None else ""
+
+
+def _cost(s: RunState) -> str:
+    per = ", ".join(f"{clip(a, 40)} ${v:.4f}" for a, v in sorted(s.spent.items())) or "nothing known"
+    unknown = f"; {s.unknown_costs} call(s) of unknown cost" if s.unknown_costs else ""
+    return f"${s.total_spent:.4f} ({per}){unknown}"
+
+
+def _section(title: str, items: list[str]) -> list[str]:
+    return [f"**{title}** ({len(items)})", *(f"- {i}" for i in items), ""] if items else []
+
+
+def summary_body(s: RunState, conclusion: Conclusion, title: str, off_diff: list[Note]) -> str:
+    t, cfg = s.target, s.config
+    by = lambda status: [f for f in s.findings.values() if f.status == status]  # noqa: E731
+    lines = [
+        f"### {clip(title, 200)}",
+        "",
+        f"Run {code(s.slug, 200)} ended **{s.state}**: {clip(t.state_note or '', 400)}",
+        f"Reviewed head {_sha(t.head)} against {code(t.trunk or '?', 80)} (merge-base {_sha(t.base)})"
+        + (
+            f"; reviewers {', '.join(clip(r, 40) for r in cfg.reviewers)}, judge {clip(cfg.judge, 40)}"
+            if cfg
+            else ""
+        )
+        + f"; {len(s.rounds)} round(s). Check `jury`: **{conclusion}**.",
+        "",
+    ]
+    accepted = []
+    for f in by("accepted"):
+        fix = next((c.sha for c in s.commits if c.finding == f.id and not c.pushed), f.sha)
+        accepted.append(
+            f"{code(f.id, 40)} {code(f.loc, 100)} {clip(f.claim, 200)}: fixed in {_sha(fix)}, "
+            f"test {code(f.test or '?')}; " + "; ".join(_evidence(f))
+        )
+    lines += _section("Accepted", accepted)
+    item = lambda f: f"{code(f.id, 40)} {code(f.loc, 100)} {clip(f.claim, 200)}"  # noqa: E731
+    lines += _section("Rejected", [f"{item(f)}: {clip(f.reason, 300)}" for f in by("rejected")])
+    lines += _section("Deferred", [f"{item(f)}: {clip(f.reason, 300)}" for f in by("deferred")])
+    refuted = [f"{item(f)}: {clip(_refuted_why(f), 300)}" for f in _refuted(s)]
+    if s.final_check is not None and s.final_check.outcome == "refuted":
+        refuted.append(f"the converged claim: {clip(s.final_check.reason or '', 300)}")
+    lines += _section("Refuted by the second opinion", refuted)
+    lines += _section("Open", [item(f) for f in by("open")])
+    if off_diff:
+        lines += [
+            "**Not on the diff** (these lines are outside the PR's diff, so they are listed here):",
+            *(f"- {code(f'{n.path}:{n.line}', 120)}: {clip(n.body, 400)}" for n in off_diff),
+            "",
+        ]
+    lines.append(f"**Cost**: {_cost(s)}")
+    for note in cfg.config_notes if cfg else []:
+        lines.append(f"- config: {clip(note, 300)}")
+    return "\n".join(lines)
+
+
+def check_summary(s: RunState, conclusion: Conclusion) -> str:
+    counts = {
+        st: sum(1 for f in s.findings.values() if f.status == st)
+        for st in ("accepted", "rejected", "deferred", "open")
+    }
+    shown = ", ".join(f"{n} {st}" for st, n in counts.items())
+    return "\n".join(
+        [
+            f"Run `{clip(s.slug, 200)}` ended **{s.state}**: {clip(s.target.state_note or '', 400)}",
+            "",
+            f"Findings: {shown or 'none'}. Cost: {_cost(s)}.",
+            f"Conclusion: {conclusion}.",
+        ]
+    )
+
+
+def plan(s: RunState, diff: dict[str, set[int]] | None) -> Plan:
+    """What to publish for ``s``. ``diff``: the PR diff's new-side lines per path (None: unknown, so every
+    comment is offered to the forge, which refuses lines outside its diff)."""
+    conclusion, title = verdict(s)
+    comments: list[Note] = []
+    off: list[Note] = []
+    for f in s.findings.values():
+        if f.status not in INLINE_STATUSES:
+            continue
+        where = parse_loc(f.loc)
+        if where is None:
+            continue  # no line to put it on; the summary lists every finding anyway
+        note = Note(key=f.id, path=where[0], line=where[1], body=comment_body(s, f))
+        if diff is None or where[1] in diff.get(where[0], set()):
+            comments.append(note)
+        else:
+            off.append(note)
+    return Plan(
+        conclusion=conclusion,
+        title=title,
+        check_summary=check_summary(s, conclusion),
+        body=summary_body(s, conclusion, title, off),
+        comments=comments,
+        off_diff=off,
+    )
