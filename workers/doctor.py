@@ -4,13 +4,20 @@ Each check is a ``Check`` (what, ok / failed / not tried, what was seen); ``prob
 that stop a run: no git, a Redis that does not answer, a sandbox that cannot run with the operator's
 ``[sandbox]`` settings (no sandbox, no run). The sandbox is probed the way a worker probes it
 (``workers.sandbox.sandbox_problem``): what doctor answers is what a worker on this machine would meet.
+
+In a container (``/.dockerenv``, ``/run/.containerenv``, or a container's cgroup of pid 1), a sandbox that
+cannot start usually means the container was started without what bubblewrap needs; doctor reads what it
+can see (a seccomp filter, an AppArmor profile, a masked ``/proc``, the kernel's user-namespace switches)
+and says which option to change (``sandbox_hints``; README, "Deployment").
 """
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import redis
 
@@ -83,9 +90,102 @@ def _userns(bwrap: str) -> tuple[bool, str]:
     return p.returncode == 0, p.stderr.strip()[-300:]
 
 
+CGROUP_RUNTIMES = re.compile(r"docker|kubepods|containerd|libpod|podman|lxc|crio")
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def container(root: Path = Path("/")) -> str | None:
+    """How this process shows it runs in a container (the evidence, named), or None on a host."""
+    for marker, what in ((".dockerenv", "docker"), ("run/.containerenv", "podman")):
+        if (root / marker).exists():
+            return f"{what} (/{marker})"
+    found = CGROUP_RUNTIMES.search(_read(root / "proc/1/cgroup"))
+    if found:
+        return f"{found.group(0)} (/proc/1/cgroup)"
+    return None
+
+
+def sandbox_hints(error: str = "", root: Path = Path("/"), in_container: bool = True) -> list[str]:
+    """What to change so bubblewrap can start here: from its ``error`` and what this process can see of
+    its own confinement. Every obstacle seen is named (fixing one only shows the next otherwise)."""
+    hints: list[str] = []
+    if "ENOSPC" in error or "max_*_namespaces" in error:
+        hints.append(
+            "the limit of user namespaces is reached here (user.max_user_namespaces, or namespaces nested "
+            "too deep: a container run inside another sandbox): raise the limit on the host, run one level up"
+        )
+    if _read(root / "proc/sys/user/max_user_namespaces").strip() == "0":
+        hints.append(
+            "user namespaces are off on this kernel: on the host, sysctl -w user.max_user_namespaces=15000"
+        )
+    if _read(root / "proc/sys/kernel/unprivileged_userns_clone").strip() == "0":
+        hints.append(
+            "unprivileged user namespaces are off: on the host, sysctl -w kernel.unprivileged_userns_clone=1"
+        )
+    if _read(root / "proc/sys/kernel/apparmor_restrict_unprivileged_userns").strip() == "1":
+        hints.append(
+            "AppArmor restricts unprivileged user namespaces (Ubuntu 23.10+): on the host, sysctl -w "
+            "kernel.apparmor_restrict_unprivileged_userns=0, or an AppArmor profile for bwrap with userns"
+        )
+    if not in_container:
+        return hints
+    status = _read(root / "proc/self/status")
+    if re.search(r"^Seccomp:\s*2\b", status, re.M):
+        hints.append(
+            "a seccomp filter is on (Docker's default lets only CAP_SYS_ADMIN create namespaces): start the "
+            "container with --security-opt seccomp=unconfined, or a profile that allows clone and unshare "
+            "with CLONE_NEWUSER, mount, umount2, pivot_root and setns"
+        )
+    profile = _read(root / "proc/self/attr/apparmor/current") or _read(root / "proc/self/attr/current")
+    if profile.strip() and "unconfined" not in profile:
+        hints.append(
+            f"AppArmor profile {profile.strip()!r} confines this process (docker-default denies mount): "
+            "start the container with --security-opt apparmor=unconfined, or a profile that allows mount"
+        )
+    masked = [
+        line.split()[4]
+        for line in _read(root / "proc/self/mountinfo").splitlines()
+        if len(line.split()) > 4 and line.split()[4].startswith("/proc/")
+    ]
+    if masked:
+        hints.append(
+            f"parts of /proc are masked ({', '.join(sorted(masked)[:3])}...): bwrap mounts a fresh /proc, "
+            "which the kernel refuses then; start the container with --security-opt systempaths=unconfined"
+        )
+    return hints
+
+
 def diagnose(settings: Settings, sandbox: SandboxSettings) -> Report:
-    """Every check, in order: git, Redis, bwrap, user namespaces, the sandbox as ``sandbox`` asks."""
+    """Every check, in order: git, Redis, bwrap, user namespaces, the sandbox as ``sandbox`` asks; in a
+    container, what to change when the sandbox cannot start."""
     report = Report()
+    where = container()
+    report.add("container", None, f"in a container: {where}" if where else "not in a container")
+    _diagnose(settings, sandbox, report)
+    if where is not None and any(c.what in ("userns", "sandbox") and c.ok is False for c in report.checks):
+        hints = sandbox_hints(_failure(report), in_container=True)
+        report.notes += [f"in a container, to run the sandbox: {h}" for h in hints]
+        if not hints:
+            report.notes.append(
+                "in a container, the sandbox needs user namespaces, mount and a fresh /proc: see the README, "
+                "Deployment (--security-opt seccomp=..., apparmor=unconfined, systempaths=unconfined)"
+            )
+    elif any(c.what == "userns" and c.ok is False for c in report.checks):
+        report.notes += sandbox_hints(_failure(report), in_container=False)
+    return report
+
+
+def _failure(report: Report) -> str:
+    return " ".join(c.text for c in report.checks if c.what in ("userns", "sandbox") and c.ok is False)
+
+
+def _diagnose(settings: Settings, sandbox: SandboxSettings, report: Report) -> None:
     git = _version(["git", "--version"])
     report.add("git", git is not None, git or "not found: install git", "git is not installed")
     _redis(settings, report)
@@ -102,7 +202,7 @@ def diagnose(settings: Settings, sandbox: SandboxSettings) -> Report:
         report.add("userns", works, "user namespaces work" if works else f"unavailable: {why}")
     if sandbox.mode == "none":
         report.add("sandbox", None, 'off ([sandbox] mode = "none"): the reviewed code runs unconfined')
-        return report
+        return
     problem = sandbox_problem(sandbox)
     shown = (
         f"works (network {'on' if sandbox.network else 'off'}, {sandbox.memory_mb} MiB, "
@@ -111,4 +211,3 @@ def diagnose(settings: Settings, sandbox: SandboxSettings) -> Report:
     report.add("sandbox", problem is None, problem or shown, f"sandbox unavailable: {problem}")
     if problem is None and os.geteuid() == 0:
         report.notes.append(ROOT_NOTE)
-    return report
