@@ -141,8 +141,17 @@ def _fenced(lines: list[str]) -> list[bool]:
 
 
 def _unwrap(text: str) -> str:
-    """Drop bold markers and stray whitespace around a claim or reason."""
-    return re.sub(r"^\*{2,}\s*|\s*\*+$", "", text.strip()).strip()
+    """Drop bold markers and stray whitespace around a claim or reason.
+
+    With string methods, not a regex: ``\\s*\\*+$`` is tried at every position of a long run of
+    whitespace, which makes a hostile line of tabs cost quadratic time.
+    """
+    text = text.strip()
+    if text.startswith("**"):
+        text = text.lstrip("*").lstrip()
+    if text.endswith("*"):
+        text = text.rstrip("*").rstrip()
+    return text.strip()
 
 
 def _is_stop(line: str) -> bool:

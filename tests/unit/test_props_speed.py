@@ -106,6 +106,7 @@ huge_lines = st.builds(
 @example(line=" " * 80_000 + "x")  # every "decoration, then a keyword" regex: quadratic
 @example(line="REFUTED: x" + " " * 80_000 + "y")  # the verdict's trailing bold: quadratic
 @example(line="a.py" + ":1" * 40_000 + "x")  # parse_loc's path and line: quadratic
+@example(line="FINDING:" + "\t" * 40_000 + "x" + "\t" * 40_000 + "x")  # _unwrap's trailing bold: quadratic
 def test_a_huge_line_costs_linear_time(name: str, line: str) -> None:
     with cpu_seconds(CPU_LIMIT):
         PARSERS[name](line)
