@@ -24,7 +24,7 @@ from orchestrator.fold import FindingState, RunState
 Conclusion = Literal["success", "failure", "neutral"]
 
 INLINE_STATUSES = ("open", "deferred", "accepted")  # what gets a comment on its line
-_LOC_RE = re.compile(r"^\s*`?(?P<path>[^\s:`][^:`]*?)`?:(?P<line>[1-9][0-9]{0,6})(?:[-:,][0-9]+)*\s*$")
+_LOC_RE = re.compile(r"^(?P<path>[^\s:][^:]*?):(?P<line>[1-9][0-9]{0,6})(?:[-:,][0-9]+)*$")
 _COULD_NOT_REVIEW = ("sandbox unavailable", "budget exhausted")
 
 
@@ -116,7 +116,7 @@ def code(text: str, limit: int = 120) -> str:
 def parse_loc(loc: str) -> tuple[str, int] | None:
     """``(path, line)`` of a finding's WHERE (``path:line``, ``path:line-end``, ``path:line:col``), or None.
     A path that climbs or is absolute is no place on the diff."""
-    found = _LOC_RE.match(loc or "")
+    found = _LOC_RE.match((loc or "").strip().strip("`").strip())
     if found is None:
         return None
     path = found["path"].strip().removeprefix("./")
