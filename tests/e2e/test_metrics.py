@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -76,11 +76,11 @@ def worker_logs(fleet: Fleet) -> tuple[Path, Path]:  # noqa: F811
     return fleet.logs / "worker.stdout.log", fleet.logs / "worker.stderr.log"
 
 
-def start_worker(fleet: Fleet, out: Path, err: Path) -> subprocess.Popen[bytes]:  # noqa: F811
+def start_worker(fleet: Fleet, out: Path, err: Path, *extra: str) -> subprocess.Popen[bytes]:  # noqa: F811
     argv = [sys.executable, "-m", "jury_cli", "worker", "--concurrency", "1", "--loglevel", "INFO"]
     with out.open("wb") as o, err.open("wb") as e:
         p = subprocess.Popen(
-            [*argv, "--metrics-port", "0"],
+            [*argv, "--metrics-port", "0", *extra],
             env=fleet.env(),
             stdout=o,
             stderr=e,
@@ -89,6 +89,23 @@ def start_worker(fleet: Fleet, out: Path, err: Path) -> subprocess.Popen[bytes]:
         )
     fleet.procs.append(p)
     return p
+
+
+def scraper(fleet: Fleet, err: Path) -> Callable[[], Samples]:  # noqa: F811
+    """Scrape the worker whose stderr is ``err``, once it said where its endpoint is."""
+
+    def port() -> int | None:
+        started = [d for d in json_lines(err) if d.get("event") == "worker.started"]
+        return started[0]["metrics_port"] if started else None
+
+    url = f"http://127.0.0.1:{wait_for('the worker to start', port, 60, fleet.why())}/metrics"
+
+    def scrape() -> Samples:
+        r = httpx.get(url, timeout=30)
+        assert r.status_code == 200, r.text
+        return parse(r.text)
+
+    return scrape
 
 
 def test_metrics_during_and_after_a_run_match_jury_show_and_logs_are_json(
@@ -101,17 +118,7 @@ def test_metrics_during_and_after_a_run_match_jury_show_and_logs_are_json(
     out, err = worker_logs
     fleet.extra["JURY_REAP_AFTER"] = "600"  # no re-sending of the review that waits in its queue
     worker = start_worker(fleet, out, err)
-
-    def port() -> int | None:
-        started = [d for d in json_lines(err) if d.get("event") == "worker.started"]
-        return started[0]["metrics_port"] if started else None
-
-    url = f"http://127.0.0.1:{wait_for('the worker to start', port, 60, fleet.why())}/metrics"
-
-    def scrape() -> Samples:
-        r = httpx.get(url, timeout=30)
-        assert r.status_code == 200, r.text
-        return parse(r.text)
+    scrape = scraper(fleet, err)
 
     config = write_config(
         gated("finder", "find", fake_state, usd_per_minute=0.6),
@@ -227,3 +234,27 @@ def test_metrics_during_and_after_a_run_match_jury_show_and_logs_are_json(
     assert succeeded and all(
         d["level"] == "info" and d.get("key", "").startswith("review:") for d in succeeded
     )
+
+
+def test_a_prefork_worker_serves_what_its_pool_children_counted(
+    fleet: Fleet,  # noqa: F811
+    worker_logs: tuple[Path, Path],
+) -> None:
+    """With ``--pool prefork`` tasks run in child processes: their counters reach the parent's endpoint
+    through prometheus-client's multiprocess directory, which the worker removes when it stops."""
+    out, err = worker_logs
+    worker = start_worker(fleet, out, err, "--pool", "prefork")
+    scrape = scraper(fleet, err)
+    reaped = wait_for(
+        "the reap at start, counted by a pool child",
+        lambda: (
+            (s := scrape()) and value(s, "jury_worker_tasks_total", kind="reap", state="SUCCESS") >= 1 and s
+        ),
+        60,
+        fleet.why(),
+    )
+    assert value(reaped, "jury_fleet_up") == 1
+    (folder,) = (fleet.state_dir / "metrics").iterdir()
+    assert folder.name == f"worker-{worker.pid}" and any(folder.glob("counter_*.db"))
+    fleet.stop()
+    assert not folder.exists()
