@@ -10,6 +10,7 @@ queue; one review done, the other still running) last as long as the test needs,
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -258,3 +259,35 @@ def test_a_prefork_worker_serves_what_its_pool_children_counted(
     assert folder.name == f"worker-{worker.pid}" and any(folder.glob("counter_*.db"))
     fleet.stop()
     assert not folder.exists()
+
+
+def test_jury_metrics_serves_the_fleet_and_says_when_it_cannot_read_it(
+    fleet: Fleet,  # noqa: F811
+) -> None:
+    """``jury metrics --port 0`` serves the fleet's gauges until stopped; without a Redis to read it says
+    what to set (exit 2), with one that does not answer it says so (exit 1)."""
+    env = fleet.env()
+    argv = [sys.executable, "-m", "jury_cli", "metrics", "--port", "0", "--host", "127.0.0.1"]
+    p = subprocess.Popen(
+        argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    fleet.procs.append(p)  # type: ignore[arg-type]  (stopped with its process group, as the workers are)
+    assert p.stderr is not None
+    line = p.stderr.readline()  # "serving the fleet's metrics on http://127.0.0.1:PORT/metrics"
+    served = re.search(r"http://127\.0\.0\.1:\d+/metrics", line)
+    assert served, line
+    samples = parse(httpx.get(served.group(0), timeout=30).text)
+    assert value(samples, "jury_fleet_up") == 1 and value(samples, "jury_fleet_runs") == 0
+    assert {ls for (n, ls) in samples if n == "jury_fleet_queue_depth"} == {
+        frozenset({("queue", q)}) for q in ("control", "review", "triage", "reply", "refute")
+    }
+    fleet.stop()
+    p.stderr.close()
+
+    fleet.extra["JURY_REDIS_URL"] = ""
+    r = fleet.jury("metrics")
+    assert r.returncode == 2 and "set JURY_REDIS_URL" in r.stderr, r.stdout + r.stderr
+    fleet.extra["JURY_REDIS_URL"] = "redis://127.0.0.1:1/0"  # nothing listens on port 1
+    r = fleet.jury("metrics")
+    assert r.returncode == 1 and "jury_fleet_up 0.0" in r.stdout, r.stdout + r.stderr
+    assert "could not read the fleet's Redis" in r.stderr
