@@ -313,14 +313,14 @@ def reverify(settings: Settings, targets: Sequence[str] = (), trunk: str | None 
         branch = trunk or s.target.trunk or "main"
         try:
             sha = trunk_commit(s, branch)
-        except (TargetError, GitError) as exc:
+        except (TargetError, GitError, OSError) as exc:  # OSError: its repository is not on this host
             report.notes.append(f"{slug}: {exc}")
             continue
         events = []
         for f in accepted:
             try:
                 row, event = check_finding(settings, s, f, branch, sha)
-            except GitError as exc:
+            except (GitError, OSError) as exc:
                 report.notes.append(f"{slug} {f.id}: {exc}")
                 continue
             report.rows.append(row)
