@@ -7,7 +7,7 @@ from jury_cli.context import DirOpt, out, settings_for
 from orchestrator.domain import RunPublished
 from orchestrator.errors import JuryError
 from orchestrator.store.base import EventStore, check_slug
-from orchestrator.store.files import FileStore, mirror
+from orchestrator.store.files import FileStore
 
 
 def publish(slug: str, dir: DirOpt = None) -> None:
@@ -24,8 +24,7 @@ def publish(slug: str, dir: DirOpt = None) -> None:
         live = redis_store(settings.redis_url)
         if live.exists(slug) or not files.exists(slug):
             store = live
-    event = publish_run(store, slug)
-    mirror(store, files, slug)  # the record under --dir says it too
+    event = publish_run(store, slug, files=files)  # the record under --dir says it too
     say(event)
     if not event.ok:
         raise JuryError(f"publishing {slug} failed: {event.error}")

@@ -29,6 +29,7 @@ from orchestrator.forge import ForgeSettings, InlineComment, ReviewDraft, forge_
 from orchestrator.logs import add_secret, redact
 from orchestrator.publishing import plan, publish_key
 from orchestrator.store.base import EventStore
+from orchestrator.store.files import FileStore, mirror
 from workers.actions import handles
 from workers.runtime import Job, Runtime, finish
 from workers.supervise import Interrupted
@@ -146,9 +147,16 @@ def publish_state(
     return RunPublished(**base, **found, ok=True)  # type: ignore[arg-type]
 
 
-def publish_run(store: EventStore, slug: str, *, settings: ForgeSettings | None = None) -> RunPublished:
+def publish_run(
+    store: EventStore,
+    slug: str,
+    *,
+    files: FileStore | None = None,
+    settings: ForgeSettings | None = None,
+) -> RunPublished:
     """(Re-)publish run ``slug`` of ``store`` by hand (``jury publish``, the console's button): its review
-    and check are updated in place; the ``run.published`` event is appended and returned.
+    and check are updated in place; the ``run.published`` event is appended (and mirrored into ``files``,
+    the record under the state directory, when given) and returned.
 
     ``UsageError`` when the run does not exist or has not ended (a running run's verdict is not known).
     """
@@ -161,6 +169,8 @@ def publish_run(store: EventStore, slug: str, *, settings: ForgeSettings | None 
     key = f"hand:{publish_key(s).removeprefix('publish:')}:{uuid.uuid4().hex[:8]}"
     event = publish_state(s, key, settings=settings)
     store.append(slug, [event])
+    if files is not None:
+        mirror(store, files, slug)
     return event
 
 

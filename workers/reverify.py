@@ -100,17 +100,21 @@ def _repo_root(path: str) -> str | None:
         return str(p.resolve())
 
 
-def _forge_path(url: str, forge_hosts: Sequence[str] = ()) -> str | None:
+def _forge_repo(url: str, forge_hosts: Sequence[str] = ()) -> str | None:
+    """``kind:owner/repo`` of a PR/MR URL run (lower case), as ``_wanted`` spells a forge repository."""
     from orchestrator.target import parse_pr_url
 
     try:
-        return parse_pr_url(url, forge_hosts).project.lower()
+        pr = parse_pr_url(url, forge_hosts)
     except TargetError:
         return None
+    kind = "github" if pr.kind == "pull" else "gitlab"
+    return f"{kind}:{pr.project.lower()}"
 
 
 def _wanted(target: str) -> tuple[str, str]:
-    """``("path", root)`` for a local path, ``("forge", owner/repo)`` for a forge name or URL."""
+    """``("path", root)`` for a local path, ``("forge", kind:owner/repo)`` for a forge name or URL (a bare
+    ``OWNER/REPO`` is GitHub's, ``GROUP/SUB/PROJECT`` GitLab's, as everywhere Jury takes one)."""
     text = target.strip()
     if text.startswith(("/", ".", "~")) or Path(text).expanduser().exists():
         root = _repo_root(text)
@@ -126,7 +130,7 @@ def _wanted(target: str) -> tuple[str, str]:
             f"not a repository: {text!r} (expected a local PATH, OWNER/REPO, github:OWNER/REPO, "
             "gitlab:GROUP/PROJECT or a forge URL)"
         ) from None
-    return "forge", ref.repo.lower()
+    return "forge", f"{ref.kind}:{ref.repo.lower()}"
 
 
 def matches(s: RunState, wanted: Sequence[tuple[str, str]], forge_hosts: Sequence[str] = ()) -> bool:
@@ -135,7 +139,7 @@ def matches(s: RunState, wanted: Sequence[tuple[str, str]], forge_hosts: Sequenc
         return True
     t = s.target
     for kind, value in wanted:
-        if kind == "forge" and t.url and _forge_path(t.url, forge_hosts) == value:
+        if kind == "forge" and t.url and _forge_repo(t.url, forge_hosts) == value:
             return True
         if kind == "path" and not t.url and t.path and str(Path(t.path).resolve()) == value:
             return True

@@ -235,3 +235,20 @@ def test_publish_reviews_and_checks_on_github_and_gitlab(
     for path in [*state_dir.rglob("*.ndjson"), *state_dir.rglob("*.json"), tmp_path / "worker.log"]:
         text = path.read_text(errors="replace")
         assert GH_TOKEN not in text and GL_TOKEN not in text, path
+
+    # jury verify by the forge's name: the PR URL runs' mirror fetches trunk from the remote; trunk has
+    # no median yet (nothing merged): the fix's test cannot run there, which is no regression
+    remote = tmp_path / "remotes" / "acme" / "sample.git"
+    before = jury("verify", "acme/sample", "gitlab:acme/sample", "--trunk", "main", env=worker)
+    assert before.code == 0, before.out + before.err
+    assert "0 of 2 regression test(s) pass" in before.out  # run 7 (GitHub) and the GitLab run
+    # the fix of run 7 merged into the remote's main: its test passes on trunk
+    mirror = Path(states[7].target.path or "")
+    git(mirror, "push", "--quiet", str(remote), f"jury/{slugs[7]}:refs/heads/main")
+    after = jury("verify", "github:acme/sample", env=worker)  # GitHub's acme/sample only
+    assert after.code == 0, after.out + after.err
+    assert "1 of 1 regression test(s) pass" in after.out
+    assert "in 0 converged run(s)" in jury("verify", "other/repo", env=worker).out
+    trunk_runs = fold(from_url(worker["JURY_REDIS_URL"]).read(slugs[7]), slugs[7])
+    (f7,) = [f for f in trunk_runs.findings.values() if f.status == "accepted"]
+    assert [r["passed"] for r in f7.trunk_runs] == [False, True]
