@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from orchestrator.domain import (
+    ActionDeferred,
     AgentLaunch,
     AgentReport,
     BudgetRefused,
@@ -88,6 +89,9 @@ def event_line(e: Event) -> str | None:
             )
         case RefuteSkipped():
             return f"  second opinion on {e.id or 'the converged claim'}: not run: {e.reason}"
+        case ActionDeferred():
+            why = "waiting for a slot" if e.reason == "slot" else "rate-limited"
+            return f"  {e.key} put back ({why}, again in {e.seconds:.0f}s): {e.note}"
         case BudgetRefused():
             return f"  budget refused {e.agent} for {e.key}: {e.reason}"
         case ToolRefused():

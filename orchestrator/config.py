@@ -10,8 +10,9 @@
      to what the repository may set (``orchestrator.trust``: untrusted, only ``[jury]``, ``[checks]``
      and ``model`` / ``expect_seconds`` of existing agents);
   3. the operator's file (``operator_config_file``: ``--config FILE``, else ``$JURY_CONFIG``, else
-     ``$JURY_DIR/config.toml``), which may set everything and alone holds ``[trust]``, ``[sandbox]``
-     and ``[[schedules]]`` (``load_schedules``, checked in ``orchestrator.schedules``).
+     ``$JURY_DIR/config.toml``), which may set everything and alone holds ``[trust]``, ``[sandbox]``,
+     ``[[schedules]]`` (``load_schedules``, checked in ``orchestrator.schedules``) and ``[limits]``
+     (the fleet's slots per repository and per model, ``parse_limits``).
 
   The operator's agents exist before the repository's file is read, so a repository may choose them in
   ``[jury]`` and tune their model. What was set aside, and whether the repository was trusted, is kept
@@ -38,7 +39,7 @@ from orchestrator.agent_keys import (
     check_keys,
     string_list,
 )
-from orchestrator.domain import AgentSpec, SandboxSettings
+from orchestrator.domain import AgentSpec, Limits, SandboxSettings
 from orchestrator.errors import ConfigError
 from orchestrator.schedules import Schedule, parse_schedules
 from orchestrator.trust import (
@@ -61,6 +62,8 @@ DEFAULT_REVIEWERS: tuple[str, ...] = ("codex", "claude")
 DEFAULT_JUDGE = "codex"
 DEFAULT_ROUNDS = 10
 ALLOWED_JURY_KEYS: tuple[str, ...] = ("reviewers", "judge", "rounds")
+LIMITS_KEYS: tuple[str, ...] = ("per_repo", "per_model")
+MAX_PATTERN = 200  # characters of a [limits] per_model pattern
 LOG_LEVELS: tuple[str, ...] = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
@@ -97,6 +100,9 @@ class Settings(BaseSettings):
     # Seconds a scheduler's claim on a schedule's slot lives without renewal: how soon another scheduler
     # takes over the firing of one that died (workers/scheduler.py).
     schedule_claim_ttl: float = Field(default=30.0, gt=0)
+    # Seconds (about: jittered, and kept under reap_after / 2) before a task that found its [limits]
+    # slot full comes back; it waits in the broker, never in a worker slot.
+    limit_wait: float = Field(default=5.0, gt=0)
 
     @field_validator("redis_url", mode="after")
     @classmethod
@@ -201,6 +207,7 @@ class RepoConfig(BaseModel):
     source: list[str]
     checks: dict[str, str] = Field(default_factory=dict)  # the ``[checks]`` table: name -> command
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)  # the operator's ``[sandbox]``
+    limits: Limits = Field(default_factory=Limits)  # the operator's ``[limits]``
     repo_trusted: bool | None = None  # None: no repository file was read
     notes: list[str] = Field(default_factory=list)  # what was set aside and why, for the run's record
 
@@ -211,6 +218,7 @@ class _Operator(BaseModel):
     trust: list[str]
     sandbox: SandboxSettings
     schedules: list[Schedule]
+    limits: Limits
 
 
 def config_dir() -> Path:
@@ -340,6 +348,7 @@ def _read_operator(path: Path) -> _Operator:
         trust=parse_trust(source, data),
         sandbox=parse_sandbox(source, data),
         schedules=parse_schedules(source, data.get("schedules", [])),
+        limits=parse_limits(source, data),
     )
 
 
@@ -359,6 +368,40 @@ def load_schedules(operator_file: Path | None) -> list[Schedule]:
             except ConfigError as exc:
                 raise ConfigError(f"{operator_file}: [[schedules]] {s.name!r}: {exc}") from None
     return schedules
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def parse_limits(source: str, data: dict[str, Any]) -> Limits:
+    """The operator's ``[limits]`` table, checked key by key; every problem names the file and the key.
+
+    ``per_repo = N``: at most N agent tasks of one repository at once, fleet-wide. ``per_model =
+    { "PATTERN" = N }``: at most N at once of the agents whose model the pattern matches, all of them
+    together (the rule: ``workers/limits.py``, ``subjects``). Absent: no limit.
+    """
+    table = data.get("limits", {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{source}: [limits]: must be a table")
+    for key in table:
+        if key not in LIMITS_KEYS:
+            raise ConfigError(f"{source}: [limits]: unknown key {key!r} (allowed: {', '.join(LIMITS_KEYS)})")
+    per_repo = table.get("per_repo")
+    if per_repo is not None and not _whole(per_repo):
+        raise ConfigError(f"{source}: [limits].per_repo: must be a whole number >= 1, got {per_repo!r}")
+    per_model = table.get("per_model", {})
+    if not isinstance(per_model, dict):
+        raise ConfigError(
+            f'{source}: [limits].per_model: must be a table of "PATTERN" = N, e.g. {{ "anthropic/*" = 8 }}'
+        )
+    for pattern, n in per_model.items():
+        where = f"{source}: [limits].per_model.{pattern!r}"
+        if not pattern.strip() or len(pattern) > MAX_PATTERN:
+            raise ConfigError(f"{where}: a pattern must be 1 to {MAX_PATTERN} characters, not blank")
+        if not _whole(n):
+            raise ConfigError(f"{where}: must be a whole number >= 1, got {n!r}")
+    return Limits(per_repo=per_repo, per_model=dict(per_model))
 
 
 def _set_aside(ignored: list[Ignored]) -> list[str]:
@@ -427,6 +470,7 @@ def load_config(repo_file: RepoFile | None = None, operator_file: Path | None = 
         source=source,
         checks=checks,
         sandbox=operator.sandbox if operator else SandboxSettings(),
+        limits=operator.limits if operator else Limits(),
         repo_trusted=trusted,
         notes=notes,
     )

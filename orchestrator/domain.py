@@ -156,6 +156,27 @@ class SandboxSettings(Model):
         return value
 
 
+class Limits(Model):
+    """The operator's ``[limits]`` table: how many agent tasks may run at once across the fleet.
+
+    ``per_repo``: tasks of one repository (its forge identity for a PR URL, its path for a local one);
+    None: no limit. ``per_model``: a shell-style pattern (``fnmatch``, case-insensitive) -> the tasks at
+    once of every agent whose model it matches (``workers/limits.py`` says what a pattern is matched
+    against). A task that finds a slot full is put back with a short countdown, never waits in its slot.
+    """
+
+    per_repo: int | None = Field(default=None, ge=1)
+    per_model: dict[str, int] = Field(default_factory=dict)
+
+    @field_validator("per_model")
+    @classmethod
+    def _positive(cls, value: dict[str, int]) -> dict[str, int]:
+        for pattern, n in value.items():
+            if not pattern.strip() or n < 1:
+                raise ValueError(f"{pattern!r}: a non-empty pattern and a limit >= 1")
+        return value
+
+
 SANDBOX_OFF_NOTE = "sandbox off: the reviewed code ran unconfined"
 
 
@@ -183,6 +204,7 @@ class JuryConfig(Model):
     task: str | None = None  # the user's task text (--task): commands named there are signals
     budget: float | None = None  # USD ceiling for the run; None: no ceiling
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
+    limits: Limits = Field(default_factory=Limits)  # the operator's [limits]: fleet-wide slots
     # What the configuration loader set aside and why, shown in the record and every summary: keys of an
     # untrusted repository's jury.toml that were ignored, a PR that changed jury.toml (never applied).
     config_notes: list[str] = Field(default_factory=list)
@@ -256,6 +278,19 @@ class ActionDone(EventBase):
     t: Literal["action.done"] = "action.done"
     key: str
     ok: bool = True
+
+
+class ActionDeferred(EventBase):
+    """An action put back with a countdown instead of waiting in a worker slot: its limit's slots were
+    full (``slot``), or its model asked it to come back later (``rate-limit``: an HTTP 429 whose
+    Retry-After is longer than a worker should sleep). Not a failure: the action runs again from the
+    start once its task comes back, and nothing it did before counts as done."""
+
+    t: Literal["action.deferred"] = "action.deferred"
+    key: str
+    reason: Literal["slot", "rate-limit"]
+    seconds: float  # the countdown it was put back with
+    note: str = ""
 
 
 class AgentLaunch(EventBase):
@@ -582,6 +617,7 @@ Event = Annotated[
     | RoundEnd
     | ActionDispatched
     | ActionDone
+    | ActionDeferred
     | AgentLaunch
     | AgentAlive
     | AgentReport

@@ -16,6 +16,7 @@ from pydantic import Field
 
 from orchestrator.domain import (
     EVENT_ADAPTER,
+    ActionDeferred,
     ActionDispatched,
     ActionDone,
     AgentAlive,
@@ -156,6 +157,8 @@ class DispatchedAction(Model):
     sha: str | None = None
     done: bool = False
     ok: bool = True
+    backoffs: int = 0  # times a model sent it back (rate-limit): its next attempt's number
+    deferred: str | None = None  # why it was last put back with a countdown (a slot, a rate limit)
 
 
 class CommitInfo(Model):
@@ -302,6 +305,10 @@ def apply(s: RunState, e: Event) -> None:
                 a.done, a.ok = True, e.ok
                 if a.kind == "triage" and a.finding in s.findings:
                     s.findings[a.finding].judging = False
+        case ActionDeferred():
+            if (a := s.actions.get(e.key)) is not None:
+                a.backoffs += e.reason == "rate-limit"
+                a.deferred = f"{e.reason}: {e.note}" if e.note else e.reason
         case AgentLaunch():
             if e.role == "reviewer" and (r := s.round(e.round)) is not None:
                 launched = r.agents.setdefault(e.agent, AgentSlot(agent=e.agent))

@@ -100,6 +100,7 @@ def jury_config(settings: Settings, cfg: RepoConfig, target: Target, opts: RunOp
         task=opts.task,
         budget=budget,
         sandbox=cfg.sandbox,
+        limits=cfg.limits,
         config_notes=cfg.notes,
     )
 

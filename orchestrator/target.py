@@ -255,6 +255,15 @@ def read_repo_file(repo: Path, base: str, head: str, *, where: str, identity: st
     return RepoFile(source=source, identity=identity, local=local, text=text, notes=notes)
 
 
+def repo_identity(target: Target) -> str | None:
+    """Who the reviewed repository is, the same on every host: its forge identity for a PR URL
+    (``host/owner/repo``, as ``[trust] repos`` names it; each host may keep its own mirror), the
+    repository's top-level path for a local one; None when the target is not resolved."""
+    if target.url:
+        return _split_pr_url(target.url).identity
+    return target.path
+
+
 def repo_config(target: Target) -> RepoFile:
     """The trunk-side ``jury.toml`` of a resolved target; a PR URL's repository is never local."""
     if not target.path or not target.base or not target.head:

@@ -32,7 +32,7 @@ from orchestrator.domain import SandboxSettings
 from orchestrator.errors import ConfigError
 
 REPO_TABLES: tuple[str, ...] = ("agents", "jury", "checks")
-OPERATOR_ONLY_TABLES: tuple[str, ...] = ("trust", "sandbox", "schedules")
+OPERATOR_ONLY_TABLES: tuple[str, ...] = ("trust", "sandbox", "schedules", "limits")
 OPERATOR_TABLES: tuple[str, ...] = (*REPO_TABLES, *OPERATOR_ONLY_TABLES)
 # What an untrusted repository may set on an agent that already exists (catalog or operator).
 UNTRUSTED_AGENT_KEYS: tuple[str, ...] = ("model", "expect_seconds")
@@ -185,9 +185,9 @@ def filter_repo(
 ) -> tuple[dict[str, Any], list[Ignored]]:
     """What of a repository's ``jury.toml`` may take effect, and what was set aside.
 
-    Operator-only tables (``[trust]``, ``[sandbox]``) never apply from a repository. Untrusted, only
-    ``[jury]``, ``[checks]`` and ``UNTRUSTED_AGENT_KEYS`` of the ``known`` agents pass; an unknown table
-    is an error as in any file. The values that pass are checked later, like the operator's.
+    Operator-only tables (``[trust]``, ``[sandbox]``, ``[limits]``) never apply from a repository.
+    Untrusted, only ``[jury]``, ``[checks]`` and ``UNTRUSTED_AGENT_KEYS`` of the ``known`` agents pass; an
+    unknown table is an error as in any file. The values that pass are checked later, like the operator's.
     """
     for key in data:
         if key not in REPO_TABLES and key not in OPERATOR_ONLY_TABLES:

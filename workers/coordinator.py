@@ -2,8 +2,10 @@
 
 ``coordinate`` runs under the run's lock. ``run_task`` runs one action under a lease with a heartbeat
 and marks it done after its events are appended, so a task Redis delivers twice, or hands to a second
-worker while the first is still at it, runs its agent once. ``reap`` hands out again the actions whose
-worker died (lease expired, no done marker) and kicks every active run.
+worker while the first is still at it, runs its agent once. A task whose ``[limits]`` slot is full, or
+whose model sends it back (``RateLimited``), is put back with a countdown, undone (``put_back``).
+``reap`` hands out again the actions whose worker died (lease expired, no done marker) and kicks every
+active run.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from orchestrator.actions import failure_events as failure_of
 from orchestrator.decide import DispatchAction, Emit, Integrate, decide
 from orchestrator.domain import (
     TERMINAL_STATES,
+    ActionDeferred,
     ActionDispatched,
     CommitPushed,
     Event,
@@ -30,7 +33,9 @@ from orchestrator.errors import GitError, StoreError
 from orchestrator.fold import RunState, apply, fold, restore, snapshot, tick
 from orchestrator.publishing import awaiting_publish
 from orchestrator.store.files import mirror
+from workers.agents.run import RateLimited
 from workers.jobs import TASKS
+from workers.limits import admit, clamp, slot_wait
 from workers.runtime import (
     BudgetExhausted,
     Job,
@@ -215,7 +220,8 @@ def run_task(rt: Runtime, kind: str, slug: str, key: str) -> None:
 
     A crash is recorded against the action instead of leaving the run waiting; a refused budget ends
     the action without running its agent (the coordinator then ends the run); a worker that cannot
-    sandbox the action's agent or code ends the run ``human`` without running anything.
+    sandbox the action's agent or code ends the run ``human`` without running anything. It takes its
+    ``[limits]`` slots under its lease's token, or none when one is full and then puts the action back.
     """
     handler = TASKS[kind]  # a kind no handler is bound to fails here, before any lease is taken
     name = f"{slug}:{key}"
@@ -230,9 +236,25 @@ def run_task(rt: Runtime, kind: str, slug: str, key: str) -> None:
     with lease.heartbeat():
         if rt.leases.is_done(name):
             return rt.kick(slug)
+        admission = admit(rt.slots, load(rt, slug)[0], key, lease.token, rt.settings.lease_ttl)
+        if admission.full is not None:
+            wait = slot_wait(rt.settings.limit_wait, rt.settings.reap_after)
+            waits = f"{key}:wait:{admission.attempt}"  # one event per attempt, however often it waits
+            note = f"{admission.full.what} is full"
+            event = ActionDeferred(eid=waits, key=key, reason="slot", seconds=wait, note=note)
+            return put_back(rt, kind, slug, event)
         try:
             try:
                 handler(rt, slug, key, interrupted)
+            except RateLimited as exc:
+                if not interrupted.lost():  # else the action is another holder's now
+                    back = f"{key}:backoff:{admission.attempt + 1}"
+                    wait = clamp(exc.seconds, rt.settings.reap_after)
+                    event = ActionDeferred(
+                        eid=back, key=key, reason="rate-limit", seconds=wait, note=exc.note
+                    )
+                    put_back(rt, kind, slug, event)
+                return None
             except (StoreError, redis.RedisError) as exc:
                 # The log itself is out of reach (Redis restarting?): record nothing, mark nothing; the
                 # lease lapses and the reaper hands the action out again once the store is back.
@@ -254,8 +276,28 @@ def run_task(rt: Runtime, kind: str, slug: str, key: str) -> None:
             # will go once the reaper sees it unclaimed. Record nothing, mark nothing.
             log.warning("task.lease_lost", slug=slug, key=key)
             return None
+        finally:
+            admission.release()
         rt.leases.mark_done(name)
     return None
+
+
+def put_back(rt: Runtime, kind: str, slug: str, deferred: ActionDeferred) -> None:
+    """Put an action back, undone, to be taken again in ``deferred.seconds``: the event says why (the
+    first wait for a slot of each attempt, every rate limit), the sent mark tells the reaper it is not
+    lost (the countdown stays under ``reap_after``), and the task is re-sent with the countdown. The
+    caller's lease ends with its task; no done marker is written."""
+    rt.store.append(slug, [deferred])
+    log.info(
+        "task.put_back",
+        slug=slug,
+        key=deferred.key,
+        reason=deferred.reason,
+        seconds=deferred.seconds,
+        note=deferred.note,
+    )
+    rt.store.mark_sent(slug, deferred.key)
+    rt.later(kind, slug, deferred.key, deferred.seconds)
 
 
 def record_failure(

@@ -40,6 +40,7 @@ from orchestrator.store.redis import RedisStore
 from workers.agents.run import AgentRun
 from workers.lease import Claim, Leases, RedisLeases
 from workers.ledger import BudgetLedger, Ledger
+from workers.limits import MemorySlots, RedisSlots, Slots
 from workers.sandbox import require_sandbox
 from workers.supervise import Interrupted
 from workers.worktree import Worktrees, repo_lock
@@ -47,6 +48,7 @@ from workers.worktree import Worktrees, repo_lock
 log = structlog.get_logger()
 
 Send = Callable[[str, str, str], None]  # (kind, slug, key): enqueue the task of that kind
+SendLater = Callable[[str, str, str, float], None]  # ... to be taken after a countdown (seconds)
 
 
 @dataclass
@@ -62,14 +64,31 @@ class Runtime:
     kick: Callable[[str], None]  # enqueue coordinate(slug)
     lease_backend: InitVar[Leases | None] = None  # None: Redis leases beside a RedisStore
     ledger_backend: InitVar[BudgetLedger | None] = None  # None: the Redis ledger beside a RedisStore
+    # How a task put back comes again after a countdown; None: ``send`` at once (the twins only record).
+    send_later: SendLater | None = None
+    slots_backend: InitVar[Slots | None] = None  # None: Redis semaphores beside a RedisStore, else memory
     leases: Leases = field(init=False)
     ledger: BudgetLedger = field(init=False)
+    slots: Slots = field(init=False)  # the [limits] semaphores (workers/limits.py)
 
-    def __post_init__(self, lease_backend: Leases | None, ledger_backend: BudgetLedger | None) -> None:
+    def __post_init__(
+        self, lease_backend: Leases | None, ledger_backend: BudgetLedger | None, slots_backend: Slots | None
+    ) -> None:
         if (lease_backend is None or ledger_backend is None) and not isinstance(self.store, RedisStore):
             raise TypeError("a store other than RedisStore needs its lease_backend and ledger_backend given")
         self.leases = RedisLeases(self.client, self.prefix) if lease_backend is None else lease_backend
         self.ledger = Ledger(self.client, self.prefix) if ledger_backend is None else ledger_backend
+        if slots_backend is None:
+            redis_store = isinstance(self.store, RedisStore)
+            slots_backend = RedisSlots(self.client, self.prefix) if redis_store else MemorySlots()
+        self.slots = slots_backend
+
+    def later(self, kind: str, slug: str, key: str, seconds: float) -> None:
+        """Enqueue the task of ``kind`` to be taken in ``seconds`` (``send_later``, else at once)."""
+        if self.send_later is not None:
+            self.send_later(kind, slug, key, seconds)
+        else:
+            self.send(kind, slug, key)
 
     @property
     def client(self) -> redis.Redis:

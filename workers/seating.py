@@ -22,7 +22,8 @@ import structlog
 
 from orchestrator.domain import AgentAlive, AgentLaunch, BudgetSpent, Role, ToolRefused
 from workers.agents import AgentRun, Seat, SeatHooks, SeatRequest, run_seat
-from workers.agents.seat import CALL_ENDED
+from workers.agents.seat import CALL_DROPPED, CALL_ENDED
+from workers.limits import SLEEP_AT_MOST
 from workers.runtime import Job, Runtime, ensure_held, reconcile, reserve, reserve_call
 
 log = structlog.get_logger()
@@ -62,9 +63,19 @@ def run_agent(
         tick_every=cfg.alive_every,
         max_output=rt.settings.max_output,
         interrupted=job.interrupted,
+        defer_after=SLEEP_AT_MOST,  # a longer Retry-After puts the action back (RateLimited)
         hooks=job_hooks(rt, job),
     )
     return run_seat(request)
+
+
+def attempt_key(job: Job, what: str) -> str:
+    """The name of ``what`` (``call3``, ``refused-tool:1``) in the job's attempt: ``<key>:<what>`` in the
+    first, ``<key>:b<k>:<what>`` after a model sent the action back ``k`` times (``RateLimited``). An
+    attempt starts its agent afresh and counts from 1 again; its own names keep its calls' reservations,
+    spend and refusals from merging into (being dropped as repeats of) the earlier attempts'."""
+    a = job.action
+    return f"{a.key}:{what}" if not a.backoffs else f"{a.key}:b{a.backoffs}:{what}"
 
 
 def job_hooks(rt: Runtime, job: Job) -> list[SeatHooks]:
@@ -92,16 +103,19 @@ class Budget(SeatHooks):
 
     def before_call(self, request: SeatRequest, amount: float) -> bool:
         self.reserved += 1
-        return reserve_call(self.rt, self.job, f"{self.job.action.key}:call{self.reserved}", amount) is None
+        return reserve_call(self.rt, self.job, attempt_key(self.job, f"call{self.reserved}"), amount) is None
 
     def on_event(self, request: SeatRequest, name: str, fields: dict[str, Any]) -> None:
-        if name != CALL_ENDED:
+        if name not in (CALL_ENDED, CALL_DROPPED):
             return
         a = self.job.action
         self.settled += 1
-        call_key = f"{a.key}:call{self.settled}"
-        cost = fields.get("cost_usd")
-        self.rt.ledger.reconcile(f"{self.job.slug}:{call_key}", cost)
+        call_key = attempt_key(self.job, f"call{self.settled}")
+        cost = fields.get("cost_usd") if name == CALL_ENDED else 0.0  # a dropped call was never made
+        if name == CALL_ENDED:
+            self.rt.ledger.reconcile(f"{self.job.slug}:{call_key}", cost)
+        else:
+            self.rt.ledger.release(f"{self.job.slug}:{call_key}")
         model = fields.get("model")
         spent = BudgetSpent(
             eid=f"{call_key}:spent",
@@ -153,7 +167,7 @@ class Progress(SeatHooks):
         if name == "tool.refused":
             self.refusals += 1
             refused = ToolRefused(
-                eid=f"{a.key}:refused-tool:{self.refusals}",
+                eid=attempt_key(self.job, f"refused-tool:{self.refusals}"),
                 key=a.key,
                 agent=a.agent or "",
                 tool=str(fields.get("tool")),
@@ -161,7 +175,7 @@ class Progress(SeatHooks):
                 reason=str(fields.get("reason")),
             )
             self.rt.store.append(self.job.slug, [refused])
-        elif name != CALL_ENDED:
+        elif name not in (CALL_ENDED, CALL_DROPPED):
             log.info(f"agent.{name}", slug=self.job.slug, key=a.key, **fields)
 
 

@@ -29,11 +29,25 @@ def get_runtime() -> Runtime:
     settings = load_settings()  # logging is set up with the process (workers.app, Celery's setup_logging)
     store = from_url(celery_url(settings.redis_url))
     metrics.watch(store)  # this worker's counters, from the events it appends
-    return Runtime(settings=settings, store=store, files=FileStore(settings.dir), send=send, kick=kick)
+    return Runtime(
+        settings=settings,
+        store=store,
+        files=FileStore(settings.dir),
+        send=send,
+        kick=kick,
+        send_later=send_later,
+    )
 
 
 def send(kind: str, slug: str, key: str) -> None:
     app.send_task(task_name(kind), args=[slug, key])
+
+
+def send_later(kind: str, slug: str, key: str, seconds: float) -> None:
+    """A task put back (its slot full, its model rate-limited): a new message with a countdown. It waits
+    in the broker (a worker holds an ETA message without a pool slot; a short countdown stays far under
+    the visibility timeout, after which Redis would hand an unacknowledged one out again)."""
+    app.send_task(task_name(kind), args=[slug, key], countdown=seconds)
 
 
 def kick(slug: str) -> None:

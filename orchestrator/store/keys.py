@@ -24,13 +24,16 @@ and a test can use a random prefix and delete exactly its own keys.
     <prefix>:schedule:<name>:claim:<slot>  string: the token of the scheduler firing the slot, with a TTL
     <prefix>:schedule:<name>:last          hash: the latest slot fired (slot, at, by, ok, outcome)
     <prefix>:schedule:<name>:firings       stream: one entry per firing (slot, at, by, ok, outcome), capped
+    <prefix>:slots:<name>                  sorted set: one ``[limits]`` semaphore (``repo:<identity>``,
+                                           ``model:<pattern>``): holder token -> expiry (server ms)
 
 Ledger amounts are integer micro-dollars (see ``workers.ledger``).
 
 Only the Redis implementations build these keys: ``orchestrator.store.redis`` (``RedisStore``),
-``workers.lease`` (``RedisLeases``), ``workers.ledger`` (``Ledger``) and ``workers.scheduler``
-(``ScheduleStore``: the ``schedule:`` keys; a schedule's name holds no ``:`` and no glob character).
-Everyone else goes through their named methods, which the in-memory twins implement too.
+``workers.lease`` (``RedisLeases``), ``workers.ledger`` (``Ledger``), ``workers.limits`` (``RedisSlots``)
+and ``workers.scheduler`` (``ScheduleStore``: the ``schedule:`` keys; a schedule's name holds no ``:``
+and no glob character). Everyone else goes through their named methods, which the in-memory twins
+implement too.
 
 Celery's broker keeps its own keys in the same database, outside the prefix: one list per queue
 (``control``, ``review`` ...), ``_kombu.binding.*`` and, while tasks run, ``unacked``, ``unacked_index``
@@ -143,6 +146,11 @@ def sent(prefix: str, key: str) -> str:
 def expiring_runs(prefix: str) -> str:
     """Sorted set of ended runs, scored by the epoch second their keys expire (pruned from the index)."""
     return f"{prefix}:runs:expiring"
+
+
+def slots(prefix: str, name: str) -> str:
+    """A ``[limits]`` semaphore: its holders (lease tokens) scored by when they expire (fleet-wide)."""
+    return f"{prefix}:slots:{name}"
 
 
 # The key families that hold one run's keys, as ``<prefix>:<family>:<slug>:...``.

@@ -16,6 +16,8 @@ from orchestrator.domain import AgentSpec
 from orchestrator.parse import parse_review
 from tests.fakes.chat_server import ChatServer, answer, malformed, slow, status, tool_call
 from workers.agents.http import RETRY_AFTER_CAP, call_cost, project_cost, retry_after_seconds, run_http_agent
+from workers.agents.run import RateLimited
+from workers.agents.seat import CALL_DROPPED
 from workers.agents.tools import (
     TOOL_SCHEMAS,
     ToolRefusal,
@@ -305,6 +307,46 @@ def test_429_honours_retry_after(server: ChatServer, repo: Path, tmp_path: Path)
     assert sleeps == [7.0]
     assert events.named("http.retry") == [{"status": 429, "attempt": 1, "wait": 7.0, "model": "acme/m1"}]
     assert len(server.requests) == 2
+
+
+def test_a_long_429_in_a_worker_sends_the_run_back_unslept(
+    server: ChatServer, repo: Path, tmp_path: Path
+) -> None:
+    """In a worker's task (``defer_after``) a Retry-After longer than it may sleep ends the run with
+    ``RateLimited``: nothing slept, the reserved call dropped (never settled as spent), said in the
+    transcript. A short one is still slept; outside a worker (no ``defer_after``) a long one is too."""
+    server.script("acme/m1", status(429, retry_after="30"))
+    events, sleeps, reserved = Events(), [], []
+    with pytest.raises(RateLimited) as back:
+        run(
+            spec_for(server, price={"input": 1.0, "output": 1.0}),
+            repo,
+            tmp_path / "out",
+            events=events,
+            sleeps=sleeps,
+            defer_after=5.0,
+            reserve=lambda amount: reserved.append(amount) or True,
+        )
+    assert back.value.seconds == 30.0 and back.value.note == "acme/m1 answered 429 with Retry-After 30s"
+    assert sleeps == [] and len(server.requests) == 1 and len(reserved) == 1
+    assert events.named(CALL_DROPPED) == [{"model": "acme/m1", "status": 429}]
+    assert events.named("http.call") == []
+    lines = (tmp_path / "out" / "round-1.h.stderr.txt").read_text().splitlines()
+    assert json.loads(lines[-1])["t"] == "deferred"
+
+    server.script("acme/m1", status(429, retry_after="3"), answer("NO NEW FINDINGS"))
+    result = run(spec_for(server), repo, tmp_path / "out2", sleeps=sleeps, defer_after=5.0)
+    assert result.report == "NO NEW FINDINGS" and sleeps == [3.0]
+
+
+def test_a_long_429_tries_the_fallback_model_at_once(server: ChatServer, repo: Path, tmp_path: Path) -> None:
+    server.script("acme/m1", status(429, retry_after="120"))
+    server.script("other/m2", answer("NO NEW FINDINGS"))
+    sleeps: list[float] = []
+    spec = spec_for(server, fallback=["other/m2"])
+    result = run(spec, repo, tmp_path / "out", sleeps=sleeps, defer_after=5.0)
+    assert result.report == "NO NEW FINDINGS" and result.model == "other/m2"
+    assert sleeps == [] and len(server.requests_for("acme/m1")) == 1
 
 
 def test_retry_after_is_capped(server: ChatServer, repo: Path, tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ from orchestrator.config import (
     operator_config_file,
     resolve_jury,
 )
-from orchestrator.domain import AgentSpec, SandboxSettings
+from orchestrator.domain import AgentSpec, Limits, SandboxSettings
 from orchestrator.errors import ConfigError, TargetError
 from orchestrator.target import checkout_config, parse_pr_url, repo_config, resolve_local
 from orchestrator.trust import UNTRUSTED_AGENT_KEYS, is_trusted, normalise_trust_entry, parse_trust
@@ -837,9 +837,22 @@ def test_sandbox_defaults_without_an_operator_table(tmp_path: Path) -> None:
         ("[sandbox]\nmax_file_mb = 1.5\n", "[sandbox].max_file_mb: must be a whole number"),
         ('sandbox = "none"\n', "[sandbox]: must be a table"),
         (
-            "[limits]\ncpu = 2\n",
-            "unknown table [limits] (allowed: agents, jury, checks, trust, sandbox, schedules)",
+            "[quotas]\ncpu = 2\n",
+            "unknown table [quotas] (allowed: agents, jury, checks, trust, sandbox, schedules, limits)",
         ),
+        ("[limits]\ncpu = 2\n", "[limits]: unknown key 'cpu' (allowed: per_repo, per_model)"),
+        ("limits = 4\n", "[limits]: must be a table"),
+        ("[limits]\nper_repo = 0\n", "[limits].per_repo: must be a whole number >= 1, got 0"),
+        ("[limits]\nper_repo = true\n", "[limits].per_repo: must be a whole number >= 1, got True"),
+        ('[limits]\nper_repo = "4"\n', "[limits].per_repo: must be a whole number >= 1, got '4'"),
+        ("[limits]\nper_repo = 1.5\n", "[limits].per_repo: must be a whole number >= 1, got 1.5"),
+        ("[limits]\nper_model = 8\n", '[limits].per_model: must be a table of "PATTERN" = N'),
+        (
+            '[limits]\nper_model = { "anthropic/*" = 0 }\n',
+            "[limits].per_model.'anthropic/*': must be a whole",
+        ),
+        ('[limits]\nper_model = { "openai/*" = "8" }\n', "[limits].per_model.'openai/*': must be a whole"),
+        ('[limits]\nper_model = { " " = 2 }\n', "[limits].per_model.' ': a pattern must be 1 to 200"),
         ('[trust]\nrepo = ["x"]\n', "[trust]: unknown key 'repo' (allowed: repos)"),
         ('[trust]\nrepos = "github.com/a/b"\n', "[trust].repos: must be a list of strings"),
         ('[trust]\nrepos = ["github.com/a"]\n', "expected HOST/OWNER/REPO"),
@@ -860,8 +873,27 @@ def test_operator_file_errors_name_file_and_key(tmp_path: Path, text: str, expec
 
 
 def test_a_repository_cannot_bring_an_unknown_table() -> None:
-    with pytest.raises(ConfigError, match=r"unknown table \[limits\] \(allowed: agents, jury, checks\)$"):
-        load_config(untrusted("[limits]\ncpu = 2\n"))
+    with pytest.raises(ConfigError, match=r"unknown table \[quotas\] \(allowed: agents, jury, checks\)$"):
+        load_config(untrusted("[quotas]\ncpu = 2\n"))
+
+
+# --- [limits] ---------------------------------------------------------------------------------------
+
+
+def test_the_operator_sets_limits(tmp_path: Path) -> None:
+    operator = tmp_path / "config.toml"
+    operator.write_text('[limits]\nper_repo = 4\nper_model = { "anthropic/*" = 8, "gpt-5*" = 2 }\n')
+    limits = load_config(None, operator).limits
+    assert limits == Limits(per_repo=4, per_model={"anthropic/*": 8, "gpt-5*": 2})
+    assert load_config(None, None).limits == Limits()  # no table, no limit
+
+
+@pytest.mark.parametrize("repo", [trusted, untrusted])
+def test_a_repository_never_sets_limits(tmp_path: Path, repo) -> None:  # type: ignore[no-untyped-def]
+    """Operator-only, like [sandbox]: even a trusted repository's [limits] is set aside, and says so."""
+    cfg = load_config(repo("[limits]\nper_repo = 100\n"))
+    assert cfg.limits == Limits()
+    assert any("limits: ignored: only the operator" in note for note in cfg.notes), cfg.notes
 
 
 # --- trust matching ---------------------------------------------------------------------------------

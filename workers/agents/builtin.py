@@ -58,6 +58,7 @@ class HttpSeat:
             checks=dict(r.checks),
             reserve=r.reserve_call,
             on_event=r.event,
+            defer_after=r.defer_after,
         )
         run.commands = http_tools(run.stderr)
         return run

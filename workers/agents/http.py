@@ -7,6 +7,12 @@ the wall clock runs out. Requests are retried with backoff (429, 5xx, timeouts, 
 malformed answers), then the next model of ``spec.fallback`` is tried. Every call reserves its projected
 cost first (``reserve``) and reports its usage and cost.
 
+A 429 whose Retry-After asks for more than ``defer_after`` seconds (a worker's task: a few seconds) is
+not slept in the worker's slot: the next model of ``spec.fallback`` is tried at once, and when there is
+none the run ends with ``RateLimited`` (the call's reservation dropped), so the task puts its action back
+with that countdown and the slot goes to other work. Without ``defer_after`` (a command run outside a
+worker) the wait is slept, capped at ``RETRY_AFTER_CAP``.
+
 The API key is read from the environment variable the spec names and sent only in the Authorization
 header. A model may still echo it — in its answers, its tool-call arguments, its error bodies — so it is
 registered with ``orchestrator.logs.add_secret`` and ``_Session.redact`` (that registry's ``redact``)
@@ -33,7 +39,8 @@ import structlog
 from orchestrator.domain import AgentSpec, Role, SandboxSettings
 from orchestrator.forge.limits import retry_after
 from orchestrator.logs import add_secret, redact
-from workers.agents.run import AgentRun
+from workers.agents.run import AgentRun, RateLimited
+from workers.agents.seat import CALL_DROPPED
 from workers.agents.tools import dispatch, schemas_for
 from workers.supervise import Interrupted, ProcResult
 
@@ -67,6 +74,14 @@ _RULES = {
 }
 
 
+class _Deferred(Exception):
+    """The model asked to be called again in ``seconds``, longer than the session may sleep."""
+
+    def __init__(self, seconds: float, note: str) -> None:
+        super().__init__(note)
+        self.seconds, self.note = seconds, note
+
+
 class _LoopEnd(Exception):
     """The tool loop cannot go on (cancelled, out of time or budget, every model failed, out of rounds);
     ``reason`` becomes the run's error."""
@@ -86,17 +101,22 @@ class _Attempt:
     error: str = ""
     status: int | None = None
     retry: bool = False
-    retry_after: float | None = None
+    retry_after: float | None = None  # what will be slept: the Retry-After, capped
+    asked: float | None = None  # the Retry-After as the server said it, uncapped
     fatal: bool = False
 
 
-def retry_after_seconds(value: str | None, *, now: datetime | None = None) -> float | None:
-    """A ``Retry-After`` header in seconds (delta-seconds or an HTTP date), capped; None when absent.
-    The reading is the forge clients' (one parser of the header); the cap is the model loop's own."""
+def retry_after_seconds(
+    value: str | None, *, now: datetime | None = None, cap: float | None = RETRY_AFTER_CAP
+) -> float | None:
+    """A ``Retry-After`` header in seconds (delta-seconds or an HTTP date), capped at ``cap``; None when
+    absent. The reading is the forge clients' (one parser of the header); the cap is the model loop's."""
     if value is None:
         return None
     seconds = retry_after({"retry-after": value}, (now or datetime.now(UTC)).timestamp())
-    return None if seconds is None else min(seconds, RETRY_AFTER_CAP)
+    if seconds is None or cap is None:
+        return seconds
+    return min(seconds, cap)
 
 
 def call_cost(data: Mapping[str, Any], price: Mapping[str, float] | None) -> float | None:
@@ -205,6 +225,7 @@ class _Session:
     on_event: Callable[[str, dict[str, Any]], None] | None
     sleep: Callable[[float], None]
     interrupted: Interrupted | None
+    defer_after: float | None = None  # a longer Retry-After ends the run with RateLimited, unslept
     models: list[str] = field(default_factory=list)
     model_index: int = 0
     prompt_tokens: int = 0
@@ -270,11 +291,13 @@ class _Session:
                 error=f"HTTP {status}: authentication refused: {snippet}", status=status, fatal=True
             )
         if status == 429 or status == 408 or status >= 500:
+            asked = retry_after_seconds(resp.headers.get("retry-after"), cap=None)
             return _Attempt(
                 error=f"HTTP {status}: {snippet}",
                 status=status,
                 retry=True,
-                retry_after=retry_after_seconds(resp.headers.get("retry-after")),
+                retry_after=None if asked is None else min(asked, RETRY_AFTER_CAP),
+                asked=asked,
             )
         if status >= 400:  # the model or the request is not accepted: no retry, try the next model
             return _Attempt(error=f"HTTP {status}: {snippet}", status=status)
@@ -316,6 +339,8 @@ class _Session:
                 self.record("request.failed", model=model, attempt=attempt, error=outcome.error)
                 if outcome.fatal:
                     raise _LoopEnd(last)
+                if self.sent_back(model, outcome):
+                    break  # the next model may answer now
                 if not outcome.retry or attempt == MAX_ATTEMPTS:
                     break
                 wait = outcome.retry_after
@@ -329,6 +354,19 @@ class _Session:
             if self.model_index < len(self.models):
                 self.emit("http.fallback", from_model=model, to_model=self.models[self.model_index])
         raise _LoopEnd(f"every model failed; last error: {last}")
+
+    def sent_back(self, model: str, outcome: _Attempt) -> bool:
+        """Whether a 429 asks for a longer wait than this session may sleep: True when another model of
+        the fallback list is to be tried at once; ``_Deferred`` when none is left (the reserved call is
+        dropped, unmade); False when the wait is short enough to sleep here."""
+        asked = outcome.asked
+        if outcome.status != 429 or self.defer_after is None or asked is None or asked <= self.defer_after:
+            return False
+        self.emit("http.rate_limited", model=model, retry_after=asked)
+        if self.model_index + 1 < len(self.models):
+            return True
+        self.emit(CALL_DROPPED, model=model, status=429)
+        raise _Deferred(asked, f"{model} answered 429 with Retry-After {asked:.0f}s")
 
     def account(self, model: str, data: dict[str, Any]) -> None:
         usage = _obj(data.get("usage"))
@@ -445,6 +483,7 @@ def run_http_agent(
     sleep: Callable[[float], None] = time.sleep,
     interrupted: Interrupted | None = None,
     sandbox: SandboxSettings | None = None,
+    defer_after: float | None = None,
 ) -> AgentRun:
     """Run ``spec`` (an http agent) as ``role`` in ``worktree``; never raises for the model failing.
 
@@ -454,7 +493,8 @@ def run_http_agent(
     clock ran out). ``env`` (default: this process's) supplies the key named by ``spec.api_key_env``.
     ``cost_usd`` is the sum of the calls' costs, None when any call's cost is unknown, 0.0 when no call
     was made; ``model`` is the model that gave the last answer. The declared checks the model runs are
-    confined as ``sandbox`` says (default: bubblewrap, no network).
+    confined as ``sandbox`` says (default: bubblewrap, no network). ``RateLimited`` when a 429 asks for
+    longer than ``defer_after`` seconds and no fallback model is left (see the module's docstring).
     """
     started = time.monotonic()
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -497,10 +537,15 @@ def run_http_agent(
             on_event=on_event,
             sleep=sleep,
             interrupted=interrupted,
+            defer_after=defer_after,
             models=[spec.model, *spec.fallback],
         )
+        deferred: _Deferred | None = None
         try:
             report = session.loop(url, prompt)
+        except _Deferred as back:
+            deferred, report = back, ""
+            session.record("deferred", seconds=back.seconds, note=session.redact(back.note))
         except _LoopEnd as end:
             error, timed_out, cancelled = session.redact(end.reason), end.timed_out, end.cancelled
             report = "\n\n".join(session.said)
@@ -508,6 +553,10 @@ def run_http_agent(
         finally:
             if own_client:
                 http.close()
+    if deferred is not None:
+        note = session.redact(deferred.note)
+        log.info("agent.http.deferred", agent=spec.name, name=name, seconds=deferred.seconds, note=note)
+        raise RateLimited(deferred.seconds, note)
     report = session.redact(report)
     stdout_path.write_text(report, encoding="utf-8")
     stderr = stderr_path.read_text(encoding="utf-8")

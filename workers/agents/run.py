@@ -1,4 +1,5 @@
-"""One finished agent run, whatever its kind: what every seat returns and every job reads."""
+"""One finished agent run, whatever its kind: what every seat returns and every job reads; and the one
+thing a seat raises, ``RateLimited``."""
 
 from __future__ import annotations
 
@@ -28,3 +29,15 @@ class AgentRun:
     model: str | None = None
     usage: dict[str, int] = field(default_factory=dict)
     commands: Commands | None = None
+
+
+class RateLimited(Exception):
+    """Not a failure but "not now": the agent's model asked it to come back in ``seconds`` (an HTTP 429
+    whose Retry-After is longer than a task should sleep in its worker slot, ``SeatRequest.defer_after``)
+    and no other model of the agent could answer instead. The seat raises it, with nothing run to an
+    end; the task records no result and puts its action back with a countdown (``run_task``)."""
+
+    def __init__(self, seconds: float, note: str) -> None:
+        super().__init__(note)
+        self.seconds = seconds
+        self.note = note

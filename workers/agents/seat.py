@@ -3,7 +3,8 @@
 Every agent kind (``orchestrator.agent_kinds``) has a seat registered in ``SEATS`` under the same name;
 ``run_seat`` looks it up from the request's ``spec.kind`` and runs it. What the seat needs is one
 ``SeatRequest``; what it returns is one ``AgentRun``. A seat never raises for its agent failing
-(``AgentRun.proc`` says how it ended).
+(``AgentRun.proc`` says how it ended); it raises ``RateLimited`` when its model asks it to come back
+later than ``SeatRequest.defer_after`` (the task then gives its worker slot up instead of sleeping).
 
 Concerns that cut across every kind (reserving the budget, the events a run leaves, capturing its
 output) are ``SeatHooks`` (docs/architecture.md, "Extension points"): a class whose every hook is a no-op
@@ -27,6 +28,8 @@ from workers.agents.run import AgentRun
 from workers.supervise import Interrupted
 
 CALL_ENDED = "http.call"  # the event a seat that reserves per call sends as each call ends: {"cost_usd"}
+# ... and as a reserved call ends unmade (its model sent it back: ``RateLimited``): the reservation goes.
+CALL_DROPPED = "http.dropped"
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,9 @@ class SeatRequest:
     tick_every: float = 30.0  # seconds between ``tick``s while it runs
     max_output: int | None = None  # bytes of output kept, head and tail
     interrupted: Interrupted | None = None  # true: kill it now (lease lost, run cancelled)
+    # A model's Retry-After longer than this many seconds ends the run with ``RateLimited`` instead of a
+    # sleep; None: sleep (capped), as a command outside a worker's task does.
+    defer_after: float | None = None
     hooks: Sequence[SeatHooks] = ()
 
     def tick(self, seconds: float, quiet: float) -> None:
