@@ -18,7 +18,7 @@ dies stops renewing, and its slot expires with its lease (the next taker drops e
 Where the semaphores live is a ``Slots``: ``RedisSlots`` for a fleet (one sorted set per semaphore,
 holder -> expiry on the Redis server's clock; every take, renewal and count one Lua script) and
 ``MemorySlots`` for one process (the same rules under a lock, by a clock a test moves). Both pass
-``tests/integration/test_limits.py``.
+``tests/integration/test_slots.py``.
 """
 
 from __future__ import annotations

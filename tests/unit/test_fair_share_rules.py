@@ -3,7 +3,7 @@
 reaper must not take it for lost.
 
 The semaphores' own contract (Redis and memory alike, expiry of a dead holder) is
-tests/integration/test_limits.py; end to end with worker processes, tests/e2e/test_fair_share.py.
+tests/integration/test_slots.py; end to end with worker processes, tests/e2e/test_fair_share.py.
 """
 
 from __future__ import annotations
@@ -206,7 +206,7 @@ def test_a_task_whose_repository_slot_is_full_is_put_back_and_not_lost(
     inner = Review()
 
     def meanwhile() -> None:
-        tw.clock.advance(30)
+        tw.clock.advance(REAP_AFTER - 1)  # its first sending is nearly old enough for the reaper
         coordinator.run_task(tw.rt, "review", "two", KEY)  # same repository: put back
         coordinator.run_task(tw.rt, "review", "other", KEY)  # another repository: runs now
 
