@@ -79,7 +79,8 @@ def publish_state(
     """Publish the ended run ``s`` to its PR and say what happened (the event is not appended here).
 
     Never raises for the forge: a refusal, a missing token or an unreachable API is a ``run.published``
-    with ``ok`` false and the reason (a review already posted when the check failed is recorded too).
+    with ``ok`` false and the reason. The review and the check are tried each on its own, so a refused
+    review still leaves the check set (and recorded), and the other way round.
     """
     base = {"eid": f"{key}:published", "key": key, "state": s.state, "epoch": s.epoch}
     url, head = s.target.url, s.target.head
@@ -98,6 +99,15 @@ def publish_state(
     own = client is None
     http = client or httpx.Client()
     secrets: list[str] = []
+    errors: list[str] = []
+
+    def failed(what: str, exc: Exception) -> None:
+        why = str(exc)
+        for secret in secrets:
+            why = why.replace(secret, "[redacted]")
+        errors.append(f"{what}: {redact(why)[:600]}")
+        log.warning("publish.failed", slug=s.slug, key=key, what=what, error=errors[-1])
+
     try:
         settings = settings or load_forge_settings()
         secrets = _secrets(settings)
@@ -107,6 +117,13 @@ def publish_state(
         if number is None:
             raise UsageError(f"{url} names no pull or merge request")
         found |= {"forge": forge.kind, "repo": repo, "number": number}
+    except (JuryError, httpx.HTTPError, ValueError) as exc:
+        failed("the forge", exc)
+        if own:
+            http.close()
+        return RunPublished(**base, **found, ok=False, error="; ".join(errors))  # type: ignore[arg-type]
+    # The review and the check each on their own: one refused never keeps the other from being set.
+    try:
         draft = ReviewDraft(
             run=s.slug,
             body=draft_plan.body,
@@ -124,6 +141,9 @@ def publish_state(
             "review_created": review.created,
             "comments": counts,
         }
+    except (JuryError, httpx.HTTPError, ValueError) as exc:
+        failed("the review", exc)
+    try:
         check = forge.set_check(
             repo,
             head,
@@ -134,15 +154,12 @@ def publish_state(
         )
         found |= {"check_kind": check.kind, "check_id": check.id, "check_url": check.url}
     except (JuryError, httpx.HTTPError, ValueError) as exc:
-        why = str(exc)
-        for secret in secrets:
-            why = why.replace(secret, "[redacted]")
-        why = redact(why)[:1000]
-        log.warning("publish.failed", slug=s.slug, key=key, error=why)
-        return RunPublished(**base, **found, ok=False, error=why)  # type: ignore[arg-type]
+        failed("the check", exc)
     finally:
         if own:
             http.close()
+    if errors:
+        return RunPublished(**base, **found, ok=False, error="; ".join(errors))  # type: ignore[arg-type]
     log.info("publish.done", slug=s.slug, key=key, conclusion=draft_plan.conclusion)
     return RunPublished(**base, **found, ok=True)  # type: ignore[arg-type]
 

@@ -230,6 +230,9 @@ def test_publish_reviews_and_checks_on_github_and_gitlab(
     assert failed.code != 0 and "publishing" in failed.err and "404" in failed.err, failed.err
     assert GH_TOKEN not in failed.out + failed.err
     assert "publish FAILED" in jury("show", slugs[8], env=worker).out
+    last = fold(from_url(worker["JURY_REDIS_URL"]).read(slugs[8]), slugs[8]).published[-1]
+    assert not last["ok"] and last["error"].startswith("the review:")
+    assert last["checkId"] and len(gh.check_runs) == 3  # the check was still set, on the same check run
 
     # the tokens never reach the events, the run records or the logs
     for path in [*state_dir.rglob("*.ndjson"), *state_dir.rglob("*.json"), tmp_path / "worker.log"]:
