@@ -397,8 +397,11 @@ class Scheduler:
         while not stop.is_set():
             try:
                 delay = self.tick()
-            except StoreError as exc:
+            except StoreError as exc:  # Redis away: try again soon, the slots wait in the cron
                 log.warning("scheduler.store_error", error=str(exc))
+                delay = BACKOFF
+            except Exception:  # a bug must not silence every schedule of the fleet: say it, go on
+                log.exception("scheduler.tick_failed")
                 delay = BACKOFF
             stop.wait(delay)
         for thread in list(self._busy.values()):
