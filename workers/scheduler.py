@@ -47,7 +47,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal, cast
+from typing import TYPE_CHECKING, Literal, cast
 
 import redis
 import structlog
@@ -57,6 +57,9 @@ from orchestrator.config import Settings
 from orchestrator.errors import StoreError
 from orchestrator.schedules import Schedule, slot_after, slot_at_or_before
 from orchestrator.store import keys
+
+if TYPE_CHECKING:
+    from workers.reverify import VerifyReport
 
 log = structlog.get_logger()
 
@@ -249,8 +252,29 @@ def fire_review(firing: Firing) -> str:
 
 
 def fire_verify(firing: Firing) -> str:
-    """``jury verify`` of the schedule's repositories (``workers.reverify``)."""
-    raise NotImplementedError("verify (workers/reverify.py) is not part of this build yet")
+    """``jury verify`` of the schedule's repositories on its trunk (``workers.reverify``): the accepted
+    findings' regression tests re-run, ``verify.ran`` recorded on their runs. A regression is what the
+    firing found, not a failure to fire: the outcome leads with it."""
+    from workers.reverify import reverify
+
+    return verify_outcome(reverify(firing.settings, firing.schedule.repos, firing.schedule.trunk))
+
+
+def verify_outcome(report: VerifyReport) -> str:
+    """A verify firing's report in one line, its regressions first (finding, run, commit range)."""
+    counts = {
+        status: sum(1 for r in report.rows if r.status == status) for status in ("passed", "failed", "error")
+    }
+    line = (
+        f"{len(report.rows)} regression test(s) of {len(report.runs)} run(s) on trunk: "
+        f"{counts['passed']} passed, {counts['failed']} failed, {counts['error']} could not run"
+    )
+    if report.notes:
+        line += f"; {len(report.notes)} note(s): {report.notes[0]}"
+    if report.regressions:
+        named = ", ".join(f"{r.finding} of {r.slug} ({r.range})" for r in report.regressions)
+        line = f"{len(report.regressions)} REGRESSION(S): {named}; {line}"
+    return line
 
 
 FIRINGS: dict[str, FireFn] = {"review": fire_review, "verify": fire_verify}

@@ -129,6 +129,8 @@ def test_two_schedulers_fire_each_slot_once_and_the_survivor_takes_over(
         )
         slots = sorted(r.slot for r in fired)
         assert Counter(r.slot for r in firings()).most_common(1)[0][1] == 1, why()  # never twice
+        # Each firing was a real `jury verify` of the repository (no converged run there: nothing to re-run).
+        assert all(r.ok and r.outcome.startswith("0 regression test(s) of 0 run(s)") for r in fired), why()
         assert slots == list(range(slots[0], slots[0] + EVERY * len(slots), EVERY)), why()  # none skipped
 
         # SIGKILL the one that fired the latest slot: the next slot is fired by the other.

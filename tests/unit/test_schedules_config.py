@@ -184,3 +184,44 @@ def test_the_latest_slot_is_the_one_after_a_long_outage() -> None:
     # The fleet was down from 09:10 to 14:20: the slot a scheduler fires when it is back is 14:00 alone.
     assert slot_at_or_before(hourly, at("2026-12-01T14:20:00")) == at("2026-12-01T14:00:00")
     assert slot_after(hourly, at("2026-12-01T14:20:00")) == at("2026-12-01T15:00:00")
+
+
+# --- what a firing says -----------------------------------------------------------------------------------
+
+
+def test_a_verify_firing_leads_with_its_regressions() -> None:
+    from workers.reverify import VerifyReport, VerifyRow
+    from workers.scheduler import verify_outcome
+
+    def row(finding: str, status: str, passed: bool = True) -> VerifyRow:
+        return VerifyRow(
+            slug="app-1",
+            finding=finding,
+            claim="c",
+            loc="a.py:1",
+            command="pytest",
+            trunk="main",
+            trunk_sha="b" * 40,
+            status=status,  # type: ignore[arg-type]
+            passed_at_acceptance=passed,
+            since="a" * 40,
+        )
+
+    assert (
+        verify_outcome(VerifyReport())
+        == "0 regression test(s) of 0 run(s) on trunk: 0 passed, 0 failed, 0 could not run"
+    )
+    report = VerifyReport(
+        rows=[
+            row("F1", "passed"),
+            row("F2", "failed"),
+            row("F3", "error"),
+            row("F4", "failed", passed=False),
+        ],
+        runs=["app-1"],
+        notes=["app-2: its repository is not on this host"],
+    )
+    assert verify_outcome(report) == (
+        f"1 REGRESSION(S): F2 of app-1 ({'a' * 12}..{'b' * 12}); 4 regression test(s) of 1 run(s) on trunk: "
+        "1 passed, 2 failed, 1 could not run; 1 note(s): app-2: its repository is not on this host"
+    )
