@@ -10,6 +10,7 @@ import typer
 
 from jury_cli import host, metrics, publish, refute, review, runs, schedules, verify
 from jury_cli.context import err
+from jury_cli.web.command import web
 from orchestrator.errors import JuryError
 
 app = typer.Typer(
@@ -32,6 +33,7 @@ app.command()(schedules.schedules)
 app.command()(metrics.metrics)
 app.command()(publish.publish)
 app.command()(verify.verify)
+app.command()(web)
 
 
 def usage_error_types() -> tuple[type[Any], ...]:

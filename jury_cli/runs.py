@@ -12,6 +12,7 @@ import typer
 from jury_cli.backend import reading_store
 from jury_cli.context import DirOpt, out, settings_for
 from jury_cli.progress import summary
+from orchestrator.config import Settings
 from orchestrator.errors import UsageError
 from orchestrator.fold import fold, tick
 from orchestrator.store.base import LiveStore, read_run
@@ -59,7 +60,12 @@ def show(
 
 def cancel(slug: str, dir: DirOpt = None) -> None:
     """Cancel a run: its running agents are killed and it ends ``cancelled``."""
-    settings = settings_for(dir)
+    cancel_run(settings_for(dir), slug, os.environ.get("USER", "user"))
+    out.print(f"cancelling {slug}", markup=False)
+
+
+def cancel_run(settings: Settings, slug: str, who: str) -> None:
+    """Flag the run for cancelling, log who asked, and kick its coordinator (``jury cancel``, the console)."""
     sock = settings.dir / "redis" / "redis.sock"
     if not settings.redis_url and sock.exists():  # a run on this machine's embedded Redis
         settings = settings.model_copy(update={"redis_url": f"unix://{sock}"})
@@ -76,6 +82,5 @@ def cancel(slug: str, dir: DirOpt = None) -> None:
     if not store.exists(slug):
         raise UsageError(f"no run named {slug} (see `jury runs`)")
     store.set_cancel_flag(slug)
-    store.append(slug, [RunCancel(eid="cancel", who=os.environ.get("USER", "user"))])
+    store.append(slug, [RunCancel(eid="cancel", who=who)])
     make_app(settings).send_task("jury.coordinate", args=[slug])
-    out.print(f"cancelling {slug}", markup=False)

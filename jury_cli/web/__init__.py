@@ -1,0 +1,1 @@
+"""``jury web``: the console (docs/architecture.md, "The console")."""

@@ -1,0 +1,176 @@
+"""The console's ASGI app (Starlette): three pages, their one script and style sheet, and the JSON API
+they use (README, "Console").
+
+    GET  /  /runs/{slug}  /fleet                 the pages: static HTML, filled in by console.js
+    GET  /api/session                            what this browser may do (its token, publishing)
+    GET  /api/runs                               the run list (and the runs that could not be read)
+    GET  /api/runs/{slug}                        one run's page: timeline, rounds, conversations, findings
+    GET  /api/runs/{slug}/events                 server-sent events following the log (``sse.py``)
+    GET  /api/runs/{slug}/artifacts/{name}       one artifact, as text
+    POST /api/runs/{slug}/{cancel|resume|publish}  the actions (token, same origin: ``auth.py``)
+    GET  /api/fleet                              workers, queues, runs in flight, today's spend, schedules
+
+The store is the one ``jury runs`` reads (``backend.reading_store``): the fleet's Redis, else the files.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from jury_cli.web import actions, fleet, sse, views
+from jury_cli.web.auth import Guard, GuardMiddleware, presented_token, same_origin
+from orchestrator.config import Settings
+from orchestrator.errors import JuryError, StoreError, UsageError
+from orchestrator.store.base import check_artifact_name, check_slug
+from orchestrator.store.files import FileStore
+
+STATIC = Path(__file__).parent / "static"
+ARTIFACT_CAP = 32 * 1024 * 1024  # bytes of one artifact the console serves from a files record
+ARTIFACT_CSP = "default-src 'none'; sandbox"
+
+
+def error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status, headers={"cache-control": "no-store"})
+
+
+def create_app(settings: Settings, store: Any, guard: Guard, loopback: bool) -> GuardMiddleware:
+    """The console over ``store`` (an ``EventStore``; a ``LiveStore`` brings ticks and the fleet)."""
+
+    def known(slug: str) -> str | None:
+        try:
+            check_slug(slug)
+        except StoreError:
+            return None
+        return slug if store.exists(slug) else None
+
+    def page(name: str) -> Any:
+        async def endpoint(request: Request) -> Response:
+            return FileResponse(STATIC / name, headers={"cache-control": "no-store"})
+
+        return endpoint
+
+    def session(request: Request) -> Response:
+        return JSONResponse(
+            {
+                "canAct": bool(request.scope["state"].get("authed")),
+                "publish": actions.publisher() is not None,
+                "store": "redis" if settings.redis_url else "files",
+                "dir": str(settings.dir),
+            }
+        )
+
+    def run_list(request: Request) -> Response:
+        try:
+            return JSONResponse(views.run_list(store))
+        except StoreError as exc:
+            return error(503, str(exc))
+
+    def run_page(request: Request) -> Response:
+        slug = request.path_params["slug"]
+        try:
+            if known(slug) is None:
+                return error(404, f"no run named {slug}")
+            log = views.read_log(store, slug)
+            return JSONResponse(views.run_page(slug, log, views.ticks_of(store, slug)))
+        except StoreError as exc:
+            return error(503, str(exc))
+
+    async def events(request: Request) -> Response:
+        slug = request.path_params["slug"]
+        if known(slug) is None:
+            return error(404, f"no run named {slug}")
+        position = request.headers.get("last-event-id") or request.query_params.get("after") or None
+        return StreamingResponse(
+            sse.follow(store, slug, position, request.is_disconnected),
+            media_type="text/event-stream",
+            headers={"cache-control": "no-store", "x-accel-buffering": "no"},
+        )
+
+    def artifact(request: Request) -> Response:
+        slug, name = request.path_params["slug"], request.path_params["name"]
+        try:
+            check_artifact_name(name)
+            if known(slug) is None:
+                return error(404, f"no run named {slug}")
+            data = read_artifact(store, slug, name)
+        except StoreError as exc:
+            return error(404, str(exc))
+        if data is None:
+            return error(404, f"run {slug} has no artifact {name!r}")
+        return Response(
+            data,
+            media_type="text/plain; charset=utf-8",
+            headers={"content-security-policy": ARTIFACT_CSP, "cache-control": "no-store"},
+        )
+
+    def act(request: Request) -> Response:
+        slug, what = request.path_params["slug"], request.path_params["action"]
+        if what not in actions.ACTIONS:
+            return error(404, f"no action {what!r}: cancel, resume or publish")
+        if (why := same_origin(dict(request.headers), request.url.scheme)) is not None:
+            return error(403, why)
+        if not guard.valid(presented_token(dict(request.headers))):
+            return error(403, "actions need the console's token: open the URL `jury web` printed")
+        if known(slug) is None:
+            return error(404, f"no run named {slug}")
+        try:
+            message = actions.ACTIONS[what](settings, slug)
+        except actions.NotAvailable as exc:
+            return error(501, str(exc))
+        except UsageError as exc:
+            return error(409, str(exc))
+        except JuryError as exc:
+            return error(503, str(exc))
+        return JSONResponse({"ok": True, "message": message})
+
+    def fleet_page(request: Request) -> Response:
+        try:
+            return JSONResponse(fleet.fleet(store, settings))
+        except StoreError as exc:
+            return error(503, str(exc))
+
+    routes = [
+        Route("/", page("index.html")),
+        Route("/runs/{slug}", page("run.html")),
+        Route("/fleet", page("fleet.html")),
+        Route("/favicon.ico", lambda request: Response(status_code=204)),
+        Mount("/static", app=StaticFiles(directory=STATIC), name="static"),
+        Route("/api/session", session),
+        Route("/api/runs", run_list),
+        Route("/api/fleet", fleet_page),
+        Route("/api/runs/{slug}", run_page),
+        Route("/api/runs/{slug}/events", events),
+        Route("/api/runs/{slug}/artifacts/{name:path}", artifact),
+        Route("/api/runs/{slug}/{action}", act, methods=["POST"]),
+    ]
+    return GuardMiddleware(Starlette(routes=routes), guard, loopback)
+
+
+def read_artifact(store: Any, slug: str, name: str) -> bytes | None:
+    """The artifact's bytes, never anything outside its run: in a files record the resolved path (every
+    symlink followed) must still lie inside the run's directory, and be a regular file."""
+    if not isinstance(store, FileStore):
+        return store.get_artifact(slug, name)
+    run_dir = (store.root / "runs" / slug).resolve()
+    path = (run_dir / name).resolve()
+    if not path.is_relative_to(run_dir) or path == run_dir:
+        raise StoreError(f"artifact {name!r} is outside run {slug}")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StoreError(f"cannot read artifact {name!r} of run {slug}: {exc}") from exc
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            raise StoreError(f"artifact {name!r} of run {slug} is not a file")
+        return fh.read(ARTIFACT_CAP)

@@ -1,0 +1,92 @@
+"""``jury web``: serve the console with uvicorn, on loopback unless a token guards it."""
+
+from __future__ import annotations
+
+import socket
+from typing import Annotated
+
+import typer
+
+from jury_cli.context import DirOpt, out, settings_for
+from orchestrator.errors import UsageError
+
+DEFAULT_PORT = 3080
+
+
+def url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port`` (port 0: any free port), so the URL printed is the real one."""
+    try:
+        infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise UsageError(f"cannot listen on {host}: {exc}") from exc
+    family, _, _, _, addr = infos[0]
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(addr)
+    except OSError as exc:
+        sock.close()
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc} (choose --port)") from exc
+    sock.listen(128)
+    return sock
+
+
+def web(
+    host: Annotated[str, typer.Option(help="Address to listen on; beyond loopback it needs a token.")] = (
+        "127.0.0.1"
+    ),
+    port: Annotated[int, typer.Option(help="Port to listen on (0: any free port).")] = DEFAULT_PORT,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            "--token",
+            envvar="JURY_WEB_TOKEN",
+            show_envvar=True,
+            help="The console's token (default: a new one).",
+        ),
+    ] = None,
+    dir: DirOpt = None,
+) -> None:
+    """Serve the console: runs, their timeline, findings and spend, live; the fleet; cancel and resume."""
+    import uvicorn
+
+    from jury_cli.backend import reading_store
+    from jury_cli.web.app import create_app
+    from jury_cli.web.auth import Guard, is_loopback, new_token
+
+    loopback = is_loopback(host)
+    if not loopback and not token:
+        raise UsageError(
+            f"listening on {host} (beyond this machine) needs a token: give --token or set JURY_WEB_TOKEN; "
+            "every request will then need it"
+        )
+    if token is not None and len(token) < 16:
+        raise UsageError("the console's token must be at least 16 characters (--token / JURY_WEB_TOKEN)")
+    settings = settings_for(dir)
+    store = reading_store(settings)
+    guard = Guard(token=token or new_token(), reads_need_token=not loopback)
+    sock = listen(host, port)
+    base = f"http://{url_host(host)}:{sock.getsockname()[1]}/"
+    where = "the fleet's Redis" if settings.redis_url else f"the files under {settings.dir}"
+    out.print(f"jury console: runs from {where}", markup=False)
+    if token:  # the operator's own token is not echoed
+        out.print(f"open {base} with the console's token (--token / JURY_WEB_TOKEN)", markup=False)
+    else:
+        out.print(f"open {base}?token={guard.token}", markup=False)
+    app = create_app(settings, store, guard, loopback)
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        access_log=False,  # an access log would print the token of ?token=
+        proxy_headers=False,
+        server_header=False,
+        timeout_graceful_shutdown=2,
+    )
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        sock.close()

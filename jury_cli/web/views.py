@@ -1,0 +1,409 @@
+"""What the console shows, as JSON: the run list and one run's page, read through the store.
+
+Every view is built from the event log (``fold`` plus the events themselves, for what the fold does not
+keep: when each agent run started and ended) and the liveness ticks kept beside it. Nothing here writes.
+The strings are the run's own (hostile PRs, agents' output): they are data to the page, which shows them
+as text, never markup.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from orchestrator.domain import (
+    TERMINAL_STATES,
+    ActionDone,
+    AgentAlive,
+    AgentLaunch,
+    AgentReport,
+    CommitPushed,
+    Event,
+    FindingRaised,
+    FindingResolved,
+    FindingTurn,
+    ReplyAnswered,
+    ReplySent,
+    RunResumed,
+)
+from orchestrator.fold import RunState, apply, tick
+from orchestrator.store.base import EventStore, LiveStore
+
+# The run list's order (codejury's): what needs a person first, then what runs, then what is done.
+STATE_ORDER = ("human", "review", "queued", "converged", "merged")
+
+
+@dataclass
+class LogRead:
+    """A run's log as the console read it: the events and the position after the last one (the SSE id a
+    page resumes from: the Redis stream's entry id, or the number of events of a files record)."""
+
+    events: list[Event]
+    position: str | None
+
+
+def read_log(store: EventStore, slug: str) -> LogRead:
+    """The whole log of ``slug`` with its end position."""
+    if isinstance(store, LiveStore):
+        found = store.read_after(slug, None) or []
+        return LogRead([e for _, e in found], found[-1][0] if found else None)
+    events = store.read(slug)
+    return LogRead(events, str(len(events)) if events else None)
+
+
+def read_since(store: EventStore, slug: str, position: str | None) -> tuple[list[tuple[str, Event]], bool]:
+    """The events after ``position`` each with its own position, and whether the log was read again from
+    its start because ``position`` is not in it any more (a reader then starts over)."""
+    if isinstance(store, LiveStore):
+        found = store.read_after(slug, position)
+        if found is None:
+            return [(p, e) for p, e in store.read_after(slug, None) or []], True
+        return found, False
+    after = 0
+    if position is not None:
+        try:
+            after = int(position)
+        except ValueError:
+            after = -1
+    events = store.read(slug)
+    if after < 0 or after > len(events):
+        return [(str(i + 1), e) for i, e in enumerate(events)], True
+    return [(str(after + i + 1), e) for i, e in enumerate(events[after:])], False
+
+
+def ticks_of(store: EventStore, slug: str) -> list[AgentAlive]:
+    """The agents' latest liveness ticks (only a live store keeps them)."""
+    return store.alive(slug) if isinstance(store, LiveStore) else []
+
+
+def folded(slug: str, events: list[Event], ticks: list[AgentAlive]) -> RunState:
+    s = RunState(slug=slug)
+    for e in events:
+        apply(s, e)
+    for t in ticks:
+        tick(s, t)
+    return s
+
+
+def state_rank(state: str) -> int:
+    return STATE_ORDER.index(state) if state in STATE_ORDER else len(STATE_ORDER)
+
+
+def run_list(store: EventStore) -> dict[str, Any]:
+    """Every run, sorted by state (``STATE_ORDER``) then newest first; one that cannot be read is listed
+    under ``skipped`` with the reason, never blanking the list."""
+    rows: list[dict[str, Any]] = []
+    skipped: list[dict[str, str]] = []
+    for slug in store.runs():  # newest first; the sort below is stable
+        try:
+            events = store.read(slug)
+            if not events:
+                raise ValueError("no readable events")
+            s = folded(slug, events, [])
+        except Exception as exc:  # one unreadable run never blanks the list
+            skipped.append({"slug": slug, "reason": str(exc) or type(exc).__name__})
+            continue
+        rows.append(
+            {
+                "slug": slug,
+                "state": s.state,
+                "stateNote": s.target.state_note,
+                "repo": s.target.repo,
+                "id": s.target.id,
+                "title": s.target.title,
+                "rounds": len(s.rounds),
+                "findings": len(s.findings),
+                "open": len(s.open_findings()),
+                "spentUsd": s.total_spent,
+                "started": s.first_ts,
+                "updated": s.last_ts,
+            }
+        )
+    rows.sort(key=lambda r: state_rank(r["state"]))
+    return {"runs": rows, "skipped": skipped}
+
+
+def _ts(ts: str | None) -> datetime | None:
+    if not ts:
+        return None
+    try:
+        return datetime.fromisoformat(ts.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _since(ts: str | None, start: datetime | None) -> float | None:
+    t = _ts(ts)
+    if t is None or start is None:
+        return None
+    return round((t - start).total_seconds(), 1)
+
+
+def timeline(s: RunState, events: list[Event], ticks: list[AgentAlive], now: datetime) -> dict[str, Any]:
+    """One lane per agent, one bar per agent run in seconds since the run's first event: from its
+    ``agent.launch`` to its report or its action's end. A bar with no end is ``running`` while its action
+    is still in flight in a live run, else ``abandoned`` (its worker died, the run was resumed or ended);
+    its length then is what its latest liveness tick said."""
+    start = _ts(s.first_ts)
+    bars: dict[str, dict[str, Any]] = {}
+    order: list[str] = []
+
+    def close(bar: dict[str, Any], ts: str, outcome: str) -> None:
+        if bar["end"] is None:
+            bar["end"], bar["outcome"] = _since(ts, start), outcome
+
+    for e in events:
+        match e:
+            case AgentLaunch():
+                key = e.key or f"{e.agent}@{e.round}:{e.role}"
+                if key not in bars:
+                    order.append(key)
+                bars[key] = {
+                    "key": key,
+                    "agent": e.agent,
+                    "role": e.role,
+                    "round": e.round,
+                    "finding": e.finding,
+                    "start": _since(e.ts, start),
+                    "end": None,
+                    "outcome": None,
+                    "state": "done",
+                }
+            case AgentReport():
+                key = e.key or f"{e.agent}@{e.round}:{e.role}"
+                if key in bars:
+                    close(bars[key], e.ts, e.verdict)
+            case ReplyAnswered():
+                for key in reversed(order):
+                    b = bars[key]
+                    if b["role"] == "reply" and b["agent"] == e.agent and b["round"] == e.round:
+                        close(b, e.ts, e.verdict)
+                        break
+            case ActionDone():
+                if e.key in bars:
+                    close(bars[e.key], e.ts, "done" if e.ok else "error")
+            case RunResumed():
+                for b in bars.values():
+                    if b["end"] is None:
+                        b["state"] = "abandoned"
+            case _:
+                pass
+    latest = {t.key or f"{t.agent}@{t.round}": t for t in ticks}
+    live = s.state not in TERMINAL_STATES
+    now_s = round((now - start).total_seconds(), 1) if start else 0.0
+    for key, b in bars.items():
+        if b["end"] is not None:
+            continue
+        t = latest.get(key) or latest.get(f"{b['agent']}@{b['round']}")
+        a = s.actions.get(key)
+        if b["state"] != "abandoned" and live and (a is None or not a.done):
+            b["state"], b["end"] = "running", max(now_s, b["start"] or 0.0)
+        else:
+            b["state"] = "abandoned"
+            b["end"] = (b["start"] or 0.0) + (t.seconds if t else 0.0)
+        if t is not None:
+            b["alive"] = {"seconds": t.seconds, "quietSeconds": t.quiet_seconds}
+    lanes: dict[str, list[dict[str, Any]]] = {}
+    for key in order:
+        lanes.setdefault(bars[key]["agent"], []).append(bars[key])
+    end = now_s if live else (_since(s.last_ts, start) or 0.0)
+    span = max([end, *(b["end"] or 0.0 for b in bars.values())])
+    return {
+        "seconds": span,
+        "live": live,
+        "lanes": [{"agent": agent, "bars": lane} for agent, lane in lanes.items()],
+        "marks": [{"at": _since(r.started_at, start), "label": f"round {r.n}"} for r in s.rounds],
+    }
+
+
+def rounds(s: RunState) -> list[dict[str, Any]]:
+    """A card per round: its tree and each reviewer's verdict."""
+    return [
+        {
+            "n": r.n,
+            "sha": r.sha,
+            "ended": r.ended,
+            "startedAt": r.started_at,
+            "prompt": r.prompt_file,
+            "verdicts": [
+                {
+                    "agent": slot.agent,
+                    "state": slot.state,
+                    "summary": slot.summary,
+                    "seconds": slot.seconds,
+                    "quietSeconds": slot.quiet_seconds,
+                    "error": slot.error,
+                    "rawFile": slot.raw_file,
+                    "wrote": slot.wrote,
+                }
+                for slot in r.agents.values()
+            ],
+        }
+        for r in s.rounds
+    ]
+
+
+def conversations(s: RunState, events: list[Event]) -> list[dict[str, Any]]:
+    """Each reviewer's exchange with the jury, in log order: its reports and findings, the verdicts on
+    them, the replies it was sent and its answers, the contests, and the commits that fixed its findings."""
+    owner: dict[str, str] = {}
+    talks: dict[str, list[dict[str, Any]]] = {name: [] for name in (s.config.reviewers if s.config else [])}
+
+    def say(agent: str, item: dict[str, Any]) -> None:
+        talks.setdefault(agent, []).append(item)
+
+    for e in events:
+        match e:
+            case AgentReport() if e.role == "reviewer":
+                say(
+                    e.agent,
+                    {
+                        "kind": "report",
+                        "ts": e.ts,
+                        "round": e.round,
+                        "verdict": e.verdict,
+                        "summary": e.summary,
+                        "text": e.report,
+                        "artifact": e.raw_file,
+                        "error": e.error,
+                    },
+                )
+            case FindingRaised():
+                owner[e.id] = e.agent
+                say(
+                    e.agent,
+                    {
+                        "kind": "finding",
+                        "ts": e.ts,
+                        "round": e.round,
+                        "id": e.id,
+                        "text": e.claim,
+                        "loc": e.loc,
+                    },
+                )
+            case FindingResolved() if e.id in owner:
+                say(
+                    owner[e.id],
+                    {
+                        "kind": "verdict",
+                        "ts": e.ts,
+                        "id": e.id,
+                        "verdict": e.verdict,
+                        "text": e.reason,
+                        "who": e.who,
+                    },
+                )
+            case FindingTurn() if e.id in owner:
+                say(owner[e.id], {"kind": "turn", "ts": e.ts, "id": e.id, "who": e.who, "text": e.text})
+            case ReplySent():
+                say(
+                    e.agent,
+                    {
+                        "kind": "reply",
+                        "ts": e.ts,
+                        "round": e.round,
+                        "text": e.text,
+                        "findings": e.findings,
+                        "resumed": e.resumed,
+                    },
+                )
+            case ReplyAnswered():
+                say(
+                    e.agent,
+                    {
+                        "kind": "answer",
+                        "ts": e.ts,
+                        "round": e.round,
+                        "verdict": e.verdict,
+                        "text": e.report,
+                        "error": e.error,
+                        "contests": [c.wire() for c in e.contests],
+                    },
+                )
+            case CommitPushed() if e.finding in owner:
+                say(
+                    owner[e.finding or ""],
+                    {
+                        "kind": "commit",
+                        "ts": e.ts,
+                        "id": e.finding,
+                        "sha": e.sha,
+                        "text": e.subject,
+                        "pushed": e.pushed,
+                        "branch": e.branch,
+                    },
+                )
+            case _:
+                pass
+    return [{"agent": agent, "items": items} for agent, items in talks.items()]
+
+
+def findings(s: RunState) -> list[dict[str, Any]]:
+    """Every finding with its verdict, proof (verification runs and table), second opinion and cost."""
+    out = []
+    for f in s.findings.values():
+        doc = f.wire()
+        doc["refutation"] = f.refutation.model_dump(mode="json") if f.refutation is not None else None
+        out.append(doc)
+    return out
+
+
+def spend(s: RunState) -> dict[str, Any]:
+    return {
+        "totalUsd": s.total_spent,
+        "byAgent": dict(sorted(s.spent.items())),
+        "reservedUsd": round(sum(s.reserved.values()), 6),
+        "unknownCalls": s.unknown_costs,
+        "budgetUsd": s.config.budget if s.config else None,
+        "budgetRefused": s.budget_refused,
+        "byFinding": {f.id: f.cost_usd for f in s.findings.values() if f.cost_usd},
+    }
+
+
+def artifacts(s: RunState) -> list[str]:
+    """The artifact names the run's events mention (prompts, agents' output, patches)."""
+    names: list[str] = []
+    for r in s.rounds:
+        names += [r.prompt_file] if r.prompt_file else []
+        for slot in r.agents.values():
+            if slot.raw_file:
+                names += [slot.raw_file, slot.raw_file.replace(".stdout.txt", ".stderr.txt")]
+    names += [f.patch for f in s.findings.values() if f.patch]
+    return list(dict.fromkeys(names))
+
+
+def run_page(slug: str, log: LogRead, ticks: list[AgentAlive], now: datetime | None = None) -> dict[str, Any]:
+    """Everything the run page shows. ``position`` is where its live events resume."""
+    s = folded(slug, log.events, ticks)
+    cfg = s.config
+    return {
+        "slug": slug,
+        "position": log.position,
+        "state": s.state,
+        "terminal": s.state in TERMINAL_STATES,
+        "cancelRequested": s.cancel_requested,
+        "target": s.target.wire(),
+        "config": None
+        if cfg is None
+        else {
+            "reviewers": cfg.reviewers,
+            "judge": cfg.judge,
+            "rounds": cfg.rounds,
+            "refuter": cfg.refuter,
+            "budget": cfg.budget,
+            "notes": cfg.config_notes,
+        },
+        "events": s.events,
+        "started": s.first_ts,
+        "updated": s.last_ts,
+        "timeline": timeline(s, log.events, ticks, now or datetime.now(UTC)),
+        "rounds": rounds(s),
+        "conversations": conversations(s, log.events),
+        "findings": findings(s),
+        "finalCheck": s.final_check.model_dump(mode="json") if s.final_check is not None else None,
+        "commits": [c.wire() for c in s.commits],
+        "spend": spend(s),
+        "toolRefusals": s.tool_refusals,
+        "artifacts": artifacts(s),
+    }
