@@ -6,7 +6,13 @@ Strings carry markup on purpose: the console must show them as text.
 
 from __future__ import annotations
 
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from orchestrator.domain import (
     ActionDispatched,
@@ -200,3 +206,28 @@ def beta_tick(seconds: float = 30.0) -> AgentAlive:
         quiet_seconds=3.0,
         key="review:1:beta",
     )
+
+
+@contextmanager
+def serve(app: Any, host: str = "127.0.0.1") -> Iterator[str]:
+    """The ASGI ``app`` served by a real uvicorn server on a free port, in a thread; yields its base URL."""
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind((host, 0))
+    sock.listen(64)
+    config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=1)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("the console's uvicorn server did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://{host}:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)
+        sock.close()

@@ -1,0 +1,359 @@
+"""The console's JSON API against a real uvicorn server over the real stores (a files record and the
+machine's Redis): what the pages read, the live events, the artifacts' confinement, the token and the
+same-origin rule on actions, and ``jury web`` itself."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from jury_cli.web.app import create_app
+from jury_cli.web.auth import COOKIE, Guard
+from orchestrator.config import Settings
+from orchestrator.domain import RunCancel
+from orchestrator.store.files import FileStore
+from orchestrator.store.redis import RedisStore
+from orchestrator.store.redis import from_url as redis_store
+from tests.conftest import outside_env
+from tests.fakes import console_run as run
+
+TOKEN = "console-test-token-0123456789"
+
+
+@pytest.fixture(params=["files", "redis"])
+def backing(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Settings, Any]]:
+    """The two stores the console reads: the files under --dir, or the fleet's Redis."""
+    if request.param == "files":
+        yield Settings(dir=tmp_path / "state", redis_url=None), FileStore(tmp_path / "state")
+        return
+    url = request.getfixturevalue("shared_redis")
+    store = redis_store(url)
+    yield Settings(dir=tmp_path / "state", redis_url=url), store
+    store.close()
+
+
+def console(settings: Settings, store: Any, reads_need_token: bool = False):
+    return run.serve(create_app(settings, store, Guard(TOKEN, reads_need_token), loopback=True))
+
+
+def sse_frames(
+    base: str, path: str, want: int, headers: dict[str, str] | None = None
+) -> list[dict[str, str]]:
+    """The first ``want`` SSE messages that carry an event (log/alive/reset), as {id, event, data}."""
+    frames: list[dict[str, str]] = []
+    with httpx.stream("GET", base + path, headers=headers or {}, timeout=30) as r:
+        assert r.status_code == 200
+        assert r.headers["content-type"].startswith("text/event-stream")
+        current: dict[str, str] = {}
+        for line in r.iter_lines():
+            if not line:
+                if "event" in current:
+                    frames.append(current)
+                    if len(frames) >= want:
+                        return frames
+                current = {}
+                continue
+            if line.startswith(":"):
+                continue
+            name, _, value = line.partition(": ")
+            current[name] = value
+    return frames
+
+
+def test_run_list_sorts_by_state_and_lists_unreadable_runs(tmp_path: Path) -> None:
+    settings = Settings(dir=tmp_path, redis_url=None)
+    store = FileStore(tmp_path)
+    runs = [("a-conv", "converged"), ("b-human", "human"), ("c-queued", "queued"), ("d-rev", "review")]
+    for i, (slug, state) in enumerate([*runs, ("e-rev", "review")]):
+        store.append(slug, run.started(state=state))
+        (tmp_path / "runs" / slug / ".created").write_text(f"{1000 + i}\n")  # the order of creation
+    bad = tmp_path / "runs" / "zz-bad"
+    bad.mkdir()
+    (bad / "events.ndjson").write_text("not json\n{\n")
+    with console(settings, store) as base:
+        body = httpx.get(f"{base}/api/runs").json()
+    assert [r["slug"] for r in body["runs"]] == ["b-human", "e-rev", "d-rev", "c-queued", "a-conv"]
+    assert body["skipped"] == [{"slug": "zz-bad", "reason": "no readable events"}]
+    assert body["runs"][0]["title"] == "fix the parser"
+
+
+def test_run_page_shows_the_timeline_rounds_conversation_findings_and_spend(backing) -> None:
+    settings, store = backing
+    store.append("acme-7", run.started() + run.alpha_found() + run.judged())
+    if isinstance(store, RedisStore):
+        store.put_alive("acme-7", run.beta_tick(30.0))
+    with console(settings, store) as base:
+        page = httpx.get(f"{base}/api/runs/acme-7").json()
+        missing = httpx.get(f"{base}/api/runs/nope")
+        bad_slug = httpx.get(f"{base}/api/runs/no%20such%3Bslug")
+        dots = httpx.get(f"{base}/api/runs/..%2F..")
+    assert missing.status_code == 404 and "no run named nope" in missing.json()["error"]
+    assert bad_slug.status_code == 404 and dots.status_code in (404, 405)
+    assert page["state"] == "review" and page["position"]
+    lanes = {lane["agent"]: lane["bars"] for lane in page["timeline"]["lanes"]}
+    assert set(lanes) == {"alpha", "beta", "judge"}
+    (alpha,) = lanes["alpha"]
+    assert (alpha["start"], alpha["end"], alpha["state"], alpha["outcome"]) == (2.0, 40.0, "done", "found")
+    (beta,) = lanes["beta"]
+    assert beta["state"] == "running" and beta["end"] >= 80  # still running: the bar reaches now
+    if isinstance(store, RedisStore):
+        assert beta["alive"] == {"seconds": 30.0, "quietSeconds": 3.0}
+    (judge,) = lanes["judge"]
+    assert judge["role"] == "judge" and judge["state"] == "done"
+    (r1,) = page["rounds"]
+    assert {v["agent"]: v["state"] for v in r1["verdicts"]} == {"alpha": "found", "beta": "running"}
+    talk = {c["agent"]: [i["kind"] for i in c["items"]] for c in page["conversations"]}
+    assert talk == {"alpha": ["report", "finding", "verdict", "commit", "reply", "answer"], "beta": []}
+    (f,) = page["findings"]
+    assert f["status"] == "accepted" and f["claim"].endswith(run.HOSTILE)  # data, shown as text
+    assert [v["tree"] for v in f["verification"]] == ["fixed", "reverted"]
+    assert f["refutation"]["outcome"] == "not_refuted" and f["refutation"]["cost_usd"] == 0.0006
+    assert f["costUsd"] == 0.25
+    assert page["spend"] == {
+        "totalUsd": 0.25,
+        "byAgent": {"judge": 0.25},
+        "reservedUsd": 0.0,
+        "unknownCalls": 0,
+        "budgetUsd": 2.0,
+        "budgetRefused": None,
+        "byFinding": {"r1-alpha-1": 0.25},
+    }
+    assert "patches/r1-alpha-1.patch" in page["artifacts"]
+
+
+def test_an_agent_left_without_an_end_is_abandoned_once_the_run_ended(tmp_path: Path) -> None:
+    store = FileStore(tmp_path)
+    ended = run.started() + [
+        run.TargetEvent(eid="state:failed", ts=run.at(50), target=run.Target(state="failed"))
+    ]
+    store.append("gone-1", ended)
+    with console(Settings(dir=tmp_path, redis_url=None), store) as base:
+        page = httpx.get(f"{base}/api/runs/gone-1").json()
+    states = {lane["agent"]: lane["bars"][0]["state"] for lane in page["timeline"]["lanes"]}
+    assert states == {"alpha": "abandoned", "beta": "abandoned"}
+    assert page["timeline"]["live"] is False
+
+
+def test_events_follow_the_log_and_resume_from_last_event_id(backing) -> None:
+    settings, store = backing
+    store.append("acme-7", run.started())
+    with console(settings, store) as base:
+        first = [f for f in sse_frames(base, "/api/runs/acme-7/events", 8) if f["event"] == "log"]
+        assert [json.loads(f["data"])["eid"] for f in first] == [e.eid for e in run.started()]
+        store.append("acme-7", run.alpha_found())
+        since = {"Last-Event-ID": first[-1]["id"]}
+        later = [f for f in sse_frames(base, "/api/runs/acme-7/events", 3, since) if f["event"] == "log"]
+        assert [json.loads(f["data"])["t"] for f in later] == [
+            "agent.report",
+            "finding.raised",
+            "action.done",
+        ]
+        assert len({f["id"] for f in first + later}) == len(first) + len(later)  # each id once, in order
+        # A position the log does not hold (deleted and begun again): reset, then the log from its start.
+        gone = sse_frames(base, "/api/runs/acme-7/events?after=999999-0", 2)
+        assert [f["event"] for f in gone] == ["reset", "log"]
+        assert httpx.get(f"{base}/api/runs/nope/events").status_code == 404
+
+
+def test_artifacts_never_reach_outside_their_run(tmp_path: Path) -> None:
+    root = tmp_path / "state"
+    store = FileStore(root)
+    store.append("acme-7", run.started())
+    store.append("other", run.started())
+    store.put_artifact("acme-7", "round-1.alpha.stdout.txt", f"FINDING: {run.HOSTILE}\n".encode())
+    store.put_artifact("acme-7", "patches/r1-alpha-1.patch", b"--- a\n+++ b\n")
+    store.put_artifact("other", "secret.txt", b"the other run's")
+    (tmp_path / "outside.txt").write_text("host secret")
+    run_dir = root / "runs" / "acme-7"
+    (run_dir / "link-out").symlink_to(tmp_path / "outside.txt")
+    (run_dir / "dir-out").symlink_to(tmp_path)
+    (run_dir / "link-other").symlink_to(root / "runs" / "other" / "secret.txt")
+    with console(Settings(dir=root, redis_url=None), store) as base:
+        art = f"{base}/api/runs/acme-7/artifacts/"
+        ok = httpx.get(art + "round-1.alpha.stdout.txt")
+        assert ok.status_code == 200 and ok.text.endswith(f"{run.HOSTILE}\n")
+        assert ok.headers["content-type"] == "text/plain; charset=utf-8"
+        assert "sandbox" in ok.headers["content-security-policy"]
+        assert ok.headers["x-content-type-options"] == "nosniff"
+        assert httpx.get(art + "patches/r1-alpha-1.patch").text.startswith("--- a")
+        assert httpx.get(art + "patches%2Fr1-alpha-1.patch").status_code == 200  # an encoded slash is a slash
+        hostile = [
+            "../other/secret.txt",
+            "..%2Fother%2Fsecret.txt",
+            "..%2F..%2F..%2Foutside.txt",
+            "%2E%2E/%2E%2E/outside.txt",
+            "/etc/passwd",
+            "%2Fetc%2Fpasswd",
+            "patches/../../other/secret.txt",
+            "link-out",
+            "dir-out/outside.txt",
+            "link-other",
+            "round-1.alpha.stdout.txt%00.png",
+            "events.ndjson",
+            "run.json",
+            "..\\other\\secret.txt",
+            "",
+        ]
+        for name in hostile:
+            r = httpx.get(art + name)
+            assert r.status_code == 404, (name, r.status_code, r.text)
+            assert "host secret" not in r.text and "the other run's" not in r.text
+        # A raw request line, which no client normalised: the server gets the dots themselves.
+        host, port = base.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=30) as conn:
+            target = "/api/runs/acme-7/artifacts/../../../outside.txt"
+            conn.sendall(f"GET {target} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
+            answer = b""
+            while chunk := conn.recv(65536):
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 404") and b"host secret" not in answer
+
+
+def test_actions_need_the_token_and_the_console_origin(shared_redis: str, tmp_path: Path) -> None:
+    settings = Settings(dir=tmp_path, redis_url=shared_redis)
+    store = redis_store(shared_redis)
+    store.append("acme-7", run.started())
+    try:
+        with console(settings, store) as base:
+            cancel = f"{base}/api/runs/acme-7/cancel"
+            host = base.removeprefix("http://")
+            assert httpx.post(cancel).status_code == 403  # no token, even on loopback
+            assert httpx.post(cancel, headers={"x-jury-token": "wrong-token-xxxxxxxx"}).status_code == 403
+            assert httpx.get(cancel).status_code == 405  # POST only
+            good = {"x-jury-token": TOKEN}
+            for cross in (
+                {"origin": "https://evil.example"},
+                {"origin": f"http://{host}.evil.example"},
+                {"sec-fetch-site": "cross-site"},
+                {"sec-fetch-site": "same-site"},
+            ):
+                r = httpx.post(cancel, headers={**good, **cross})
+                assert r.status_code == 403 and "cross-origin" in r.json()["error"], cross
+            assert not any(isinstance(e, RunCancel) for e in store.read("acme-7"))
+            # The cookie the token URL set, from the console's own page: accepted.
+            page = httpx.get(f"{base}/?token={TOKEN}", follow_redirects=False)
+            assert page.status_code == 303 and page.headers["location"] == "/"
+            cookie = page.headers["set-cookie"]
+            assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+            same = {"cookie": f"{COOKIE}={TOKEN}", "origin": base, "sec-fetch-site": "same-origin"}
+            r = httpx.post(cancel, headers=same)
+            assert r.status_code == 200, r.text
+            assert any(isinstance(e, RunCancel) and e.who == "console" for e in store.read("acme-7"))
+            assert store.cancel_flagged("acme-7")
+            r = httpx.post(f"{base}/api/runs/acme-7/publish", headers=good)
+            assert r.status_code == 501 and "not available" in r.json()["error"]
+            assert httpx.get(f"{base}/api/session", headers=good).json()["publish"] is False
+            assert httpx.post(f"{base}/api/runs/nope/cancel", headers=good).status_code == 404
+            assert httpx.post(f"{base}/api/runs/acme-7/explode", headers=good).status_code == 404
+    finally:
+        store.close()
+
+
+def test_resume_without_the_fleet_says_what_to_do(tmp_path: Path) -> None:
+    store = FileStore(tmp_path)
+    store.append("acme-7", run.started(state="failed"))
+    with console(Settings(dir=tmp_path, redis_url=None), store) as base:
+        r = httpx.post(f"{base}/api/runs/acme-7/resume", headers={"x-jury-token": TOKEN})
+    assert r.status_code == 409 and "jury review --resume acme-7" in r.json()["error"]
+
+
+def test_token_url_host_check_and_headers(tmp_path: Path) -> None:
+    store = FileStore(tmp_path)
+    with console(Settings(dir=tmp_path, redis_url=None), store) as base:
+        assert httpx.get(f"{base}/?token=nope-nope-nope-nope", follow_redirects=False).status_code == 403
+        # Another site rebinding its name to 127.0.0.1 reaches the console under its own Host: refused.
+        assert httpx.get(f"{base}/api/runs", headers={"host": "evil.example"}).status_code == 403
+        r = httpx.get(f"{base}/api/runs", headers={"host": "localhost"})
+        assert r.status_code == 200
+        page = httpx.get(f"{base}/runs/acme-7")
+        csp = page.headers["content-security-policy"]
+        assert "script-src 'self'" in csp and "unsafe-inline" not in csp and "frame-ancestors 'none'" in csp
+        assert page.headers["referrer-policy"] == "no-referrer"
+        r = httpx.get(f"{base}//evil.example/?token={TOKEN}", follow_redirects=False)
+        assert r.headers["location"] == "/evil.example/"  # never an open redirect
+    with console(Settings(dir=tmp_path, redis_url=None), store, reads_need_token=True) as base:
+        assert httpx.get(f"{base}/api/runs").status_code == 401
+        assert httpx.get(f"{base}/").status_code == 401
+        assert httpx.get(f"{base}/api/runs", headers={"authorization": f"Bearer {TOKEN}"}).status_code == 200
+
+
+def test_fleet_page_shows_spend_against_the_ceiling_and_runs_in_flight(
+    shared_redis: str, tmp_path: Path
+) -> None:
+    from workers.ledger import Ledger
+
+    settings = Settings(dir=tmp_path, redis_url=shared_redis, fleet_day_ceiling=5.0)
+    store = redis_store(shared_redis)
+    try:
+        store.append("acme-7", run.started())
+        store.activate("acme-7")
+        ledger = Ledger(store.client)
+        ledger.reserve(
+            slug="acme-7", call_id="c1", projection=0.5, run_ceiling=None, call_ceiling=None, day_ceiling=None
+        )
+        ledger.reconcile("c1", 0.3)
+        with console(settings, store) as base:
+            f = httpx.get(f"{base}/api/fleet").json()
+        assert f["spend"]["spentUsd"] == pytest.approx(0.3) and f["spend"]["ceilingUsd"] == 5.0
+        (inflight,) = f["inflight"]["runs"]
+        assert inflight["slug"] == "acme-7" and {a["agent"] for a in inflight["actions"]} == {"alpha", "beta"}
+    finally:
+        store.close()
+    with console(Settings(dir=tmp_path, redis_url=None), FileStore(tmp_path)) as base:
+        f = httpx.get(f"{base}/api/fleet").json()
+    assert f["redis"] is False and all(f[k]["available"] is False for k in ("workers", "queues", "spend"))
+
+
+def test_jury_web_binds_loopback_prints_the_token_url_and_refuses_other_addresses(tmp_path: Path) -> None:
+    env = {**outside_env(), "JURY_DIR": str(tmp_path), "NO_COLOR": "1"}
+    refused = subprocess.run(
+        [sys.executable, "-m", "jury_cli", "web", "--host", "0.0.0.0", "--port", "0"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert refused.returncode == 2 and "needs a token" in refused.stderr
+    FileStore(tmp_path).append("acme-7", run.started())
+    p = subprocess.Popen(
+        [sys.executable, "-m", "jury_cli", "web", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        assert p.stdout is not None
+        deadline = time.monotonic() + 60
+        url = None
+        while url is None and time.monotonic() < deadline:
+            line = p.stdout.readline()
+            if not line:
+                break
+            if m := re.search(r"(http://127\.0\.0\.1:\d+/)\?token=(\S+)", line):
+                url, token = m.group(1), m.group(2)
+        assert url is not None, "jury web printed no URL"
+        with httpx.Client(base_url=url) as client:
+            assert client.get("api/runs").json()["runs"][0]["slug"] == "acme-7"  # reads: open on loopback
+            assert client.post("api/runs/acme-7/cancel").status_code == 403
+            client.get(f"?token={token}")  # the cookie
+            assert client.get("api/session").json()["canAct"] is True
+    finally:
+        p.terminate()
+        p.wait(timeout=30)
+        if p.stdout is not None:
+            p.stdout.close()
+    assert os.path.exists(tmp_path / "runs" / "acme-7")
