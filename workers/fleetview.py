@@ -85,7 +85,8 @@ class RunFolds:
 
     A run is folded from the coordinator's snapshot when it matches (``orchestrator.fold.restore``) plus
     the events after it, else from its whole log; a log that is gone or begun again (another ``origin``)
-    is folded again. One instance per reader (a metrics endpoint keeps one for its life).
+    is folded again. One instance per reader (a metrics endpoint keeps one for its life); the folds it
+    hands out are its cache: read them, never change them.
     """
 
     def __init__(self, store: RedisStore) -> None:
@@ -93,10 +94,17 @@ class RunFolds:
         self._cache: dict[str, tuple[str, str, RunState]] = {}  # slug -> (origin, position, fold)
 
     def runs(self) -> dict[str, RunState]:
-        """slug -> fold, for every run in the index (a run that cannot be read is left out and logged)."""
+        """slug -> fold, for every run in the index (a run that cannot be read is left out and logged).
+
+        One round trip tells which logs changed since the last read (their ends); only those are read."""
         folds: dict[str, RunState] = {}
         slugs = self.store.runs()
+        ends = self.store.log_ends(slugs)
         for slug in slugs:
+            cached, end = self._cache.get(slug), ends.get(slug)
+            if cached is not None and end is not None and (cached[0], cached[1]) == end:
+                folds[slug] = cached[2]  # unchanged since the last read
+                continue
             try:
                 state = self.fold(slug)
             except (StoreError, redis.RedisError) as exc:

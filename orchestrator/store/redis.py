@@ -390,6 +390,24 @@ class RedisStore:
             )
         return _text(first[0][0]) if first else None
 
+    def log_ends(self, slugs: Sequence[str]) -> dict[str, tuple[str, str] | None]:
+        """Each run's first and last stream ids (None: an empty log), in one round trip: a reader that
+        keeps folds tells an unchanged log (same ends) from one that grew or began again."""
+        for slug in slugs:
+            check_slug(slug)
+        with _errors("read the ends of", "*"):
+            pipe = self.client.pipeline(transaction=False)
+            for slug in slugs:
+                key = keys.events(self.prefix, slug)
+                pipe.xrange(key, "-", "+", 1)
+                pipe.xrevrange(key, "+", "-", 1)
+            replies = cast(list[list[tuple[bytes, Any]]], pipe.execute())
+        ends: dict[str, tuple[str, str] | None] = {}
+        for i, slug in enumerate(slugs):
+            first, last = replies[2 * i], replies[2 * i + 1]
+            ends[slug] = (_text(first[0][0]), _text(last[0][0])) if first and last else None
+        return ends
+
     def run_keys(self, slug: str) -> list[str]:
         """Every key of the run now in Redis (``keys.RUN_FAMILIES``), found with one SCAN."""
         check_slug(slug)
