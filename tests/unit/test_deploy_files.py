@@ -37,15 +37,11 @@ SERVICES: dict[str, dict[str, Any]] = COMPOSE["services"]
 JURY_SERVICES = {n: s for n, s in SERVICES.items() if str(s.get("image", "")).startswith("${JURY_IMAGE")}
 WORKERS = {n: s for n, s in JURY_SERVICES.items() if s["command"][0] == "worker"}
 CLI: click.Group = typer.main.get_command(app)  # type: ignore[assignment]
-# Commands other helpers are adding; a service running one is checked once it is registered.
-PENDING = {"web"}
 
 
 def parses(argv: list[str]) -> None:
     """``jury ARGV`` parses with Jury's CLI (options and values), without running anything."""
     name, *args = argv
-    if name in PENDING and name not in CLI.commands:
-        return
     assert name in CLI.commands, f"jury {name}: no such command"
     CLI.commands[name].make_context(name, list(args))
 
