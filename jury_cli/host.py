@@ -55,7 +55,7 @@ def worker(
     pool: Annotated[str, typer.Option(help="Celery pool: threads or prefork.")] = "threads",
     loglevel: Annotated[str, typer.Option(help="Celery log level.")] = "INFO",
     beat: Annotated[
-        bool, typer.Option(help="Also run the reaper's schedule (run exactly one per fleet).")
+        bool, typer.Option(help="Deprecated, does nothing: every worker takes its turn at reaping.")
     ] = False,
     scheduler: Annotated[
         bool,
@@ -66,8 +66,16 @@ def worker(
         typer.Option(help="Serve Prometheus metrics on this port, /metrics (0: any free port, logged)."),
     ] = None,
 ) -> None:
-    """Run a worker against the shared Redis of JURY_REDIS_URL."""
+    """Run a worker against the shared Redis of JURY_REDIS_URL. Every worker reaps in turn (one per
+    JURY_REAP_EVERY, behind a Redis lock); SIGTERM drains it: running agents get JURY_SHUTDOWN_GRACE
+    seconds, then their actions go back to the fleet."""
     settings = settings_for(None)
+    if beat:
+        err.print(
+            "jury worker: --beat is deprecated and does nothing: every worker takes its turn at reaping",
+            markup=False,
+            highlight=False,
+        )
     if not settings.redis_url:
         raise UsageError("set JURY_REDIS_URL to the shared Redis (e.g. redis://host:6379/0) to run a worker")
     if metrics_port is not None and pool == "prefork":
@@ -107,13 +115,13 @@ def worker(
     # With JSON logs every line on stderr is one JSON event: Celery's banner (on stdout) is left out and
     # its facts logged as ``worker.started`` instead.
     json_logs = settings.log_json if settings.log_json is not None else not sys.stderr.isatty()
-    started = {"queues": queues, "concurrency": argv[4], "pool": pool, "beat": beat, "metrics_port": bound}
+    started = {"queues": queues, "concurrency": argv[4], "pool": pool, "metrics_port": bound}
     celeryd_after_setup.connect(
         lambda sender=None, **_: log.info("worker.started", node=sender, **started), weak=False
     )
     stop = _start_scheduler(settings) if scheduler else None
     try:
-        celery.worker_main([*(["-q"] if json_logs else []), *argv, *(["--beat"] if beat else [])])
+        celery.worker_main([*(["-q"] if json_logs else []), *argv])
     finally:
         if stop is not None:
             stop.set()

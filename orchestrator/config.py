@@ -86,9 +86,13 @@ class Settings(BaseSettings):
     log_json: bool | None = None  # None: JSON logs when stderr is not a terminal
     worker_concurrency: int = Field(default=4, ge=1)
     kill_grace: float = Field(default=5.0, ge=0)
-    lease_ttl: float = Field(default=60.0, gt=0)  # seconds a task's lease lives without a heartbeat
-    reap_every: float = Field(default=60.0, gt=0)  # seconds between reaper sweeps (beat)
-    reap_after: float = Field(default=120.0, gt=0)  # an action unclaimed this long is handed out again
+    # A dead worker's actions are handed out again within lease_ttl + reap_every (+ a quarter period):
+    # under a minute with these defaults. A live worker renews its leases every lease_ttl / 3.
+    lease_ttl: float = Field(default=30.0, gt=0)  # seconds a task's lease lives without a heartbeat
+    reap_every: float = Field(default=15.0, gt=0)  # seconds between reaper sweeps (one worker per period)
+    reap_after: float = Field(default=30.0, gt=0)  # an action unclaimed this long is handed out again
+    # SIGTERM: running agents get this long to finish, then their actions are handed back to the fleet.
+    shutdown_grace: float = Field(default=30.0, ge=0)
     budget: float | None = Field(default=None, ge=0)  # default USD ceiling per run
     call_ceiling: float | None = Field(default=None, ge=0)  # USD ceiling per agent call
     fleet_day_ceiling: float | None = Field(default=None, ge=0)  # USD ceiling for all runs per UTC day

@@ -52,8 +52,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "worker_max_tasks_per_child": 200,
         "broker_connection_retry_on_startup": True,
         "worker_hijack_root_logger": False,
-        "beat_schedule": {"reap": {"task": "jury.reap", "schedule": settings.reap_every}},
-        "beat_schedule_filename": str(settings.dir / "celerybeat-schedule"),
+        # No beat schedule: every worker reaps in turn (workers.reaper), so no process is the one to keep.
         "task_serializer": "json",
         "accept_content": ["json"],
     }

@@ -33,8 +33,10 @@ from orchestrator.errors import GitError, StoreError
 from orchestrator.fold import RunState, apply, fold, restore, snapshot, tick
 from orchestrator.publishing import awaiting_publish
 from orchestrator.store.files import mirror
+from workers import shutdown
 from workers.agents.run import RateLimited
 from workers.jobs import TASKS
+from workers.lease import Claim
 from workers.limits import admit, clamp, slot_wait
 from workers.runtime import (
     BudgetExhausted,
@@ -243,11 +245,13 @@ def run_task(rt: Runtime, kind: str, slug: str, key: str) -> None:
             note = f"{admission.full.what} is full"
             event = ActionDeferred(eid=waits, key=key, reason="slot", seconds=wait, note=note)
             return put_back(rt, kind, slug, event)
+        handed_back = False
         try:
             try:
                 handler(rt, slug, key, interrupted)
             except RateLimited as exc:
-                if not interrupted.lost():  # else the action is another holder's now
+                # else the action is another holder's now (a worker handing back puts it back itself)
+                if not interrupted.lost() or handing_back(lease):
                     back = f"{key}:backoff:{admission.attempt + 1}"
                     wait = clamp(exc.seconds, rt.settings.reap_after)
                     event = ActionDeferred(
@@ -274,12 +278,31 @@ def run_task(rt: Runtime, kind: str, slug: str, key: str) -> None:
         except LeaseLost:
             # Frozen past the lease's TTL (or cut off from Redis): the action went to another holder, or
             # will go once the reaper sees it unclaimed. Record nothing, mark nothing.
-            log.warning("task.lease_lost", slug=slug, key=key)
-            return None
+            if not handing_back(lease):
+                log.warning("task.lease_lost", slug=slug, key=key)
+                return None
+            handed_back = True
         finally:
             admission.release()
-        rt.leases.mark_done(name)
+        if not handed_back:
+            rt.leases.mark_done(name)
+            return None
+    # This worker is shutting down and its grace is over: the lease is released (the heartbeat's exit),
+    # and the action sent again, so another worker takes it now rather than the reaper after the TTL.
+    log.warning("task.handed_back", slug=slug, key=key, kind=kind)
+    send(rt, kind, slug, key)
     return None
+
+
+def handing_back(lease: Claim) -> bool:
+    """Whether this worker is handing its actions back (``workers.shutdown``) and the lease is still ours
+    to hand (False when Redis cannot say)."""
+    if not shutdown.handing_back():
+        return False
+    try:
+        return lease.held()
+    except StoreError:
+        return False
 
 
 def put_back(rt: Runtime, kind: str, slug: str, deferred: ActionDeferred) -> None:

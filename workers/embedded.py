@@ -162,8 +162,6 @@ class LocalWorkers:
             out = open(logdir / f"worker-{os.getpid()}-{i}.log", "ab")
             argv = worker_argv(",".join(QUEUES), self.concurrency)
             argv[-1] = f"jury-{os.getpid()}-{i}@%h"
-            if i == 0:
-                argv.append("--beat")  # the reaper's schedule; exactly one beat per deployment
             self.procs.append(
                 subprocess.Popen(
                     argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env, start_new_session=True

@@ -72,6 +72,9 @@ return 0
 
 DAY_SECONDS = 86400
 DONE_TTL_DAYS = 7.0
+# A renewal that gets no answer this long is a failed one (retried until the TTL has passed): a
+# connection a NAT or a firewall dropped in silence must not hang the heartbeat for TCP's minutes.
+RENEW_TIMEOUT = 5.0
 
 
 @contextmanager
@@ -206,8 +209,21 @@ class Leases(Protocol):
 # -- in Redis ------------------------------------------------------------------------------------------------
 
 
+def renewal_client(client: redis.Redis, timeout: float = RENEW_TIMEOUT) -> redis.Redis:
+    """A client to the same server as ``client`` with a pool of its own and socket timeouts: what the
+    heartbeats renew through, so no connection a task holds, and no silently dropped one, can stall them."""
+    pool = client.connection_pool
+    kwargs = dict(pool.connection_kwargs)
+    kwargs.update(socket_timeout=timeout, socket_connect_timeout=timeout)
+    own = redis.ConnectionPool(connection_class=pool.connection_class, **kwargs)
+    return redis.Redis(connection_pool=own)
+
+
 class Lease(Claim):
-    """A claim in Redis: ``SET NX PX`` to take it, Lua to renew, release and finish only our own token."""
+    """A claim in Redis: ``SET NX PX`` to take it, Lua to renew, release and finish only our own token.
+
+    Renewals go through ``renewer`` (default: ``client``), a client of their own in a fleet
+    (``RedisLeases``: ``renewal_client``)."""
 
     def __init__(
         self,
@@ -217,12 +233,13 @@ class Lease(Claim):
         ttl: float = 60.0,
         prefix: str = store_keys.PREFIX,
         token: str | None = None,
+        renewer: redis.Redis | None = None,
     ) -> None:
         super().__init__(key, ttl=ttl, token=token)
         self.client = client
         self.prefix = prefix
         self.name = store_keys.lease(prefix, key)
-        self._renew = client.register_script(RENEW_LUA)
+        self._renew = (renewer or client).register_script(RENEW_LUA)
         self._release = client.register_script(RELEASE_LUA)
         self._finish = client.register_script(FINISH_LUA)
 
@@ -258,15 +275,25 @@ class Lease(Claim):
 
 
 class RedisLeases:
-    """``Leases`` in Redis under ``prefix``: ``lease:<key>`` and ``done:<key>`` (``store.keys``)."""
+    """``Leases`` in Redis under ``prefix``: ``lease:<key>`` and ``done:<key>`` (``store.keys``). Its
+    leases renew through a client of their own (``renewal_client``), made on first use."""
 
     def __init__(self, client: redis.Redis, prefix: str = store_keys.PREFIX) -> None:
         self.client = client
         self.prefix = prefix
+        self._renewer: redis.Redis | None = None
+        self._renewer_lock = threading.Lock()
+
+    @property
+    def renewer(self) -> redis.Redis:
+        with self._renewer_lock:
+            if self._renewer is None:
+                self._renewer = renewal_client(self.client)
+            return self._renewer
 
     def lease(self, key: str, *, ttl: float = 60.0, token: str | None = None) -> Lease:
         """A Redis claim on ``key``."""
-        return Lease(self.client, key, ttl=ttl, prefix=self.prefix, token=token)
+        return Lease(self.client, key, ttl=ttl, prefix=self.prefix, token=token, renewer=self.renewer)
 
     def is_done(self, key: str) -> bool:
         """EXISTS on the done marker."""

@@ -37,6 +37,7 @@ from orchestrator.fold import DispatchedAction, RunState, fold
 from orchestrator.store.base import LiveStore
 from orchestrator.store.files import FileStore
 from orchestrator.store.redis import RedisStore
+from workers import shutdown
 from workers.agents.run import AgentRun
 from workers.lease import Claim, Leases, RedisLeases
 from workers.ledger import BudgetLedger, Ledger
@@ -138,20 +139,22 @@ class LeaseLost(Exception):
 
 
 class TaskInterrupt:
-    """A task's ``Interrupted``: true once its lease is lost or its run is cancelled (cheap: no Redis call).
+    """A task's ``Interrupted``: true once its lease is lost, its run is cancelled or its worker is handing
+    its actions back at the end of a shutdown's grace (cheap: no Redis call).
 
     ``lost()`` asks Redis whether the lease is still ours, for the moments a task is about to record its
-    result: a lease can lapse between two heartbeats (a worker frozen past its TTL).
+    result: a lease can lapse between two heartbeats (a worker frozen past its TTL). A worker handing back
+    counts as having lost it: the action is the next holder's, so nothing is recorded here.
     """
 
     def __init__(self, lease: Claim, cancelled: Callable[[], bool]) -> None:
         self.lease, self.cancelled = lease, cancelled
 
     def __call__(self) -> bool:
-        return self.lease.lost.is_set() or self.cancelled()
+        return self.lease.lost.is_set() or shutdown.handing_back() or self.cancelled()
 
     def lost(self) -> bool:
-        return self.lease.lost.is_set() or not self.lease.held()
+        return self.lease.lost.is_set() or shutdown.handing_back() or not self.lease.held()
 
 
 @dataclass

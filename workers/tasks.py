@@ -2,19 +2,31 @@
 
 One task per action kind of ``orchestrator.actions`` (named ``jury.<kind>``, as they always were, so a
 fleet mixing releases keeps taking the same messages), plus ``jury.coordinate`` and ``jury.reap``.
+
+And the worker's life cycle, from Celery's signals: once ready, its presence and its turn at reaping
+(``workers.reaper.FleetDuties``, in every worker: ``jury.reap`` is only an explicit request); on a warm
+shutdown, the grace period and the hand-back of what still runs (``workers.shutdown``).
 """
 
 from __future__ import annotations
 
+import os
+import socket
+import time
 from functools import cache
 from typing import Any
 
 from celery import Task
-from celery.signals import worker_ready
+from celery.signals import (
+    worker_process_init,
+    worker_ready,
+    worker_shutdown,
+    worker_shutting_down,
+)
 
 from orchestrator.actions import ACTIONS, ActionKind, task_name
 from orchestrator.config import load_settings
-from workers import coordinator, metrics
+from workers import coordinator, metrics, shutdown
 from workers.app import app
 from workers.runtime import Runtime
 
@@ -76,10 +88,70 @@ ACTION_TASKS: dict[str, Task] = {name: action_task(kind) for name, kind in ACTIO
 
 @app.task(name="jury.reap")
 def reap() -> None:
-    metrics.leases_recovered(len(coordinator.reap(get_runtime())))
+    counted_reap(get_runtime())
+
+
+def counted_reap(rt: Runtime) -> list[str]:
+    """``coordinator.reap``, its re-sent actions counted as leases recovered."""
+    resent = coordinator.reap(rt)
+    metrics.leases_recovered(len(resent))
+    return resent
+
+
+_duties: list[Any] = []  # this process's FleetDuties, once ready
 
 
 @worker_ready.connect
-def reap_at_start(sender: Any = None, **_: Any) -> None:
-    """A worker that starts looks for work its dead predecessors left behind."""
-    app.send_task("jury.reap")
+def start_duties(sender: Any = None, **_: Any) -> None:
+    """Every worker keeps its presence and takes its turn at reaping (the first try at once: a worker that
+    starts looks for work its dead predecessors left behind); and it watches for its own shutdown."""
+    from workers.presence import Presence, WorkerPresence, new_worker_id
+    from workers.reaper import PRESENCE_TTL, FleetDuties
+
+    rt = get_runtime()
+    pool = getattr(sender, "pool", None)
+    task_consumer = getattr(sender, "task_consumer", None)
+    queues = [q.name for q in getattr(task_consumer, "queues", None) or []]
+    me = WorkerPresence(
+        id=new_worker_id(),
+        host=socket.gethostname(),
+        pid=os.getpid(),
+        queues=queues or sorted(app.amqp.queues.consume_from or ()),
+        concurrency=getattr(getattr(sender, "controller", None), "concurrency", None),
+        pool=type(pool).__module__.rsplit(".", 1)[-1] if pool is not None else None,
+        started=time.time(),
+        last_seen=time.time(),
+    )
+    presence = Presence(rt.client, me, ttl=PRESENCE_TTL, prefix=rt.prefix)
+    duties = FleetDuties(rt, presence, reap=counted_reap)
+    duties.start()
+    _duties.append(duties)
+
+    def draining() -> None:
+        presence.update(state="draining")
+        presence.refresh()
+
+    def children() -> list[int]:  # a prefork pool's processes (a threads pool has none)
+        procs = getattr(getattr(pool, "_pool", None), "_pool", None) or []
+        return [p.pid for p in procs if getattr(p, "pid", None)]
+
+    shutdown.watch(rt.settings.shutdown_grace, children=children, on_draining=draining)
+
+
+@worker_shutting_down.connect
+def begin_shutdown(sender: Any = None, **_: Any) -> None:
+    """A warm shutdown began (SIGTERM): the grace period starts. In Celery's signal handler: a flag only."""
+    shutdown.request()
+
+
+@worker_shutdown.connect
+def stop_duties(sender: Any = None, **_: Any) -> None:
+    """The worker is leaving: its threads stop and its presence record goes."""
+    while _duties:
+        _duties.pop().stop()
+
+
+@worker_process_init.connect
+def pool_child(sender: Any = None, **_: Any) -> None:
+    """A prefork child: its parent's hand-back signal ends the grace in it too."""
+    shutdown.install_child_handler()

@@ -26,14 +26,17 @@ and a test can use a random prefix and delete exactly its own keys.
     <prefix>:schedule:<name>:firings       stream: one entry per firing (slot, at, by, ok, outcome), capped
     <prefix>:slots:<name>                  sorted set: one ``[limits]`` semaphore (``repo:<identity>``,
                                            ``model:<pattern>``): holder token -> expiry (server ms)
+    <prefix>:reaper                        string: the id of the worker reaping this period (PX: the period)
+    <prefix>:workers                       sorted set: worker id -> when its presence was last refreshed
+    <prefix>:worker:<id>                   string: a live worker's presence (JSON), with a TTL
 
 Ledger amounts are integer micro-dollars (see ``workers.ledger``).
 
 Only the Redis implementations build these keys: ``orchestrator.store.redis`` (``RedisStore``),
-``workers.lease`` (``RedisLeases``), ``workers.ledger`` (``Ledger``), ``workers.limits`` (``RedisSlots``)
-and ``workers.scheduler`` (``ScheduleStore``: the ``schedule:`` keys; a schedule's name holds no ``:``
-and no glob character). Everyone else goes through their named methods, which the in-memory twins
-implement too.
+``workers.lease`` (``RedisLeases``), ``workers.ledger`` (``Ledger``), ``workers.limits`` (``RedisSlots``),
+``workers.presence`` (the workers' presence), ``workers.reaper`` (the reaper's lock) and
+``workers.scheduler`` (``ScheduleStore``: the ``schedule:`` keys; a schedule's name holds no ``:`` and no
+glob character). Everyone else goes through their named methods, which the in-memory twins implement too.
 
 Celery's broker keeps its own keys in the same database, outside the prefix: one list per queue
 (``control``, ``review`` ...), ``_kombu.binding.*`` and, while tasks run, ``unacked``, ``unacked_index``
@@ -151,6 +154,21 @@ def expiring_runs(prefix: str) -> str:
 def slots(prefix: str, name: str) -> str:
     """A ``[limits]`` semaphore: its holders (lease tokens) scored by when they expire (fleet-wide)."""
     return f"{prefix}:slots:{name}"
+
+
+def reaper(prefix: str) -> str:
+    """The reaper's lock: whoever sets it (NX, expiring after one reap period) reaps this period."""
+    return f"{prefix}:reaper"
+
+
+def workers(prefix: str) -> str:
+    """Sorted set of worker ids, scored by when each last refreshed its presence (epoch seconds)."""
+    return f"{prefix}:workers"
+
+
+def worker(prefix: str, worker_id: str) -> str:
+    """One worker's presence (JSON), expiring unless its worker refreshes it."""
+    return f"{prefix}:worker:{worker_id}"
 
 
 # The key families that hold one run's keys, as ``<prefix>:<family>:<slug>:...``.

@@ -2,9 +2,10 @@
 
 Each test has a redis-server of its own (a free port, its own directory: no other test's flush or
 spending reaches it) and drives the CLI in subprocesses (``jury review --detach``, ``jury cancel``,
-``jury show``) against workers started as ``jury worker`` subprocesses (plus a separate ``celery beat``
-for the reaper where a worker is to be killed), with short lease, reaper and grace settings, and the fake
-agent ``tests/fakes/fleet_agent.py``, which writes the pid of every invocation to ``$state/<tag>.pids``.
+``jury show``) against workers started as ``jury worker`` subprocesses (each takes its turn at reaping),
+with short lease, reaper and grace settings, and the fake agent ``tests/fakes/fleet_agent.py``, which
+writes the pid of every invocation to ``$state/<tag>.pids``. (The reaper's own failures — the worker that
+reaps killed, SIGTERM's hand-back — are tests/e2e/test_fleet_ops.py.)
 
 What each test proves:
 
@@ -80,6 +81,7 @@ def agent(
     judge_mode: str | None = None,
     sleep: float = 0.0,
     slow_runs: int | None = None,
+    gate: Path | None = None,
     child: bool = False,
     ignore_term: bool = False,
     usd_per_minute: float | None = None,
@@ -90,6 +92,7 @@ def agent(
     def argv(m: str) -> str:
         opts = ["--state", str(state), "--tag", name, "--sleep", str(sleep)]
         opts += ["--slow-runs", str(slow_runs)] if slow_runs is not None else []
+        opts += ["--gate", str(gate)] if gate is not None else []
         opts += ["--child"] if child else []
         opts += ["--ignore-term"] if ignore_term else []
         return json.dumps([sys.executable, str(AGENT), *opts, m, "{prompt_file}"])
@@ -194,14 +197,14 @@ def stop_group(p: subprocess.Popen[bytes], timeout: float = 15) -> None:
         except subprocess.TimeoutExpired:
             pass
     try:
-        os.killpg(p.pid, signal.SIGKILL)  # whatever is left of its group (an embedded beat, a stray child)
+        os.killpg(p.pid, signal.SIGKILL)  # whatever is left of its group (a stray child)
     except (ProcessLookupError, PermissionError):
         pass
     p.wait()
 
 
 class Fleet:
-    """``jury worker`` / ``celery beat`` subprocesses and the CLI, on one Redis and one state directory."""
+    """``jury worker`` subprocesses and the CLI, on one Redis and one state directory."""
 
     def __init__(self, url: str, state_dir: Path, fake_state: Path, logs: Path) -> None:
         self.url, self.state_dir, self.fake_state, self.logs = url, state_dir, fake_state, logs
@@ -242,18 +245,30 @@ class Fleet:
         self.procs.append(p)
         return p
 
-    def worker(self, concurrency: int = 1, beat: bool = False) -> subprocess.Popen[bytes]:
+    def worker(self, concurrency: int = 1, *extra: str) -> subprocess.Popen[bytes]:
         argv = [sys.executable, "-m", "jury_cli", "worker", "--concurrency", str(concurrency)]
-        argv += ["--loglevel", "INFO", *(["--beat"] if beat else [])]
+        argv += ["--loglevel", "INFO", *extra]
         return self._spawn("worker", argv)
 
-    def beat(self) -> subprocess.Popen[bytes]:
-        """The reaper's schedule in a process of its own (exactly one per fleet)."""
-        schedule = self.state_dir / "beat-schedule"
-        return self._spawn(
-            "beat",
-            [sys.executable, "-m", "celery", "-A", "workers.app", "beat", "-l", "INFO", "-s", str(schedule)],
+    @contextmanager
+    def reapers_paused(self, hold: float = 15.0) -> Iterator[None]:
+        """No worker reaps (nor kicks a run) inside: the test holds the reaper's lock every worker tries
+        (for ``hold`` seconds at most: it outlives a Redis stopped inside, and lapses once it is back)."""
+        key = keys.reaper(self.store.prefix)
+        token = f"test-{os.getpid()}"
+        wait_for(
+            "the reaper's lock to be free",
+            lambda: self.client.set(key, token, nx=True, px=int(hold * 1000)),
+            30,
         )
+        try:
+            yield
+        finally:
+            try:
+                if self.client.get(key) == token.encode():
+                    self.client.delete(key)
+            except redis.RedisError:
+                pass  # Redis is down (the test stopped it): the lock lapses on its own
 
     def stop(self) -> None:
         for p in self.procs:
@@ -336,15 +351,13 @@ class Fleet:
         return state
 
     @contextmanager
-    def quiet_moment(
-        self, slug: str, key: str, agent_pid: int, beat: subprocess.Popen[bytes]
-    ) -> Iterator[None]:
-        """Hold the reaper (``beat``) still and wait until the agent ``agent_pid`` of action ``key`` is all
-        the run has in flight and no coordinator holds the run's lock; the body then strikes.
+    def quiet_moment(self, slug: str, key: str, agent_pid: int) -> Iterator[None]:
+        """Hold the reapers still and wait until the agent ``agent_pid`` of action ``key`` is all the run
+        has in flight and no coordinator holds the run's lock; the body then strikes.
 
-        A coordinator caught by a crash or an outage leaves the run's lock held until its 60 s TTL (a
-        stall, not a failure), and the reaper kicks a coordinator every second: the body of this context
-        is where such a hit would land, so the tests that are not about it keep it away.
+        A coordinator caught by a crash or an outage leaves the run's lock held until its TTL (a stall,
+        not a failure), and the reaper kicks a coordinator every second: the body of this context is where
+        such a hit would land, so the tests that are not about it keep it away.
         """
         lock = keys.lock(self.store.prefix, slug)
 
@@ -354,13 +367,10 @@ class Fleet:
             return inflight == [key] and not self.client.exists(lock)
 
         wait_for(f"{key} to be all that runs", only_the_agent, 30, self.why(slug))
-        os.kill(beat.pid, signal.SIGSTOP)
-        try:
+        with self.reapers_paused():
             time.sleep(0.5)  # a kick the reaper sent just before its pause runs its course
             wait_for("no coordinator to hold the run", only_the_agent, 10, self.why(slug))
             yield
-        finally:
-            os.kill(beat.pid, signal.SIGCONT)
 
     def wait_launched(self, slug: str, key: str, tag: str, nth: int = 1, timeout: float = 60) -> list[int]:
         """Wait for the agent.launch of action ``key`` and the ``nth`` process of agent ``tag`` (counted
@@ -525,9 +535,8 @@ def assert_converged_with_the_fix(state: RunState) -> None:
 def test_sigkilled_worker_mid_review_another_worker_finishes_the_run(
     fleet: Fleet, sample_repo: Path, write_config, fake_state: Path
 ) -> None:
-    """Worker A is SIGKILLed while its reviewer agent runs (the reaper lives in a beat of its own); worker
-    B, started afterwards, gets the review from the reaper once A's lease lapses, and finishes the run."""
-    beat = fleet.beat()
+    """Worker A is SIGKILLed while its reviewer agent runs (and with it the only reaper); worker B, started
+    afterwards, reaps at once and on, gets the review once A's lease lapses, and finishes the run."""
     a = fleet.worker(concurrency=2)
     slug = fleet.start(
         sample_repo,
@@ -536,7 +545,7 @@ def test_sigkilled_worker_mid_review_another_worker_finishes_the_run(
         "finder,quiet",
     )
     (finder_pid,) = fleet.wait_launched(slug, "review:r1:finder", "finder")
-    with fleet.quiet_moment(slug, "review:r1:finder", finder_pid, beat):
+    with fleet.quiet_moment(slug, "review:r1:finder", finder_pid):
         os.kill(a.pid, signal.SIGKILL)  # no shutdown, no finally: the worker is simply gone
         a.wait()
     # its agent dies with it (PR_SET_PDEATHSIG), though it runs in a session of its own
@@ -576,7 +585,6 @@ def test_worker_frozen_past_its_lease_another_worker_takes_over(
 ) -> None:
     """A worker stalled longer than its lease (SIGSTOP: a paused VM, a long GC) loses the action to another
     worker; when it wakes it must give the action up without recording anything."""
-    fleet.beat()
     workers = [fleet.worker(concurrency=2), fleet.worker(concurrency=2)]
     slug = fleet.start(
         sample_repo,
@@ -627,14 +635,13 @@ def test_redis_restarted_mid_run_the_run_completes(
     converges and the worker lives on."""
     fleet = Fleet(durable_redis.url, state_dir, fake_state, tmp_path / "logs")
     try:
-        beat = fleet.beat()
         worker = fleet.worker(concurrency=2)
         # the first finder run outlives the outage: waited out after a quick restart, stopped otherwise
         sleep = 12 if down < float(FAST["JURY_LEASE_TTL"]) else 30
         config = standard_config(write_config, fake_state, finder_sleep=sleep, slow_runs=1)
         slug = fleet.start(sample_repo, config, "--reviewer", "finder,quiet")
         (finder,) = fleet.wait_launched(slug, "review:r1:finder", "finder")
-        with fleet.quiet_moment(slug, "review:r1:finder", finder, beat):
+        with fleet.quiet_moment(slug, "review:r1:finder", finder):
             durable_redis.stop()
         assert alive(finder)  # the outage begins while the agent runs
         time.sleep(down)
@@ -698,7 +705,7 @@ def test_an_action_delivered_three_times_at_once_runs_its_agent_once(
     deliveries, taken by several worker threads in two processes. Each agent runs once per action."""
     from workers.app import make_app
 
-    fleet.worker(concurrency=2, beat=True)
+    fleet.worker(concurrency=2)
     fleet.worker(concurrency=2)
     config = write_config(
         agent("finder", "find", fake_state, sleep=2),
@@ -772,7 +779,7 @@ def test_two_runs_sharing_a_fleet_ceiling_never_pass_it(
         fleet.start(sample_repo, config, "--reviewer", "finder,quiet"),
         fleet.start(sample_repo, config, "--reviewer", "finder,quiet", branch="feature2"),
     ]
-    fleet.worker(concurrency=2, beat=True)
+    fleet.worker(concurrency=2)
     fleet.worker(concurrency=2)
     states = [fleet.wait_ended(slug, timeout=90) for slug in slugs]
     for slug in slugs:  # the last agent calls settle after their run ended
@@ -813,7 +820,7 @@ def test_two_runs_sharing_a_fleet_ceiling_never_pass_it(
 def test_a_run_with_no_budget_starts_no_agent_and_says_why(
     fleet: Fleet, sample_repo: Path, write_config, fake_state: Path
 ) -> None:
-    fleet.worker(concurrency=2, beat=True)
+    fleet.worker(concurrency=2)
     slug = fleet.start(
         sample_repo, standard_config(write_config, fake_state), "--reviewer", "finder,quiet", "--budget", "0"
     )
@@ -844,8 +851,8 @@ def test_parallel_triage_gives_the_same_tree_as_one_at_a_time(
     )
 
     def run(workers: int) -> tuple[str, RunState, list[Event]]:
-        for i in range(workers):
-            fleet.worker(concurrency=1, beat=i == 0)
+        for _ in range(workers):
+            fleet.worker(concurrency=1)
         slug = fleet.start(repo, config, "--reviewer", "finder,quiet")
         state = fleet.wait_ended(slug, timeout=90)
         fleet.stop()
@@ -904,7 +911,7 @@ def test_parallel_triage_gives_the_same_tree_as_one_at_a_time(
 def test_cancel_kills_the_running_agents_group_and_ends_the_run_cancelled(
     fleet: Fleet, sample_repo: Path, write_config, fake_state: Path
 ) -> None:
-    worker = fleet.worker(concurrency=2, beat=True)
+    worker = fleet.worker(concurrency=2)
     config = write_config(
         agent("finder", "find", fake_state, sleep=120, child=True, ignore_term=True),
         agent("quiet", "clean", fake_state),

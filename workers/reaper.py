@@ -1,0 +1,128 @@
+"""What every worker does beside its tasks: keep its presence fresh and, one worker per period, reap.
+
+No worker is special. Each one, once ready, starts ``FleetDuties``: a presence thread (``workers.presence``)
+and a reaper thread. Every quarter of ``JURY_REAP_EVERY`` (with jitter, so the fleet does not move in
+step) the reaper thread tries the reaper's lock, ``SET <prefix>:reaper <worker id> NX PX <period>``:
+whoever sets it runs ``workers.coordinator.reap`` and nobody else does until it lapses a period later.
+So with N workers up, N-1 may die and reaping goes on, about once per period; a dead worker's actions
+are handed out again within ``JURY_LEASE_TTL`` + ``JURY_REAP_EVERY`` (+ a quarter period), since its
+leases lapse at most one TTL after its last heartbeat. ``reap`` is idempotent, so a reap run twice
+(clocks, a slow pass outliving the lock) costs a pass and changes nothing.
+
+The threads touch Redis only: nothing a task does (a CPU-bound parser, an agent blocking its thread)
+holds anything they wait for.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+
+import redis
+import structlog
+from redis.exceptions import RedisError
+
+from orchestrator.errors import StoreError
+from orchestrator.store import keys as store_keys
+from workers.presence import Presence
+from workers.runtime import Runtime
+
+log = structlog.get_logger()
+
+PRESENCE_EVERY = 5.0  # seconds between presence refreshes
+PRESENCE_TTL = 20.0  # a worker silent this long is no longer listed
+TRIES_PER_PERIOD = 4  # the reaper's lock is tried this often per reap period
+
+
+def take_reaper_lock(
+    client: redis.Redis, worker_id: str, period: float, prefix: str = store_keys.PREFIX
+) -> bool:
+    """Take the reaper's lock for one ``period`` if nobody holds it; True if this worker reaps now."""
+    try:
+        return bool(client.set(store_keys.reaper(prefix), worker_id, nx=True, px=max(1, int(period * 1000))))
+    except RedisError as exc:
+        raise StoreError(f"cannot take the reaper's lock: {exc}") from exc
+
+
+def reaper_holder(client: redis.Redis, prefix: str = store_keys.PREFIX) -> str | None:
+    """The worker id that holds the reaper's lock now (the latest to reap, within one period), if any."""
+    try:
+        value = client.get(store_keys.reaper(prefix))
+    except RedisError as exc:
+        raise StoreError(f"cannot read the reaper's lock: {exc}") from exc
+    if value is None:
+        return None
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class FleetDuties:
+    """A worker's background threads: its presence, and its turn at reaping."""
+
+    def __init__(
+        self,
+        rt: Runtime,
+        presence: Presence,
+        *,
+        reap: Callable[[Runtime], object],
+        presence_every: float = PRESENCE_EVERY,
+    ) -> None:
+        self.rt, self.presence, self.reap = rt, presence, reap
+        self.presence_every = presence_every
+        self.period = rt.settings.reap_every
+        self.stopping = threading.Event()
+        self.threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        for name, loop in (("jury-presence", self._presence_loop), ("jury-reaper", self._reaper_loop)):
+            thread = threading.Thread(target=loop, name=name, daemon=True)
+            thread.start()
+            self.threads.append(thread)
+        log.info("worker.duties_started", worker=self.presence.id, reap_every=self.period)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop both threads and remove the presence record (a clean exit)."""
+        self.stopping.set()
+        for thread in self.threads:
+            thread.join(timeout)
+        try:
+            self.presence.remove()
+        except StoreError as exc:
+            log.warning("presence.remove_failed", worker=self.presence.id, error=str(exc))
+
+    def _presence_loop(self) -> None:
+        while True:
+            try:
+                self.presence.refresh()
+            except StoreError as exc:
+                log.warning("presence.refresh_failed", worker=self.presence.id, error=str(exc))
+            if self.stopping.wait(self.presence_every):
+                return
+
+    def reap_turn(self) -> bool:
+        """One try: reap if this worker takes the lock. True if it reaped."""
+        if not take_reaper_lock(self.rt.client, self.presence.id, self.period, self.rt.prefix):
+            return False
+        started = time.time()
+        resent = self.reap(self.rt)
+        self.presence.update(reaped_at=started)
+        log.info(
+            "reap.done",
+            worker=self.presence.id,
+            resent=len(resent) if isinstance(resent, list) else None,
+            seconds=round(time.time() - started, 3),
+        )
+        return True
+
+    def _reaper_loop(self) -> None:
+        tick = self.period / TRIES_PER_PERIOD
+        while True:  # a first try at once: a worker that starts looks for work the dead left behind
+            try:
+                self.reap_turn()
+            except (StoreError, RedisError) as exc:
+                log.warning("reap.failed", worker=self.presence.id, error=str(exc))
+            except Exception:  # a reaper that dies is a fleet that stops recovering: log and go on
+                log.exception("reap.crashed", worker=self.presence.id)
+            if self.stopping.wait(tick * random.uniform(0.5, 1.0)):
+                return
