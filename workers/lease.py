@@ -21,7 +21,9 @@ from typing import Literal, Protocol, TypeVar, cast
 
 import redis
 import structlog
+from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
+from redis.retry import Retry
 
 from orchestrator.errors import StoreError
 from orchestrator.store import keys as store_keys
@@ -72,9 +74,10 @@ return 0
 
 DAY_SECONDS = 86400
 DONE_TTL_DAYS = 7.0
-# A renewal that gets no answer this long is a failed one (retried until the TTL has passed): a
-# connection a NAT or a firewall dropped in silence must not hang the heartbeat for TCP's minutes.
-RENEW_TIMEOUT = 5.0
+# A renewal that gets no answer this long is a failed one (tried again on the next beat until the TTL
+# has passed): a connection a NAT or a firewall dropped in silence must not hold the heartbeat for the
+# default client's retries (5 s a try, four tries with backoff), most of a lease's TTL.
+RENEW_TIMEOUT = 3.0
 
 
 @contextmanager
@@ -214,7 +217,8 @@ def renewal_client(client: redis.Redis, timeout: float = RENEW_TIMEOUT) -> redis
     heartbeats renew through, so no connection a task holds, and no silently dropped one, can stall them."""
     pool = client.connection_pool
     kwargs = dict(pool.connection_kwargs)
-    kwargs.update(socket_timeout=timeout, socket_connect_timeout=timeout)
+    # No retries of its own: the heartbeat retries on its next beat, and counts the TTL down meanwhile.
+    kwargs.update(socket_timeout=timeout, socket_connect_timeout=timeout, retry=Retry(NoBackoff(), 0))
     own = redis.ConnectionPool(connection_class=pool.connection_class, **kwargs)
     return redis.Redis(connection_pool=own)
 

@@ -63,6 +63,7 @@ def reset() -> None:
     """Forget a shutdown (tests, and a prefork child forked from a parent that was already draining)."""
     global _requested_at, _handing_back
     _requested_at, _handing_back = None, False
+    _watching.clear()  # a forked child has no watcher thread, whatever its parent had
 
 
 def install_child_handler() -> None:

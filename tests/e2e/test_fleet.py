@@ -62,6 +62,7 @@ FAST = {
     "JURY_REAP_EVERY": "1",
     "JURY_REAP_AFTER": "2",
     "JURY_KILL_GRACE": "1",
+    "JURY_SHUTDOWN_GRACE": "2",  # a worker stopped at the end of a test hands its actions back soon
     "JURY_ALIVE_EVERY": "1",
     # Far above any agent run here: recovery from a lost worker is the reaper's job, not a redelivery.
     "JURY_VISIBILITY_TIMEOUT": "3600",

@@ -31,7 +31,7 @@ from orchestrator.errors import StoreError
 from orchestrator.fold import RunState, fold
 from orchestrator.store.files import FileStore
 from orchestrator.store.memory import ManualClock, MemoryStore
-from workers import coordinator
+from workers import coordinator, shutdown
 from workers.lease import MemoryLeases
 from workers.ledger import MemoryLedger
 from workers.runtime import Job, Runtime, finish, load_job
@@ -365,3 +365,31 @@ def test_a_runtime_on_a_memory_store_needs_its_twins(tmp_path: Path) -> None:
             send=lambda *a: None,
             kick=lambda s: None,
         )
+
+
+def test_a_worker_handing_back_records_nothing_and_sends_the_action_again_at_once(
+    tw: Twins, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGTERM's grace is over while the agent runs (``workers.shutdown``): the task is interrupted, records
+    nothing, releases its lease (no waiting for the TTL) and sends its action again for another worker."""
+
+    def grace_over(job: Job) -> None:
+        if len(review.runs) == 1:  # on the worker shutting down
+            shutdown.hand_back_now()
+            assert job.interrupted()  # what stops the agent's process group
+
+    review = FakeReview(during=grace_over)
+    handlers(monkeypatch, review=review)
+    start(tw)
+    tw.sent.clear()
+    try:
+        coordinator.run_task(tw.rt, "review", SLUG, KEY)
+    finally:
+        shutdown.reset()
+    assert review.runs == [KEY]
+    assert reports(tw, KEY) == 0 and not tw.state().actions[KEY].done
+    assert not tw.leases.is_done(NAME)
+    assert tw.leases.holder(NAME) is None  # free now, not after LEASE_TTL
+    assert tw.sent == [("review", SLUG, KEY)]
+    coordinator.run_task(tw.rt, "review", SLUG, KEY)  # the next worker takes it and runs it
+    assert review.runs == [KEY, KEY] and reports(tw, KEY) == 1 and tw.leases.is_done(NAME)

@@ -1,0 +1,200 @@
+"""A worker's duties beside its tasks, on the real Redis (this session's database of the machine's Redis):
+its presence record and ``live_workers``, the reaper's lock (one reaper per period), heartbeats that a
+silent connection cannot hang, and the shutdown's grace turning into a hand-back.
+
+The worker processes themselves, SIGKILLed and SIGTERMed mid-review: tests/e2e/test_fleet_ops.py.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from orchestrator.config import Settings
+from orchestrator.errors import StoreError
+from orchestrator.store import keys
+from orchestrator.store.files import FileStore
+from orchestrator.store.redis import from_url
+from workers import shutdown
+from workers.lease import Lease, renewal_client
+from workers.presence import Presence, WorkerPresence, live_workers
+from workers.reaper import FleetDuties, reaper_holder, take_reaper_lock
+from workers.runtime import Runtime
+
+PATIENCE = 30.0  # a deadline only a failing test reaches
+
+
+def wait_until(check: Callable[[], bool], seconds: float = PATIENCE) -> bool:
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+@pytest.fixture
+def client(shared_redis: str) -> Iterator[redis.Redis]:
+    c = redis.Redis.from_url(shared_redis)
+    yield c
+    c.close()
+
+
+def me(worker_id: str, started: float) -> WorkerPresence:
+    return WorkerPresence(
+        id=worker_id, host="h", pid=1, queues=["control", "review"], started=started, last_seen=started
+    )
+
+
+def test_live_workers_lists_the_fresh_records_and_prunes_the_lapsed(client: redis.Redis) -> None:
+    prefix = f"t{uuid.uuid4().hex[:8]}"
+    a = Presence(client, me("a", 100.0), ttl=600, prefix=prefix)
+    b = Presence(client, me("b", 50.0), ttl=600, prefix=prefix)
+    assert live_workers(client, prefix) == []
+    a.refresh()
+    b.refresh()
+    assert [w.id for w in live_workers(client, prefix)] == ["b", "a"]  # oldest first
+    a.update(state="draining", reaped_at=123.0)
+    a.refresh()
+    (listed,) = [w for w in live_workers(client, prefix) if w.id == "a"]
+    assert listed.state == "draining" and listed.reaped_at == 123.0 and listed.queues == ["control", "review"]
+    assert listed.last_seen > 100.0
+
+    client.delete(keys.worker(prefix, "b"))  # b's TTL lapsed: it died
+    assert [w.id for w in live_workers(client, prefix)] == ["a"]
+    assert client.zrange(keys.workers(prefix), 0, -1) == [b"a"]  # pruned from the index
+    client.set(keys.worker(prefix, "c"), b"{not json")
+    client.zadd(keys.workers(prefix), {"c": 1.0})
+    assert [w.id for w in live_workers(client, prefix)] == ["a"]  # an unreadable record is skipped
+    a.remove()
+    assert [w.id for w in live_workers(client, prefix)] == []
+    assert client.pttl(keys.worker(prefix, "c")) == -1
+    client.delete(keys.worker(prefix, "c"), keys.workers(prefix))
+
+
+def test_one_reaper_per_period(client: redis.Redis) -> None:
+    prefix = f"t{uuid.uuid4().hex[:8]}"
+    assert reaper_holder(client, prefix) is None
+    assert take_reaper_lock(client, "a", 600, prefix)
+    assert not take_reaper_lock(client, "b", 600, prefix)
+    assert reaper_holder(client, prefix) == "a"
+    assert 0 < client.pttl(keys.reaper(prefix)) <= 600_000
+    client.pexpire(keys.reaper(prefix), 1)  # the period is over
+    assert wait_until(lambda: take_reaper_lock(client, "b", 600, prefix))
+    assert reaper_holder(client, prefix) == "b"
+    client.delete(keys.reaper(prefix))
+
+
+def test_fleet_duties_reap_in_turn_and_keep_presence(shared_redis: str, tmp_path: Path) -> None:
+    """Two workers' duties on one Redis: within a period exactly one of them reaps; both are listed."""
+    prefix = f"t{uuid.uuid4().hex[:8]}"
+    store = from_url(shared_redis, prefix=prefix)
+    settings = Settings(dir=tmp_path, reap_every=600.0)  # one period lasts the whole test
+    rt = Runtime(settings=settings, store=store, files=FileStore(tmp_path), send=lambda *a: None, kick=print)
+    reaped: list[str] = []
+    duties = [
+        FleetDuties(
+            rt,
+            Presence(store.client, me(name, time.time()), ttl=600, prefix=prefix),
+            reap=lambda rt, name=name: reaped.append(name),  # type: ignore[misc]
+            presence_every=0.05,
+        )
+        for name in ("a", "b")
+    ]
+    try:
+        for d in duties:
+            d.start()  # each tries the lock at once
+        assert wait_until(lambda: len(live_workers(store.client, prefix)) == 2)
+        assert wait_until(lambda: len(reaped) == 1)
+        for d in duties:  # and again, many times: the lock holds for the period
+            assert d.reap_turn() is False
+        assert len(reaped) == 1 and reaper_holder(store.client, prefix) == reaped[0]
+        store.client.delete(keys.reaper(prefix))  # the next period
+        loser = next(d for d in duties if d.presence.id != reaped[0])
+        assert loser.reap_turn() is True and reaped[1] == loser.presence.id
+        # the time of a worker's latest reap is in its record from its next refresh
+        assert wait_until(
+            lambda: {w.id for w in live_workers(store.client, prefix) if w.reaped_at} == {"a", "b"}
+        )
+    finally:
+        for d in duties:
+            d.stop()
+    assert live_workers(store.client, prefix) == []  # a clean exit removes the record
+    store.client.delete(keys.reaper(prefix))
+    store.close()
+
+
+def test_a_renewal_on_a_silent_connection_fails_in_time_instead_of_hanging() -> None:
+    """A server that accepts and never answers (a connection a firewall dropped in silence): the
+    heartbeat's renewal gives up after its timeout, once, so the heartbeat can count the TTL down; through
+    the task's own client (5 s per try, retried with backoff) a renewal would take most of a TTL."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        port = silent.getsockname()[1]
+        task_client = redis.Redis(host="127.0.0.1", port=port)
+        lease = Lease(task_client, "k", ttl=30, renewer=renewal_client(task_client, timeout=0.5))
+        outcome: list[BaseException | bool] = []
+
+        def renew() -> None:
+            try:
+                outcome.append(lease.renew())
+            except BaseException as exc:
+                outcome.append(exc)
+
+        thread = threading.Thread(target=renew, daemon=True)
+        thread.start()
+        thread.join(4.0)  # 8 timeouts; the default client waits 5 s per try, and tries 4 times
+        assert outcome, "the renewal hung on a silent connection"
+        assert isinstance(outcome[0], StoreError), outcome
+        task_client.close()
+
+
+CHILD = """
+import sys, time
+from workers import shutdown
+shutdown.install_child_handler()
+print("ready", flush=True)
+while not shutdown.handing_back():
+    time.sleep(0.01)
+print("handing back", flush=True)
+"""
+
+
+def test_the_grace_turns_into_a_hand_back_here_and_in_the_pool_children() -> None:
+    """``watch``: the shutdown request marks the worker draining; after the grace, the hand-back flag is
+    set in this process (a threads pool) and in each pool child it signals (a prefork pool)."""
+    with subprocess.Popen(
+        [sys.executable, "-c", CHILD], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True
+    ) as child:
+        _hand_back_to(child)
+
+
+def _hand_back_to(child: subprocess.Popen[str]) -> None:
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "ready\n"
+        shutdown.reset()
+        drained: list[bool] = []
+        try:
+            shutdown.watch(0.3, children=lambda: [child.pid], on_draining=lambda: drained.append(True))
+            assert not shutdown.requested() and not shutdown.handing_back()
+            shutdown.request()  # SIGTERM
+            assert wait_until(lambda: drained == [True])
+            assert wait_until(shutdown.handing_back)
+        finally:
+            shutdown.reset()
+        assert child.wait(PATIENCE) == 0
+        assert child.stdout.read() == "handing back\n"
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
