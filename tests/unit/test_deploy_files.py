@@ -67,7 +67,7 @@ def test_one_worker_service_per_queue_and_every_queue_served() -> None:
         assert queues.split(",") == [name], f"{name} consumes {queues}"
         served[name] = svc
     assert set(served) == set(QUEUES)
-    assert [n for n, s in WORKERS.items() if "--beat" in s["command"]] == ["control"]
+    assert [n for n, s in WORKERS.items() if "--beat" in s["command"]] == []  # every worker reaps in turn
     assert "deploy" not in WORKERS["control"] or "replicas" not in WORKERS["control"]["deploy"]
     assert "replicas" not in WORKERS["review"].get("deploy", {})  # scaled with --scale review=N
 
