@@ -73,7 +73,7 @@ def test_one_worker_service_per_queue_and_every_queue_served() -> None:
 
 
 def test_the_sandbox_gets_what_bubblewrap_needs_and_no_privilege() -> None:
-    for name, svc in WORKERS.items():
+    for name, svc in {**WORKERS, "scheduler": SERVICES["scheduler"]}.items():  # verify firings: sandboxed
         assert set(svc["security_opt"]) == {
             "seccomp=unconfined",
             "apparmor=unconfined",
