@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 import uuid
 from pathlib import Path
+from typing import Any
 
 import httpx
 import structlog
@@ -82,16 +83,16 @@ def publish_state(
     with ``ok`` false and the reason. The review and the check are tried each on its own, so a refused
     review still leaves the check set (and recorded), and the other way round.
     """
-    base = {"eid": f"{key}:published", "key": key, "state": s.state, "epoch": s.epoch}
+    base: dict[str, Any] = {"eid": f"{key}:published", "key": key, "state": s.state, "epoch": s.epoch}
     url, head = s.target.url, s.target.head
     if not url or not head:
         why = "the run's target is not a PR/MR URL, so there is no PR to publish to"
-        return RunPublished(**base, ok=False, error=why)
+        return RunPublished.model_validate({**base, "ok": False, "error": why})
     draft_plan = plan(
         s,
         diff_lines(Path(s.target.path), s.target.base, head) if s.target.path and s.target.base else None,
     )
-    found: dict[str, object] = {
+    found: dict[str, Any] = {
         "conclusion": draft_plan.conclusion,
         "head": head,
         "off_diff": len(draft_plan.off_diff),
@@ -121,7 +122,7 @@ def publish_state(
         failed("the forge", exc)
         if own:
             http.close()
-        return RunPublished(**base, **found, ok=False, error="; ".join(errors))  # type: ignore[arg-type]
+        return RunPublished.model_validate({**base, **found, "ok": False, "error": "; ".join(errors)})
     # The review and the check each on their own: one refused never keeps the other from being set.
     try:
         draft = ReviewDraft(
@@ -159,9 +160,9 @@ def publish_state(
         if own:
             http.close()
     if errors:
-        return RunPublished(**base, **found, ok=False, error="; ".join(errors))  # type: ignore[arg-type]
+        return RunPublished.model_validate({**base, **found, "ok": False, "error": "; ".join(errors)})
     log.info("publish.done", slug=s.slug, key=key, conclusion=draft_plan.conclusion)
-    return RunPublished(**base, **found, ok=True)  # type: ignore[arg-type]
+    return RunPublished.model_validate({**base, **found, "ok": True})
 
 
 def publish_run(

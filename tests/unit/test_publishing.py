@@ -3,13 +3,15 @@ comments only on the diff's lines, untrusted text made inert, one publish action
 
 from __future__ import annotations
 
+from typing import Any
+
 from orchestrator.decide import DispatchAction, decide
 from orchestrator.domain import AgentSpec, JuryConfig, Target
 from orchestrator.fold import AgentSlot, FindingState, RoundState, RunState
 from orchestrator.publishing import awaiting_publish, clip, parse_loc, plan, publish_key, verdict
 
 
-def run(state: str, note: str = "", *, publish: bool = True, **findings: str) -> RunState:
+def run(state: Any, note: str = "", *, publish: bool = True, **findings: Any) -> RunState:
     cfg = JuryConfig(
         reviewers=["a"],
         judge="j",
