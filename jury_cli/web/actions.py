@@ -1,26 +1,26 @@
 """What the console's buttons do: the same functions as ``jury cancel`` and ``jury review --resume``, and
-re-publishing a run when this release can publish.
+re-publishing a run (``jury publish``).
 
-Each raises ``UsageError`` with what to fix when it cannot act; the API answers that message (409), or
-501 for an action this release does not have — never a success that did nothing.
+Each raises ``UsageError`` with what to fix when it cannot act (the API answers that message, 409), or
+``PublishFailed`` when the forge did not take it (502) — never a success that did nothing.
 """
 
 from __future__ import annotations
 
 import io
 from collections.abc import Callable
-from typing import Any
 
 from rich.console import Console
 
 from orchestrator.config import Settings
-from orchestrator.errors import UsageError
+from orchestrator.errors import JuryError, UsageError
+from orchestrator.store.base import EventStore
 
 WHO = "console"
 
 
-class NotAvailable(Exception):
-    """The action does not exist in this release (the API answers 501 with the message)."""
+class PublishFailed(JuryError):
+    """The forge refused or failed: the ``run.published`` event says why (the API answers 502)."""
 
 
 def cancel(settings: Settings, slug: str) -> str:
@@ -45,17 +45,25 @@ def resume(settings: Settings, slug: str) -> str:
     return f"resumed {slug}"
 
 
-def publisher() -> Callable[..., Any] | None:
-    """The function that (re-)publishes a run to its PR, when this release has one."""
-    return None
-
-
 def publish(settings: Settings, slug: str) -> str:
-    fn = publisher()
-    if fn is None:
-        raise NotAvailable("re-publishing is not available: this release of Jury cannot publish runs yet")
-    fn(settings, slug)
-    return f"publishing {slug}"
+    """``jury publish SLUG``: the ended run's review and ``jury`` check on its PR, updated in place when it
+    published before; the outcome is the ``run.published`` event, in the live log and the files record."""
+    from orchestrator.store.files import FileStore
+    from workers.publish import publish_run
+
+    files = FileStore(settings.dir)
+    store: EventStore = files
+    if settings.redis_url:
+        from orchestrator.store.redis import from_url as redis_store
+
+        live = redis_store(settings.redis_url)
+        if live.exists(slug) or not files.exists(slug):
+            store = live
+    event = publish_run(store, slug, files=files)
+    if not event.ok:
+        raise PublishFailed(f"publishing {slug} failed: {event.error}")
+    where = f"{event.forge} {event.repo}#{event.number}" if event.repo else "its PR"
+    return f"published {slug} to {where}: check {event.conclusion}"
 
 
 ACTIONS: dict[str, Callable[[Settings, str], str]] = {"cancel": cancel, "resume": resume, "publish": publish}

@@ -62,7 +62,7 @@ def create_app(settings: Settings, store: Any, guard: Guard, loopback: bool) -> 
         return JSONResponse(
             {
                 "canAct": bool(request.scope["state"].get("authed")),
-                "publish": actions.publisher() is not None,
+                "publish": True,
                 "store": "redis" if settings.redis_url else "files",
                 "dir": str(settings.dir),
             }
@@ -124,8 +124,8 @@ def create_app(settings: Settings, store: Any, guard: Guard, loopback: bool) -> 
             return error(404, f"no run named {slug}")
         try:
             message = actions.ACTIONS[what](settings, slug)
-        except actions.NotAvailable as exc:
-            return error(501, str(exc))
+        except actions.PublishFailed as exc:
+            return error(502, str(exc))
         except UsageError as exc:
             return error(409, str(exc))
         except JuryError as exc:

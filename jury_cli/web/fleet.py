@@ -26,15 +26,15 @@ def fleet(store: EventStore, settings: Settings) -> dict[str, Any]:
             "queues": missing(why),
             "inflight": missing(why),
             "spend": missing(why),
-            "schedules": missing(why),
+            "schedules": schedules(settings, None),
         }
     return {
         "redis": True,
         "workers": workers(store, settings),
-        "queues": queues(store, settings),
+        "queues": queues(store),
         "inflight": inflight(store),
         "spend": spend_today(store, settings),
-        "schedules": schedules(store, settings),
+        "schedules": schedules(settings, store),
     }
 
 
@@ -42,8 +42,19 @@ def workers(store: LiveStore, settings: Settings) -> dict[str, Any]:
     return missing("worker presence is not available in this release (workers/presence.py)")
 
 
-def queues(store: LiveStore, settings: Settings) -> dict[str, Any]:
-    return missing("queue depths are not available in this release (workers/fleetview.py)")
+def queues(store: LiveStore) -> dict[str, Any]:
+    """Each queue's waiting messages and the ones delivered to a worker, not yet done (Celery's lists in
+    the fleet's Redis, read by ``workers.fleetview``, as ``jury metrics`` reads them)."""
+    from workers.fleetview import queue_depths, tasks_in_flight
+
+    client = getattr(store, "client", None)
+    if client is None:
+        return missing("the queues live in Redis; this store has none")
+    depths, taken = queue_depths(client), tasks_in_flight(client)
+    return {
+        "available": True,
+        "queues": [{"name": q, "depth": n, "inFlight": taken.get(q, 0)} for q, n in depths.items()],
+    }
 
 
 def inflight(store: LiveStore) -> dict[str, Any]:
@@ -85,5 +96,42 @@ def spend_today(store: LiveStore, settings: Settings) -> dict[str, Any]:
     }
 
 
-def schedules(store: LiveStore, settings: Settings) -> dict[str, Any]:
-    return missing("schedules are not available in this release (workers/scheduler.py)")
+def schedules(settings: Settings, store: LiveStore | None) -> dict[str, Any]:
+    """The operator's ``[[schedules]]`` with their last firing (kept in the fleet's Redis) and next slot,
+    as ``jury schedules`` shows them."""
+    import time
+
+    from orchestrator.config import load_schedules, operator_config_file
+    from orchestrator.errors import JuryError
+    from orchestrator.schedules import slot_after
+    from workers.scheduler import slot_time, store_for
+
+    try:
+        found = load_schedules(operator_config_file(settings, None))
+    except JuryError as exc:
+        return missing(f"the operator's [[schedules]] cannot be read: {exc}")
+    last_note = None if store is not None else "last firings unknown: they are kept in the fleet's Redis"
+    lasts: dict[str, Any] = {}
+    if store is not None and found:
+        try:
+            sched = store_for(settings)
+            lasts = {s.name: sched.last(s.name) for s in found}
+        except JuryError as exc:
+            last_note = f"last firings unknown: {exc}"
+    now = time.time()
+    rows = []
+    for s in found:
+        last = lasts.get(s.name)
+        rows.append(
+            {
+                "name": s.name,
+                "kind": s.kind,
+                "cron": s.cron_text(),
+                "repos": list(s.repos),
+                "last": None
+                if last is None
+                else {"slot": slot_time(last.slot), "ok": last.ok, "by": last.by, "outcome": last.outcome},
+                "next": slot_time(slot_after(s, now)),
+            }
+        )
+    return {"available": True, "schedules": rows, "note": last_note}

@@ -25,6 +25,7 @@ from orchestrator.domain import (
     FindingTurn,
     ReplyAnswered,
     ReplySent,
+    RunPublished,
     RunResumed,
 )
 from orchestrator.fold import RunState, apply, tick
@@ -405,5 +406,6 @@ def run_page(slug: str, log: LogRead, ticks: list[AgentAlive], now: datetime | N
         "commits": [c.wire() for c in s.commits],
         "spend": spend(s),
         "toolRefusals": s.tool_refusals,
+        "published": [e.wire() for e in log.events if isinstance(e, RunPublished)],
         "artifacts": artifacts(s),
     }

@@ -251,9 +251,15 @@ def test_actions_need_the_token_and_the_console_origin(shared_redis: str, tmp_pa
             assert r.status_code == 200, r.text
             assert any(isinstance(e, RunCancel) and e.who == "console" for e in store.read("acme-7"))
             assert store.cancel_flagged("acme-7")
-            r = httpx.post(f"{base}/api/runs/acme-7/publish", headers=good)
-            assert r.status_code == 501 and "not available" in r.json()["error"]
-            assert httpx.get(f"{base}/api/session", headers=good).json()["publish"] is False
+            r = httpx.post(f"{base}/api/runs/acme-7/publish", headers=good)  # jury publish's own refusal
+            assert r.status_code == 409 and "publish it once it has ended" in r.json()["error"]
+            # An ended run without a PR: the forge is never reached, and the failure is said, not a success.
+            store.append("acme-9", run.started(state="failed"))
+            r = httpx.post(f"{base}/api/runs/acme-9/publish", headers=good)
+            assert r.status_code == 502 and "not a PR/MR URL" in r.json()["error"]
+            (published,) = httpx.get(f"{base}/api/runs/acme-9").json()["published"]
+            assert published["ok"] is False and published["state"] == "failed"
+            assert httpx.get(f"{base}/api/session", headers=good).json()["publish"] is True
             assert httpx.post(f"{base}/api/runs/nope/cancel", headers=good).status_code == 404
             assert httpx.post(f"{base}/api/runs/acme-7/explode", headers=good).status_code == 404
     finally:
@@ -293,9 +299,14 @@ def test_fleet_page_shows_spend_against_the_ceiling_and_runs_in_flight(
 ) -> None:
     from workers.ledger import Ledger
 
-    settings = Settings(dir=tmp_path, redis_url=shared_redis, fleet_day_ceiling=5.0)
+    config = tmp_path / "config.toml"
+    config.write_text(
+        '[[schedules]]\nname = "nightly"\ncron = "0 2 * * *"\nkind = "verify"\nrepos = ["a/b"]\n'
+    )
+    settings = Settings(dir=tmp_path, redis_url=shared_redis, fleet_day_ceiling=5.0, config=config)
     store = redis_store(shared_redis)
     try:
+        store.client.lpush("review", b"{}", b"{}")  # two messages no worker has taken (Celery's list)
         store.append("acme-7", run.started())
         store.activate("acme-7")
         ledger = Ledger(store.client)
@@ -306,6 +317,14 @@ def test_fleet_page_shows_spend_against_the_ceiling_and_runs_in_flight(
         with console(settings, store) as base:
             f = httpx.get(f"{base}/api/fleet").json()
         assert f["spend"]["spentUsd"] == pytest.approx(0.3) and f["spend"]["ceilingUsd"] == 5.0
+        depths = {q["name"]: q["depth"] for q in f["queues"]["queues"]}
+        assert depths["review"] == 2 and depths["control"] == 0
+        (nightly,) = f["schedules"]["schedules"]
+        assert (
+            nightly["name"] == "nightly"
+            and nightly["last"] is None
+            and nightly["next"].endswith("02:00:00 UTC")
+        )
         (inflight,) = f["inflight"]["runs"]
         assert inflight["slug"] == "acme-7" and {a["agent"] for a in inflight["actions"]} == {"alpha", "beta"}
     finally:
@@ -313,6 +332,9 @@ def test_fleet_page_shows_spend_against_the_ceiling_and_runs_in_flight(
     with console(Settings(dir=tmp_path, redis_url=None), FileStore(tmp_path)) as base:
         f = httpx.get(f"{base}/api/fleet").json()
     assert f["redis"] is False and all(f[k]["available"] is False for k in ("workers", "queues", "spend"))
+    # The schedules are the operator's file's ($JURY_DIR/config.toml); their last firings are the fleet's.
+    assert [x["name"] for x in f["schedules"]["schedules"]] == ["nightly"]
+    assert "last firings unknown" in f["schedules"]["note"]
 
 
 def test_jury_web_binds_loopback_prints_the_token_url_and_refuses_other_addresses(tmp_path: Path) -> None:

@@ -149,7 +149,7 @@
     return el("div", { class: "actions" },
       button("cancel", "cancel", !v.terminal && !v.cancelRequested),
       button("resume", "resume", v.state !== "converged"),
-      s.publish ? button("publish", "re-publish", true) : null,
+      s.publish ? button("publish", "re-publish", v.terminal) : null,
       ui.message ? el("span", { class: "message" }, ui.message) : null);
   }
 
@@ -321,6 +321,12 @@
         c.subject, c.pushed ? ` · pushed ${c.branch || ""}` : ""))) : null,
       v.toolRefusals.length ? el("details", {}, el("summary", {}, `${v.toolRefusals.length} tool call(s) refused`),
         el("ul", {}, v.toolRefusals.map((t) => el("li", {}, `${t.agent} (${t.role}): ${t.tool}: ${t.reason}`)))) : null,
+      (v.published || []).length ? el("ul", { class: "published" }, v.published.map((p) => {
+        const link = safeURL(p.reviewUrl);
+        return el("li", {}, badge(p.ok ? "published" : "not published", p.ok ? "clean" : "error"), ` ${p.state} `,
+          p.repo ? `${p.forge || ""} ${p.repo}#${p.number} ` : "", p.conclusion ? `check ${p.conclusion} ` : "",
+          link ? el("a", { href: link, rel: "noopener noreferrer" }, "review") : null, p.error ? ` ${p.error}` : "");
+      })) : null,
       v.artifacts.length ? el("p", {}, "artifacts: ", v.artifacts.map((a) => el("span", {}, artifactLink(v.slug, a), " ")))
         : null);
   }
@@ -397,14 +403,17 @@
       replace(main,
         section("workers", notAvailable(w) || table(["worker", "host", "queues", "last seen"],
           (w.workers || []).map((x) => [x.name || x.id || "", x.host || "", (x.queues || []).join(", "), x.lastSeen || x.last_seen || ""]))),
-        section("queues", notAvailable(q) || table(["queue", "depth"],
-          (q.queues || []).map((x) => [x.name, String(x.depth)]))),
+        section("queues", notAvailable(q) || table(["queue", "waiting", "taken by a worker"],
+          (q.queues || []).map((x) => [x.name, String(x.depth), String(x.inFlight)]))),
         section("runs in flight", notAvailable(inflight) || (inflight.runs.length ? table(["run", "state", "actions out"],
           inflight.runs.map((r) => [runLink(r.slug), badge(r.state), r.actions.map((a) => `${a.kind}${a.agent ? `:${a.agent}` : ""}`).join(", ") || "–"]))
           : el("p", { class: "muted" }, "none"))),
         section("spend", spendBody),
-        section("schedules", notAvailable(sc) || table(["schedule", "last", "next"],
-          (sc.schedules || []).map((x) => [x.name || "", x.last || x.lastFired || "–", x.next || x.nextFiring || "–"]))));
+        section("schedules", notAvailable(sc) || (sc.schedules.length ? table(["schedule", "kind", "cron", "repos", "last firing", "next firing"],
+          sc.schedules.map((x) => [x.name, x.kind, x.cron, x.repos.join(", "),
+            x.last ? `${x.last.slot} ${x.last.ok ? "ok" : "FAILED"} by ${x.last.by}: ${x.last.outcome}` : (sc.note ? "?" : "never"),
+            x.next])) : el("p", { class: "muted" }, "no [[schedules]] in the operator's config")),
+          sc.note ? el("p", { class: "muted" }, sc.note) : null));
     };
     await render();
     setInterval(render, 5000);
