@@ -4,8 +4,8 @@ the review's summary and its inline comments. ``workers/publish.py`` sends it to
 The check tells the run's true state and is never kinder than it: a converged run is ``success``; a run
 that could not review (an agent that could not run, the budget exhausted, no sandbox, cancelled) is
 ``neutral`` with the reason, whatever findings it had raised, since nobody judged them; a run that ended
-with findings open or deferred is ``failure``; any other end (the round cap, a failed push) is
-``neutral`` with its reason.
+with findings open or deferred, or whose convergence the second opinion refuted, is ``failure``; any
+other end (the round cap, a failed push) is ``neutral`` with its reason.
 
 Everything quoted here (claims, reasons, paths) was written by agents that read hostile code, so it is
 flattened to one line, cut short and kept from pinging people (``@`` mentions) or opening HTML comments
@@ -91,6 +91,10 @@ def verdict(s: RunState) -> tuple[Conclusion, str]:
     why = could_not_review(s)
     if why is not None:
         return "neutral", clip(f"Jury could not review: {why}", 200)
+    if s.final_check is not None and s.final_check.outcome == "refuted":
+        return "failure", clip(
+            f"Jury: the second opinion refuted the converged claim: {s.final_check.reason}", 200
+        )
     left = unresolved(s)
     if left:
         open_n = sum(1 for f in left if f.status == "open")

@@ -9,6 +9,8 @@ from orchestrator.decide import DispatchAction, decide
 from orchestrator.domain import AgentSpec, JuryConfig, Target
 from orchestrator.fold import AgentSlot, FindingState, RoundState, RunState
 from orchestrator.publishing import awaiting_publish, clip, parse_loc, plan, publish_key, verdict
+from orchestrator.refute.record import RefutationRecord
+from orchestrator.refute.verdicts import ParsedRefutation
 
 
 def run(state: Any, note: str = "", *, publish: bool = True, **findings: Any) -> RunState:
@@ -50,6 +52,11 @@ def test_the_conclusion_is_the_runs_true_state() -> None:
     assert verdict(run("cancelled", "cancelled by the user"))[0] == "neutral"
     assert verdict(run("failed", "push refused", f1="accepted"))[0] == "neutral"
     assert verdict(run("review"))[0] == "neutral"  # never success before the end
+    refuted = run("human", "the second opinion refuted the converged claim: test fails")
+    refuted.final_check = RefutationRecord.from_verdict(
+        ParsedRefutation(outcome="refuted", reason="test fails")
+    )
+    assert verdict(refuted)[0] == "failure"
 
 
 def test_comments_go_on_diff_lines_and_the_rest_into_the_summary() -> None:
