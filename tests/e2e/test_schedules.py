@@ -1,9 +1,9 @@
 """Schedules on real Redis: one firing per slot from several schedulers, none lost when one dies.
 
-- Two ``jury scheduler`` processes fire a schedule with a slot every three seconds (a seconds field in
-  the cron): every slot is fired exactly once across both (the ``firings`` stream, where a slot fired
-  twice would show twice), over at least three consecutive slots; the one that fired the latest slot is
-  SIGKILLed, and the next slot is fired by the other.
+- A ``jury scheduler`` and a ``jury worker --scheduler`` (its loop in a thread) fire a schedule with a
+  slot every three seconds (a seconds field in the cron): every slot is fired exactly once across both
+  (the ``firings`` stream, where a slot fired twice would show twice), over at least three consecutive
+  slots; the one that fired the latest slot is SIGKILLed, and the next slot is fired by the other.
 - In one process, with a clock the test moves: a new schedule does not fire its past; after an outage
   of several slots only the latest fires, once; a slot whose claimer died (a claim nobody renews) is
   taken over once the claim expires; a failed firing is recorded as such and not retried.
@@ -65,8 +65,19 @@ def config_file(tmp_path: Path, cron: str, repo: Path | str) -> Path:
     return path
 
 
-def spawn(name: str, tmp_path: Path, url: str, config: Path) -> subprocess.Popen[bytes]:
+def spawn(
+    name: str,
+    tmp_path: Path,
+    url: str,
+    config: Path,
+    extra: dict[str, str] | None = None,
+    *,
+    worker: bool = False,
+) -> subprocess.Popen[bytes]:
+    """``jury scheduler``, or with ``worker`` a ``jury worker --scheduler`` (the loop in a worker's thread;
+    its config from JURY_CONFIG)."""
     env = outside_env()
+    env.update(extra or {})
     env.update(
         {
             "JURY_REDIS_URL": url,
@@ -74,12 +85,16 @@ def spawn(name: str, tmp_path: Path, url: str, config: Path) -> subprocess.Popen
             "JURY_SCHEDULE_CLAIM_TTL": "20",  # far above a stall of this machine: no take-over by accident
             "JURY_LOG_LEVEL": "INFO",
             "JURY_LOG_JSON": "true",
+            "JURY_CONFIG": str(config),
             "NO_COLOR": "1",
         }
     )
+    command = (
+        ["worker", "--scheduler", "--queues", "control", "--concurrency", "1"] if worker else ["scheduler"]
+    )
     log = open(tmp_path / f"scheduler-{name}.log", "wb")
     p = subprocess.Popen(
-        [sys.executable, "-m", "jury_cli", "scheduler", "--config", str(config)],
+        [sys.executable, "-m", "jury_cli", *command],
         env=env,
         stdout=log,
         stderr=log,
@@ -96,7 +111,8 @@ def test_two_schedulers_fire_each_slot_once_and_the_survivor_takes_over(
     repo = tmp_path / "repo"
     repo.mkdir()
     config = config_file(tmp_path, f"* * * * * */{EVERY}", repo)
-    procs = {name: spawn(name, tmp_path, shared_redis, config) for name in ("a", "b")}
+    # a: `jury scheduler`; b: a worker running the scheduler's loop in a thread (`jury worker --scheduler`)
+    procs = {name: spawn(name, tmp_path, shared_redis, config, worker=name == "b") for name in ("a", "b")}
     pid_of = {p.pid: name for name, p in procs.items()}
 
     def firings() -> list[FiringRecord]:
