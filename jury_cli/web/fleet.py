@@ -39,7 +39,36 @@ def fleet(store: EventStore, settings: Settings) -> dict[str, Any]:
 
 
 def workers(store: LiveStore, settings: Settings) -> dict[str, Any]:
-    return missing("worker presence is not available in this release (workers/presence.py)")
+    """The live workers (their presence records in Redis, ``workers.presence``): a dead one lapses."""
+    from datetime import UTC, datetime
+
+    from workers.presence import live_workers
+
+    client = getattr(store, "client", None)
+    if client is None:
+        return missing("worker presence lives in Redis; this store has none")
+
+    def iso(t: float | None) -> str | None:
+        return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds") if t else None
+
+    found = live_workers(client, getattr(store, "prefix", "jury"))
+    return {
+        "available": True,
+        "workers": [
+            {
+                "id": w.id,
+                "host": w.host,
+                "pid": w.pid,
+                "queues": w.queues,
+                "concurrency": w.concurrency,
+                "state": w.state,
+                "started": iso(w.started),
+                "lastSeen": iso(w.last_seen),
+                "reapedAt": iso(w.reaped_at),
+            }
+            for w in found
+        ],
+    }
 
 
 def queues(store: LiveStore) -> dict[str, Any]:

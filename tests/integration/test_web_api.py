@@ -298,6 +298,7 @@ def test_fleet_page_shows_spend_against_the_ceiling_and_runs_in_flight(
     shared_redis: str, tmp_path: Path
 ) -> None:
     from workers.ledger import Ledger
+    from workers.presence import Presence, WorkerPresence
 
     config = tmp_path / "config.toml"
     config.write_text(
@@ -307,6 +308,8 @@ def test_fleet_page_shows_spend_against_the_ceiling_and_runs_in_flight(
     store = redis_store(shared_redis)
     try:
         store.client.lpush("review", b"{}", b"{}")  # two messages no worker has taken (Celery's list)
+        me = WorkerPresence(id="w1", host="h1", pid=42, queues=["review"], started=time.time(), last_seen=0)
+        Presence(store.client, me, ttl=300).refresh()  # a live worker's record, as its thread writes it
         store.append("acme-7", run.started())
         store.activate("acme-7")
         ledger = Ledger(store.client)
@@ -317,6 +320,13 @@ def test_fleet_page_shows_spend_against_the_ceiling_and_runs_in_flight(
         with console(settings, store) as base:
             f = httpx.get(f"{base}/api/fleet").json()
         assert f["spend"]["spentUsd"] == pytest.approx(0.3) and f["spend"]["ceilingUsd"] == 5.0
+        (worker,) = f["workers"]["workers"]
+        assert (worker["id"], worker["host"], worker["queues"], worker["state"]) == (
+            "w1",
+            "h1",
+            ["review"],
+            "running",
+        )
         depths = {q["name"]: q["depth"] for q in f["queues"]["queues"]}
         assert depths["review"] == 2 and depths["control"] == 0
         (nightly,) = f["schedules"]["schedules"]

@@ -401,8 +401,10 @@
       const inflight = f.inflight;
       const sc = f.schedules;
       replace(main,
-        section("workers", notAvailable(w) || table(["worker", "host", "queues", "last seen"],
-          (w.workers || []).map((x) => [x.name || x.id || "", x.host || "", (x.queues || []).join(", "), x.lastSeen || x.last_seen || ""]))),
+        section("workers", notAvailable(w) || (w.workers.length ? table(["worker", "host", "pid", "queues", "slots", "state", "started", "last seen"],
+          w.workers.map((x) => [x.id, x.host, String(x.pid), x.queues.join(", "), x.concurrency === null ? "–" : String(x.concurrency),
+            badge(x.state, x.state === "running" ? "clean" : "found"), x.started || "–", x.lastSeen || "–"]))
+          : el("p", { class: "muted" }, "no live worker (start some with `jury worker`)"))),
         section("queues", notAvailable(q) || table(["queue", "waiting", "taken by a worker"],
           (q.queues || []).map((x) => [x.name, String(x.depth), String(x.inFlight)]))),
         section("runs in flight", notAvailable(inflight) || (inflight.runs.length ? table(["run", "state", "actions out"],
