@@ -151,6 +151,9 @@ class Claim(ABC):
 
         The lease must already be held. A renewal that finds it gone sets ``lost`` and ends the heartbeat;
         store errors are retried until ``ttl`` has passed since the last good renewal, then count as lost.
+        The thread shares nothing with the task but the GIL (a task blocked, or spinning in Python, in a
+        threads pool or a prefork child, leaves it renewing: tests/integration/test_fleet_duties.py); only
+        C code holding the GIL for longer than ``ttl`` could starve it.
         """
         every = interval if interval is not None else self.ttl / 3
         if every <= 0:

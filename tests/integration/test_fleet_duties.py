@@ -7,6 +7,7 @@ The worker processes themselves, SIGKILLed and SIGTERMed mid-review: tests/e2e/t
 
 from __future__ import annotations
 
+import multiprocessing
 import socket
 import subprocess
 import sys
@@ -25,7 +26,7 @@ from orchestrator.store import keys
 from orchestrator.store.files import FileStore
 from orchestrator.store.redis import from_url
 from workers import shutdown
-from workers.lease import Lease, renewal_client
+from workers.lease import Lease, RedisLeases, renewal_client
 from workers.presence import Presence, WorkerPresence, live_workers
 from workers.reaper import FleetDuties, reaper_holder, take_reaper_lock
 from workers.runtime import Runtime
@@ -198,3 +199,49 @@ def _hand_back_to(child: subprocess.Popen[str]) -> None:
         if child.poll() is None:
             child.kill()
             child.wait()
+
+
+def spin_under_heartbeat(url: str, key: str, seconds: float) -> int:
+    """Hold a lease on ``key`` while this thread spins, CPU-bound, for ``seconds``: how often the heartbeat
+    renewed it meanwhile (a task that parses or computes never yields on purpose)."""
+    client = redis.Redis.from_url(url)
+    leases = RedisLeases(client, prefix=f"t-{key}")
+    lease = leases.lease(key, ttl=30)
+    renewals = 0
+    renew = lease.renew
+
+    def counted() -> bool:
+        nonlocal renewals
+        renewals += 1
+        return renew()
+
+    lease.renew = counted  # type: ignore[method-assign]
+    assert lease.acquire()
+    with lease.heartbeat(interval=0.05):
+        deadline = time.monotonic() + seconds
+        n = 0
+        while time.monotonic() < deadline:
+            n += 1  # pure Python: the GIL is handed over every switch interval, nothing more
+    client.close()
+    return renewals
+
+
+def _child_spins(url: str, key: str, seconds: float) -> None:
+    sys.exit(min(spin_under_heartbeat(url, key, seconds), 100))
+
+
+@pytest.mark.parametrize("where", ["thread", "forked child"])
+def test_a_cpu_bound_task_does_not_starve_its_heartbeat(shared_redis: str, where: str) -> None:
+    """The heartbeat is a thread beside the task, in a threads pool's worker process or a prefork pool's
+    child alike: a task spinning on the CPU for 1.5 s leaves it renewing (every 0.05 s here)."""
+    key = uuid.uuid4().hex[:8]
+    if where == "thread":
+        renewals = spin_under_heartbeat(shared_redis, key, 1.5)
+    else:
+        child = multiprocessing.get_context("fork").Process(
+            target=_child_spins, args=(shared_redis, key, 1.5)
+        )
+        child.start()
+        child.join(PATIENCE)
+        renewals = child.exitcode if child.exitcode is not None else -1
+    assert renewals >= 5, f"{renewals} renewals in 1.5 s at one every 0.05 s"
