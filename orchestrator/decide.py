@@ -73,10 +73,18 @@ def end(s: RunState, state: Literal["converged", "human", "failed", "cancelled"]
 
 
 def settled_items(s: RunState) -> list[SettledItem]:
+    """What reviewers are told is settled: what an earlier run of the PR settled (carried over), then
+    this run's own settled findings."""
     return [
-        SettledItem(id=f.id, verdict=f.status, claim=f.claim, loc=f.loc, reason=f.reason)
-        for f in s.findings.values()
-        if f.status in ("accepted", "rejected", "deferred")
+        *(
+            SettledItem(id=c.id, verdict=c.verdict, claim=c.claim, loc=c.loc, reason=c.reason)
+            for c in s.carried
+        ),
+        *(
+            SettledItem(id=f.id, verdict=f.status, claim=f.claim, loc=f.loc, reason=f.reason)
+            for f in s.findings.values()
+            if f.status in ("accepted", "rejected", "deferred")
+        ),
     ]
 
 
@@ -92,6 +100,7 @@ def start_round(s: RunState, n: int) -> Emit:
         head=sha,
         settled=settled_items(s),
         task=t.title,
+        carried_from=s.carried_from,
     )
     return Emit(
         event=RoundStart(

@@ -242,6 +242,26 @@ class RunResumed(EventBase):
     note: str | None = None
 
 
+class CarriedItem(Model):
+    """A finding an earlier run of the same PR settled, as a later run is told about it."""
+
+    id: str  # "<earlier run>:<its finding id>", so it never clashes with the new run's findings
+    verdict: str  # accepted | rejected | deferred
+    claim: str
+    loc: str
+    reason: str = ""
+
+
+class RunCarried(EventBase):
+    """The run starts from what an earlier run of the same PR settled (a sweep, after the PR's head moved
+    since that run converged): its settled findings and rejected claims, shown to reviewers as settled."""
+
+    t: Literal["run.carried"] = "run.carried"
+    from_run: str  # the earlier run's slug
+    from_head: str | None = None  # the head it reviewed
+    items: list[CarriedItem] = Field(default_factory=list)
+
+
 class RoundStart(EventBase):
     t: Literal["round.start"] = "round.start"
     n: int
@@ -613,6 +633,7 @@ Event = Annotated[
     TargetEvent
     | JuryConfigEvent
     | RunResumed
+    | RunCarried
     | RoundStart
     | RoundEnd
     | ActionDispatched

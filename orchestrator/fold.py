@@ -26,6 +26,7 @@ from orchestrator.domain import (
     BudgetRefused,
     BudgetReserved,
     BudgetSpent,
+    CarriedItem,
     CommitPushed,
     Contest,
     Event,
@@ -46,6 +47,7 @@ from orchestrator.domain import (
     RoundEnd,
     RoundStart,
     RunCancel,
+    RunCarried,
     RunPublished,
     RunResumed,
     Target,
@@ -58,7 +60,7 @@ from orchestrator.refute.record import RefutationRecord
 
 # Bumped whenever ``apply`` or the state's shape changes: a snapshot folded by another version is not
 # trusted, and the state is folded again from the whole log (the log stays the only truth).
-FOLD_VERSION = 2
+FOLD_VERSION = 3
 
 FindingStatus = Literal["open", "accepted", "rejected", "deferred", "superseded"]
 
@@ -189,6 +191,8 @@ class RunState(Model):
     tool_refusals: list[dict[str, Any]] = Field(default_factory=list)  # tools refused to http agents
     final_check: RefutationRecord | None = None  # the second opinion on the converged claim
     published: list[dict[str, Any]] = Field(default_factory=list)  # run.published, oldest first
+    carried: list[CarriedItem] = Field(default_factory=list)  # settled by an earlier run of the PR
+    carried_from: str | None = None  # that run's slug
     events: int = 0
     first_ts: str | None = None
     last_ts: str | None = None
@@ -287,6 +291,8 @@ def apply(s: RunState, e: Event) -> None:
             s.config = e.config
         case RunResumed():
             _resume(s, e)
+        case RunCarried():
+            s.carried, s.carried_from = list(e.items), e.from_run
         case RoundStart():
             if s.round(e.n) is None:
                 s.rounds.append(

@@ -16,7 +16,7 @@ reported and never applied.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -177,17 +177,41 @@ def parse_pr_url(url: str, forge_hosts: Iterable[str] = ()) -> PullRequest:
     return pr
 
 
+def _pr_ref(pr: PullRequest) -> str:
+    """The ref the forge keeps a PR's head under."""
+    return f"refs/pull/{pr.number}/head" if pr.kind == "pull" else f"refs/merge-requests/{pr.number}/head"
+
+
+def _mirror(state_dir: Path, pr: PullRequest) -> tuple[Path, str]:
+    """The bare mirror of ``pr``'s repository under ``<dir>/mirrors`` (cloned on first use), and its
+    remote's URL."""
+    remote = f"https://{pr.host}/{pr.project}.git"
+    mirror = state_dir / "mirrors" / pr.host / f"{pr.project}.git"
+    if not (mirror / "HEAD").exists():
+        mirror.parent.mkdir(parents=True, exist_ok=True)
+        git(["clone", "--bare", "--quiet", remote, str(mirror)], state_dir)
+    return mirror, remote
+
+
+def _pr_target(url: str, pr: PullRequest, mirror: Path, trunk: str) -> Target:
+    head = _rev(mirror, f"refs/jury/pr/{pr.number}", "pull request head")
+    trunk_rev = _rev(mirror, f"refs/remotes/origin/{trunk}", "trunk")
+    t = Target(
+        repo=pr.project.rsplit("/", 1)[-1],
+        id=pr.number,
+        url=url,
+        trunk=trunk,
+        state="queued",
+        attempt=stamp(),
+    )
+    return _finish(t, mirror, head, trunk_rev)
+
+
 def resolve_url(url: str, state_dir: Path, trunk: str | None, forge_hosts: Iterable[str] = ()) -> Target:
     pr = parse_pr_url(url, forge_hosts)
-    host, project, kind, n = pr.host, pr.project, pr.kind, pr.number
-    remote = f"https://{host}/{project}.git"
-    mirror = state_dir / "mirrors" / host / f"{project}.git"
     try:
-        if not (mirror / "HEAD").exists():
-            mirror.parent.mkdir(parents=True, exist_ok=True)
-            git(["clone", "--bare", "--quiet", remote, str(mirror)], state_dir)
-        ref = f"refs/pull/{n}/head" if kind == "pull" else f"refs/merge-requests/{n}/head"
-        git(["fetch", "--quiet", "origin", f"+{ref}:refs/jury/pr/{n}"], mirror)
+        mirror, remote = _mirror(state_dir, pr)
+        git(["fetch", "--quiet", "origin", f"+{_pr_ref(pr)}:refs/jury/pr/{pr.number}"], mirror)
         if not trunk:
             out = git(["ls-remote", "--symref", "origin", "HEAD"], mirror)
             found = re.search(r"^ref: refs/heads/(\S+)\s+HEAD", out, re.M)
@@ -197,10 +221,66 @@ def resolve_url(url: str, state_dir: Path, trunk: str | None, forge_hosts: Itera
         git(["fetch", "--quiet", "origin", f"+refs/heads/{trunk}:refs/remotes/origin/{trunk}"], mirror)
     except GitError as exc:
         raise TargetError(f"cannot fetch {url}: {exc.stderr.strip()[-300:]}") from None
-    head = _rev(mirror, f"refs/jury/pr/{n}", "pull request head")
-    trunk_rev = _rev(mirror, f"refs/remotes/origin/{trunk}", "trunk")
-    t = Target(repo=project.rsplit("/", 1)[-1], id=n, url=url, trunk=trunk, state="queued", attempt=stamp())
-    return _finish(t, mirror, head, trunk_rev)
+    return _pr_target(url, pr, mirror, trunk)
+
+
+def resolve_pulls(
+    pulls: Sequence[tuple[str, str]], state_dir: Path, forge_hosts: Iterable[str] = ()
+) -> list[Target | TargetError]:
+    """Many PRs at once, each given as ``(url, trunk)``: what ``resolve_url`` makes of each, or the
+    ``TargetError`` that says why it could not, in the order given.
+
+    A sweep resolves a hundred PRs in one go, so this costs one ``git fetch`` per repository for every
+    PR head and trunk it needs, not one per PR; only when that fetch fails (a PR closed meanwhile, its
+    ref gone) are that repository's PRs fetched one by one, so one bad PR fails alone.
+    """
+    found: list[Target | TargetError | None] = [None] * len(pulls)
+    repos: dict[tuple[str, str], list[tuple[int, PullRequest, str]]] = {}
+    for i, (url, trunk) in enumerate(pulls):
+        try:
+            pr = parse_pr_url(url, forge_hosts)
+            if not trunk or trunk.startswith("-") or ".." in trunk:
+                raise TargetError(f"PR {url}: bad base branch {trunk!r}")
+        except TargetError as exc:
+            found[i] = exc
+            continue
+        repos.setdefault((pr.host, pr.project), []).append((i, pr, trunk))
+    for items in repos.values():
+        first = items[0][1]
+        trunks = sorted({trunk for _, _, trunk in items})
+        try:
+            mirror, _ = _mirror(state_dir, first)
+        except GitError as exc:
+            for i, _, _ in items:
+                found[i] = TargetError(f"cannot fetch {pulls[i][0]}: {exc.stderr.strip()[-300:]}")
+            continue
+        heads = [f"+{_pr_ref(pr)}:refs/jury/pr/{pr.number}" for _, pr, _ in items]
+        bases = [f"+refs/heads/{t}:refs/remotes/origin/{t}" for t in trunks]
+        try:
+            git(["fetch", "--quiet", "origin", *heads, *bases], mirror)
+            fetched = True
+        except GitError:
+            fetched = False
+        for i, pr, trunk in items:
+            url = pulls[i][0]
+            try:
+                if not fetched:
+                    git(
+                        [
+                            "fetch",
+                            "--quiet",
+                            "origin",
+                            f"+{_pr_ref(pr)}:refs/jury/pr/{pr.number}",
+                            f"+refs/heads/{trunk}:refs/remotes/origin/{trunk}",
+                        ],
+                        mirror,
+                    )
+                found[i] = _pr_target(url, pr, mirror, trunk)
+            except GitError as exc:
+                found[i] = TargetError(f"cannot fetch {url}: {exc.stderr.strip()[-300:]}")
+            except TargetError as exc:
+                found[i] = exc
+    return [f if f is not None else TargetError("not resolved") for f in found]
 
 
 def resolve(

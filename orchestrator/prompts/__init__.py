@@ -73,8 +73,10 @@ def review_prompt(
     head: str,
     settled: list[SettledItem],
     task: str | None = None,
+    carried_from: str | None = None,
 ) -> str:
-    """The prompt every reviewer gets in round ``round_n``."""
+    """The prompt every reviewer gets in round ``round_n``; ``carried_from`` names the earlier run of the
+    same PR whose settled findings open the list (they were decided on an earlier head)."""
     task_text = (
         f"\nWhat the change is meant to do:\n\n{_fence(task.strip())}\n" if task and task.strip() else ""
     )
@@ -87,6 +89,13 @@ def review_prompt(
         head=head,
         task=task_text,
         settled=_items(settled, "none yet"),
+        carried=(
+            f"An earlier review of this pull request (run {_one_line(carried_from)}, on an earlier head) "
+            "settled the findings named after it below; they stay settled unless the new commits change "
+            "what they are about.\n\n"
+            if carried_from
+            else ""
+        ),
     )
 
 

@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 from orchestrator.domain import AgentAlive, Event
 from orchestrator.errors import StoreError, UsageError
@@ -28,6 +28,47 @@ RESERVED_NAMES: frozenset[str] = frozenset({EVENTS_FILE, STATE_FILE, LOCK_FILE, 
 
 CANCEL_TTL = 7 * 86400  # a cancel flag outlives any agent run it must stop
 SENT_TTL = 7 * 86400  # a sent mark outlives any action the reaper may still have to hand out again
+SWEEP_TTL = 90 * 86400  # a PR head's claim, and a PR's list of swept runs, outlive many nightly sweeps
+
+
+class PullHead(NamedTuple):
+    """One head of one PR on one forge: what a sweep's dedupe is keyed by. ``repo`` is the forge's path,
+    compared without case (forges do), so build it with ``pull_head``."""
+
+    forge: str
+    repo: str
+    number: int
+    sha: str
+
+
+def pull_head(forge: str, repo: str, number: int, sha: str) -> PullHead:
+    return PullHead(forge, repo.lower(), number, sha)
+
+
+class SweptPR(NamedTuple):
+    """What the store knows of a PR head a sweep looks at: the run that holds the head (None: no run
+    has it), and the PR's swept runs (any head), newest first."""
+
+    holder: str | None
+    runs: list[str]
+
+
+class SweptStart(NamedTuple):
+    """A run a sweep starts for a PR head: its slug and first events; ``replace``: the ended run whose
+    hold on the head it takes over (a retry), else None."""
+
+    head: PullHead
+    slug: str
+    events: Sequence[Event]
+    replace: str | None = None
+
+
+class SweepClaim(NamedTuple):
+    """What became of a ``SweptStart``: ``started`` (the run holds the head and is registered, logged and
+    active), ``claimed`` (another run holds the head: ``holder``) or ``taken`` (the slug is in use)."""
+
+    outcome: Literal["started", "claimed", "taken"]
+    holder: str | None = None
 
 
 class RunVanished(StoreError):
@@ -182,6 +223,22 @@ class LiveStore(EventStore, Protocol):
     def sent_age(self, slug: str, key: str) -> float | None:
         """Seconds since the action's task was last enqueued, by the store's clock; None if never (or the
         mark has expired)."""
+        ...
+
+    def sweep_lookup(self, heads: Sequence[PullHead]) -> list[SweptPR]:
+        """For each PR head (in order): the run that holds it and the PR's swept runs, newest first."""
+        ...
+
+    def start_swept(self, starts: Sequence[SweptStart], ttl: int = SWEEP_TTL) -> list[SweepClaim]:
+        """Start each run unless its PR head is held, each atomically: the head is claimed for the slug
+        (for ``ttl`` seconds) and the run joins the PR's swept runs, is registered, gets its first events
+        and is activated, all or nothing. A head held by a run other than ``replace`` is ``claimed``; a
+        slug already registered is ``taken`` (nothing changes). In order, one result per start."""
+        ...
+
+    def run_states(self, slugs: Sequence[str]) -> dict[str, str | None]:
+        """Each run's state as its last written fold says (``queued`` for a registered run without one
+        yet); None for a run the store does not hold (never, or its keys expired)."""
         ...
 
 

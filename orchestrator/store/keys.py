@@ -29,6 +29,9 @@ and a test can use a random prefix and delete exactly its own keys.
     <prefix>:reaper                        string: the id of the worker reaping this period (PX: the period)
     <prefix>:workers                       sorted set: worker id -> when its presence was last refreshed
     <prefix>:worker:<id>                   string: a live worker's presence (JSON), with a TTL
+    <prefix>:sweep:<forge>:<repo>:<n>:head:<sha>   string: the slug of the run that holds the PR head
+                                           (a sweep's dedupe, SET with the rest of the run's start)
+    <prefix>:sweep:<forge>:<repo>:<n>:runs sorted set: the PR's swept runs, slug -> when started
 
 Ledger amounts are integer micro-dollars (see ``workers.ledger``).
 
@@ -169,6 +172,16 @@ def workers(prefix: str) -> str:
 def worker(prefix: str, worker_id: str) -> str:
     """One worker's presence (JSON), expiring unless its worker refreshes it."""
     return f"{prefix}:worker:{worker_id}"
+
+
+def sweep_head(prefix: str, forge: str, repo: str, number: int, sha: str) -> str:
+    """Which run holds a PR head (``repo`` lower-cased; a forge path holds no ``:``)."""
+    return f"{prefix}:sweep:{forge}:{repo}:{number}:head:{sha}"
+
+
+def sweep_runs(prefix: str, forge: str, repo: str, number: int) -> str:
+    """The PR's swept runs, scored by when each started."""
+    return f"{prefix}:sweep:{forge}:{repo}:{number}:runs"
 
 
 # The key families that hold one run's keys, as ``<prefix>:<family>:<slug>:...``.

@@ -29,6 +29,11 @@ from orchestrator.errors import StoreError
 from orchestrator.store.base import (
     CANCEL_TTL,
     SENT_TTL,
+    SWEEP_TTL,
+    PullHead,
+    SweepClaim,
+    SweptPR,
+    SweptStart,
     alive_field,
     cap_bytes,
     check_artifact_name,
@@ -84,6 +89,9 @@ class MemoryStore:
         self._active: set[str] = set()
         self._cancel: dict[str, float] = {}  # slug -> expiry
         self._sent: dict[tuple[str, str], tuple[float, float]] = {}  # (slug, key) -> (sent at, expiry)
+        self._heads: dict[PullHead, tuple[str, float]] = {}  # a PR head -> (the run holding it, expiry)
+        # a PR (forge, repo, number) -> (its swept runs: (started at, order, slug)), expiry
+        self._pr_runs: dict[tuple[str, str, int], tuple[list[tuple[float, int, str]], float]] = {}
 
     def close(self) -> None:
         """Nothing to close (``RedisStore`` closes its connections)."""
@@ -361,3 +369,63 @@ class MemoryStore:
             if mark is None or mark[1] <= now:
                 return None
             return now - mark[0]
+
+    # -- sweeps --------------------------------------------------------------------------------------------
+
+    def _holder(self, head: PullHead) -> str | None:
+        held = self._heads.get(head)
+        if held is None or held[1] <= self.clock():
+            self._heads.pop(head, None)
+            return None
+        return held[0]
+
+    def _swept_runs(self, head: PullHead) -> list[str]:
+        pr = (head.forge, head.repo, head.number)
+        entry = self._pr_runs.get(pr)
+        if entry is None or entry[1] <= self.clock():
+            self._pr_runs.pop(pr, None)
+            return []
+        return [slug for _, _, slug in sorted(entry[0], reverse=True)]
+
+    def sweep_lookup(self, heads: Sequence[PullHead]) -> list[SweptPR]:
+        """Each head's holder and its PR's swept runs (the newest 20), newest first."""
+        with self._cond:
+            return [SweptPR(self._holder(h), self._swept_runs(h)[:20]) for h in heads]
+
+    def start_swept(self, starts: Sequence[SweptStart], ttl: int = SWEEP_TTL) -> list[SweepClaim]:
+        """Each start in one step under the lock, as the Lua script does it in Redis."""
+        claims = []
+        for start in starts:
+            check_slug(start.slug)
+            with self._cond:
+                holder = self._holder(start.head)
+                if holder is not None and holder != start.replace:
+                    claims.append(SweepClaim("claimed", holder))
+                    continue
+                run = self._live(start.slug)
+                if run is not None and (run.registered is not None or run.events):
+                    claims.append(SweepClaim("taken", None))
+                    continue
+                now = self.clock()
+                self._heads[start.head] = (start.slug, now + ttl)
+                h = start.head
+                pr = (h.forge, h.repo, h.number)
+                kept = self._pr_runs[pr][0] if self._swept_runs(h) else []
+                self._pr_runs[pr] = ([*kept, (now, next(self._order), start.slug)], now + ttl)
+                self.append(start.slug, start.events)  # registers it too (the condition's lock is an RLock)
+                self._active.add(start.slug)
+            claims.append(SweepClaim("started", None))
+        return claims
+
+    def run_states(self, slugs: Sequence[str]) -> dict[str, str | None]:
+        """Each run's ``target.state`` from its written fold; ``queued`` without one, None if unknown."""
+        states: dict[str, str | None] = {}
+        for slug in dict.fromkeys(slugs):
+            if not self.exists(slug):
+                states[slug] = None
+                continue
+            doc = self.read_state(slug) or {}
+            target = doc.get("target")
+            word = target.get("state") if isinstance(target, dict) else None
+            states[slug] = word if isinstance(word, str) and word else "queued"
+        return states

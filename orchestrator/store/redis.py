@@ -24,6 +24,11 @@ from orchestrator.store import keys
 from orchestrator.store.base import (
     CANCEL_TTL,
     SENT_TTL,
+    SWEEP_TTL,
+    PullHead,
+    SweepClaim,
+    SweptPR,
+    SweptStart,
     alive_field,
     cap_bytes,
     check_artifact_name,
@@ -110,7 +115,42 @@ for i = 2, #KEYS do redis.call('PERSIST', KEYS[i]) end
 return 1
 """
 
+# Start a swept run unless its PR head is held: claim the head, list the run under its PR, register the
+# run, append its first events and activate it, all or nothing.
+#   KEYS[1]  the head's claim (keys.sweep_head)     KEYS[2]  the PR's swept runs (keys.sweep_runs)
+#   KEYS[3]  the run's event stream                 KEYS[4]  the run's set of seen eids
+#   KEYS[5]  the index of runs                      KEYS[6]  the ended runs' expiry times
+#   KEYS[7]  the active set
+#   ARGV[1]  the slug   ARGV[2]  the claim's TTL in seconds   ARGV[3]  the run it may replace ('' none)
+#   ARGV[4..] pairs: eid, event JSON
+# Returns {'started', slug}, {'claimed', holder} or {'taken', ''}.
+START_SWEPT_LUA = """
+local holder = redis.call('GET', KEYS[1])
+if holder and holder ~= ARGV[3] then return {'claimed', holder} end
+local now = redis.call('TIME')
+local deadline = redis.call('ZSCORE', KEYS[6], ARGV[1])
+if deadline and tonumber(deadline) <= tonumber(now[1]) then
+  redis.call('ZREM', KEYS[6], ARGV[1])
+  redis.call('ZREM', KEYS[5], ARGV[1])
+end
+if redis.call('ZSCORE', KEYS[5], ARGV[1]) or redis.call('EXISTS', KEYS[3]) == 1 then
+  return {'taken', ''}
+end
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+redis.call('ZADD', KEYS[2], now[1], ARGV[1])
+redis.call('EXPIRE', KEYS[2], ARGV[2])
+redis.call('ZADD', KEYS[5], now[1] .. '.' .. string.format('%06d', tonumber(now[2])), ARGV[1])
+for i = 4, #ARGV, 2 do
+  if redis.call('SADD', KEYS[4], ARGV[i]) == 1 then
+    redis.call('XADD', KEYS[3], '*', 'e', ARGV[i + 1])
+  end
+end
+redis.call('SADD', KEYS[7], ARGV[1])
+return {'started', ARGV[1]}
+"""
+
 SCAN_COUNT = 5000
+SWEEP_HISTORY = 20  # a PR's swept runs a lookup returns, newest first
 
 
 class RedisStore:
@@ -129,6 +169,7 @@ class RedisStore:
         self._prune_script = client.register_script(PRUNE_LUA)
         self._expire_script = client.register_script(EXPIRE_LUA)
         self._persist_script = client.register_script(PERSIST_LUA)
+        self._start_swept_script = client.register_script(START_SWEPT_LUA)
         socket_timeout = client.connection_pool.connection_kwargs.get("socket_timeout")
         # A blocking XREAD must return before the socket times out; None: block as long as asked.
         self._block_cap: float | None = socket_timeout / 2 if socket_timeout else None
@@ -501,6 +542,79 @@ class RedisStore:
         except ValueError:
             log.warning("store.bad_sent_mark", slug=slug, key=key)
             return None
+
+    # -- sweeps --------------------------------------------------------------------------------------------
+
+    def sweep_lookup(self, heads: Sequence[PullHead]) -> list[SweptPR]:
+        """One pipeline: GET each head's claim and ZREVRANGE its PR's swept runs."""
+        pipe = self.client.pipeline(transaction=False)
+        for h in heads:
+            pipe.get(keys.sweep_head(self.prefix, h.forge, h.repo, h.number, h.sha))
+            pipe.zrevrange(keys.sweep_runs(self.prefix, h.forge, h.repo, h.number), 0, SWEEP_HISTORY - 1)
+        with _errors("look up the swept heads of", "*"):
+            answers = pipe.execute() if heads else []
+        found = []
+        for holder, runs in zip(answers[::2], answers[1::2], strict=True):
+            found.append(SweptPR(_text(holder) if holder is not None else None, [_text(r) for r in runs]))
+        return found
+
+    def start_swept(self, starts: Sequence[SweptStart], ttl: int = SWEEP_TTL) -> list[SweepClaim]:
+        """One pipeline of one Lua script per start (``START_SWEPT_LUA``): each start is atomic."""
+        pipe = self.client.pipeline(transaction=False)
+        for start in starts:
+            check_slug(start.slug)
+            h = start.head
+            args: list[str | int] = [start.slug, ttl, start.replace or ""]
+            for event in start.events:
+                args += [event.eid, dump_event(event)]
+            self._start_swept_script(
+                keys=[
+                    keys.sweep_head(self.prefix, h.forge, h.repo, h.number, h.sha),
+                    keys.sweep_runs(self.prefix, h.forge, h.repo, h.number),
+                    keys.events(self.prefix, start.slug),
+                    keys.eids(self.prefix, start.slug),
+                    keys.runs_index(self.prefix),
+                    keys.expiring_runs(self.prefix),
+                    keys.active_runs(self.prefix),
+                ],
+                args=args,
+                client=pipe,
+            )
+        with _errors("start swept runs in", "*"):
+            answers = cast(list[list[bytes]], pipe.execute()) if starts else []
+        claims = []
+        for outcome, holder in answers:
+            word = _text(outcome)
+            if word == "started":
+                claims.append(SweepClaim("started"))
+            elif word == "claimed":
+                claims.append(SweepClaim("claimed", _text(holder)))
+            else:
+                claims.append(SweepClaim("taken"))
+        return claims
+
+    def run_states(self, slugs: Sequence[str]) -> dict[str, str | None]:
+        """One pipeline: each run's index entry and its fold's ``target.state``."""
+        wanted = list(dict.fromkeys(slugs))
+        for slug in wanted:
+            check_slug(slug)
+        with _errors("read the states of", "*"):
+            self._prune()
+            pipe = self.client.pipeline(transaction=False)
+            for slug in wanted:
+                pipe.zscore(keys.runs_index(self.prefix), slug)
+                pipe.get(keys.state(self.prefix, slug))
+            answers = pipe.execute() if wanted else []
+        states: dict[str, str | None] = {}
+        for slug, score, raw in zip(wanted, answers[::2], answers[1::2], strict=True):
+            if score is None:
+                states[slug] = None
+                continue
+            doc = _json_object(slug, raw, "store.bad_state") or {}
+            target = doc.get("target")
+            word = target.get("state") if isinstance(target, dict) else None
+            states[slug] = word if isinstance(word, str) and word else "queued"
+        return states
 
 
 def normalize_url(url: str) -> str:

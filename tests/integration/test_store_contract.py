@@ -31,7 +31,7 @@ from orchestrator.domain import Event, FindingRaised, RoundEnd, RoundStart, dump
 from orchestrator.errors import StoreError
 from orchestrator.store import EventStore, FileStore
 from orchestrator.store import keys as store_keys
-from orchestrator.store.base import LiveStore
+from orchestrator.store.base import LiveStore, SweepClaim, SweptStart, pull_head
 from orchestrator.store.memory import ManualClock, MemoryStore
 from orchestrator.store.redis import RedisStore, cap_bytes, from_url, normalize_url
 
@@ -495,6 +495,83 @@ class TestLiveContract:
         s.expire_run("witness", 1)
         live.let_pass(2, lambda: not s.exists("witness"))  # past the deadline SLUG had
         assert s.exists(SLUG) and eids(s.read(SLUG)) == ["round.start:1"]
+
+    def test_a_swept_start_holds_the_head_once(self, live: Live) -> None:
+        s = live.store
+        head = pull_head("github", "Acme/App", 7, "a" * 40)
+        assert head.repo == "acme/app"  # forges compare paths without case
+        assert s.sweep_lookup([head]) == [(None, [])]
+        first = SweptStart(head, "app-7-a", [round_start(1)])
+        assert s.start_swept([first]) == [SweepClaim("started")]
+        assert s.exists("app-7-a") and eids(s.read("app-7-a")) == ["round.start:1"]
+        assert s.active_runs() == ["app-7-a"]
+        assert s.sweep_lookup([head]) == [("app-7-a", ["app-7-a"])]
+        # the same head again, under another slug: held, and nothing of the second run is written
+        again = SweptStart(pull_head("github", "acme/APP", 7, "a" * 40), "app-7-b", [round_start(1)])
+        assert s.start_swept([again]) == [SweepClaim("claimed", "app-7-a")]
+        assert not s.exists("app-7-b") and s.read("app-7-b") == [] and s.active_runs() == ["app-7-a"]
+        # another head of the same PR is free; the PR lists both runs, newest first
+        moved = SweptStart(pull_head("github", "acme/app", 7, "b" * 40), "app-7-c", [round_start(1)])
+        other_pr = SweptStart(pull_head("github", "acme/app", 8, "a" * 40), "app-8-a", [])
+        assert s.start_swept([moved, other_pr]) == [SweepClaim("started")] * 2
+        assert s.sweep_lookup([moved.head, head, other_pr.head]) == [
+            ("app-7-c", ["app-7-c", "app-7-a"]),
+            ("app-7-a", ["app-7-c", "app-7-a"]),
+            ("app-8-a", ["app-8-a"]),
+        ]
+
+    def test_a_swept_start_on_a_taken_slug_claims_nothing(self, live: Live) -> None:
+        s = live.store
+        s.append(SLUG, [round_start(1)])
+        head = pull_head("gitlab", "acme/sub/app", 3, "c" * 40)
+        assert s.start_swept([SweptStart(head, SLUG, [raised(1)])]) == [SweepClaim("taken")]
+        assert s.sweep_lookup([head]) == [(None, [])]
+        assert eids(s.read(SLUG)) == ["round.start:1"] and s.active_runs() == []
+
+    def test_a_retry_takes_over_only_the_hold_it_names(self, live: Live) -> None:
+        s = live.store
+        head = pull_head("github", "acme/app", 7, "a" * 40)
+        s.start_swept([SweptStart(head, "run-1", [round_start(1)])])
+        assert s.start_swept([SweptStart(head, "run-2", [round_start(1)], replace="run-1")]) == [
+            SweepClaim("started")
+        ]
+        # a second retry of the same ended run finds the head held by the first retry
+        assert s.start_swept([SweptStart(head, "run-3", [round_start(1)], replace="run-1")]) == [
+            SweepClaim("claimed", "run-2")
+        ]
+        assert s.sweep_lookup([head]) == [("run-2", ["run-2", "run-1"])]
+
+    def test_concurrent_sweeps_start_one_run_per_head(self, live: Live) -> None:
+        s = live.store
+        heads = [pull_head("github", "acme/app", n, "d" * 40) for n in range(1, 6)]
+        results: dict[int, list[SweepClaim]] = {}
+
+        def sweep(i: int) -> None:
+            results[i] = s.start_swept([SweptStart(h, f"s{i}-{h.number}", [round_start(1)]) for h in heads])
+
+        threads = [threading.Thread(target=sweep, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=30)
+        for n in range(5):
+            outcomes = [results[i][n].outcome for i in range(4)]
+            assert outcomes.count("started") == 1 and outcomes.count("claimed") == 3
+        assert len(s.active_runs()) == 5
+
+    def test_head_holds_expire(self, live: Live) -> None:
+        s = live.store
+        head = pull_head("github", "acme/app", 7, "a" * 40)
+        s.start_swept([SweptStart(head, "run-1", [round_start(1)])], ttl=1)
+        live.let_pass(2, lambda: s.sweep_lookup([head]) == [(None, [])])
+
+    def test_run_states(self, live: Live) -> None:
+        s = live.store
+        assert s.run_states(["nobody"]) == {"nobody": None}
+        s.append("a-run", [round_start(1)])
+        s.append("b-run", [round_start(1)])
+        s.write_state("b-run", {"target": {"state": "converged"}})
+        assert s.run_states(["a-run", "b-run", "a-run"]) == {"a-run": "queued", "b-run": "converged"}
 
     @pytest.mark.parametrize("slug", ["", "a/b", "..", "a b"])
     def test_invalid_slug_refused(self, live: Live, slug: str) -> None:
