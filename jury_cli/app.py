@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from jury_cli import host, metrics, publish, refute, review, runs, schedules, verify
+from jury_cli import host, metrics, publish, refute, review, runs, schedules, sweep, verify
 from jury_cli.context import err
 from jury_cli.web.command import web
 from orchestrator.errors import JuryError
@@ -21,6 +21,7 @@ app = typer.Typer(
 )
 app.command()(review.review)
 app.command()(review.demo)
+app.command()(sweep.sweep)
 app.command()(runs.runs)
 app.command()(runs.show)
 app.command()(host.agents)

@@ -24,6 +24,7 @@ from pydantic import BaseModel
 
 from orchestrator.actions import ActionName
 from orchestrator.domain import (
+    CarriedItem,
     Event,
     FindingResolved,
     JuryConfig,
@@ -86,6 +87,20 @@ def settled_items(s: RunState) -> list[SettledItem]:
             if f.status in ("accepted", "rejected", "deferred")
         ),
     ]
+
+
+MAX_CARRIED = 200  # settled findings a run carries over from an earlier one (the newest)
+
+
+def carry_over(s: RunState) -> list[CarriedItem]:
+    """What a later run of the same PR starts from: what ``s`` carried itself, then what it settled (each
+    named after ``s``, so ids never clash with the later run's own findings)."""
+    own = [
+        CarriedItem(id=f"{s.slug}:{f.id}", verdict=f.status, claim=f.claim, loc=f.loc, reason=f.reason)
+        for f in s.findings.values()
+        if f.status in ("accepted", "rejected", "deferred")
+    ]
+    return [*s.carried, *own][-MAX_CARRIED:]
 
 
 def start_round(s: RunState, n: int) -> Emit:

@@ -1,0 +1,145 @@
+"""``jury sweep``: a run for every matching open PR of the repositories named, enqueued from this one
+process (``workers.sweep``), then followed until they end unless ``--detach`` or ``--dry-run``."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from jury_cli.backend import Backend, backend
+from jury_cli.context import DirOpt, err, out, settings_for
+from orchestrator.domain import TERMINAL_STATES
+from orchestrator.errors import UsageError
+from orchestrator.start import RunOptions
+from workers.sweep import SweepFilters, SweepOptions, SweepReport, celery_kick
+from workers.sweep import sweep as run_sweep
+
+REPOS_HELP = (
+    "Repositories: OWNER/REPO (GitHub), GROUP/SUB/PROJECT (GitLab), github:OWNER/REPO, "
+    "gitlab:GROUP/PROJECT, or their https:// URLs."
+)
+
+
+def table(report: SweepReport) -> Table:
+    t = Table(box=None, header_style="bold")
+    for name in ("repository", "PR", "head", "outcome", "run", "why"):
+        t.add_column(name, overflow="fold")
+    for r in report.rows:
+        t.add_row(
+            r.repo,
+            f"#{r.number}" if r.number is not None else "-",
+            (r.head or "")[:12],
+            r.outcome,
+            r.slug or "",
+            r.reason,
+        )
+    return t
+
+
+def counts(report: SweepReport) -> str:
+    words = "would enqueue" if report.dry_run else "enqueued"
+    enqueued = len(report.having("would enqueue" if report.dry_run else "enqueued"))
+    return (
+        f"{words} {enqueued}, skipped {len(report.having('skipped'))}, "
+        f"errors {len(report.having('error'))} ({report.seconds:.2f} s)"
+    )
+
+
+def follow_all(b: Backend, slugs: list[str]) -> dict[str, str | None]:
+    """Wait until every run ends; say each one's end as it comes."""
+    left, ended = set(slugs), {}
+    while left:
+        states = b.store.run_states(sorted(left))
+        for slug, state in states.items():
+            if state is None or state in TERMINAL_STATES:
+                ended[slug] = state
+                left.discard(slug)
+                if state is not None:
+                    b.sync(slug)
+                out.print(f"{slug}  {state or 'gone from the store'}", markup=False)
+        if left:
+            time.sleep(1.0)
+    return ended
+
+
+def sweep(
+    repos: Annotated[list[str], typer.Argument(help=REPOS_HELP, show_default=False)],
+    label: Annotated[
+        list[str] | None, typer.Option("--label", help="Only PRs with this label (repeat: all of them).")
+    ] = None,
+    base: Annotated[str | None, typer.Option(help="Only PRs into this base branch.")] = None,
+    include_drafts: Annotated[bool, typer.Option("--include-drafts", help="Draft PRs too.")] = False,
+    publish: Annotated[
+        bool, typer.Option("--publish", help="Each run publishes itself when it ends.")
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Say what would be enqueued and skipped; change nothing.")
+    ] = False,
+    retry: Annotated[
+        bool, typer.Option("--retry", help="Run again a head whose run ended human, failed or cancelled.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config", help="The operator's config file (default $JURY_CONFIG, else ~/.jury/config.toml)."
+        ),
+    ] = None,
+    reviewer: Annotated[str | None, typer.Option(help="Reviewers, comma-separated.")] = None,
+    judge: Annotated[str | None, typer.Option(help="The judge agent.")] = None,
+    rounds: Annotated[int | None, typer.Option(help="Round cap (default 10).")] = None,
+    timeout: Annotated[float | None, typer.Option(help="Wall-clock seconds per agent run.")] = None,
+    budget: Annotated[float | None, typer.Option(help="USD ceiling per run (default $JURY_BUDGET).")] = None,
+    detach: Annotated[bool, typer.Option(help="Enqueue and return (needs JURY_REDIS_URL).")] = False,
+    concurrency: Annotated[int, typer.Option(help="Local worker concurrency (embedded mode).")] = 4,
+    dir: DirOpt = None,
+) -> None:
+    """Review every matching open PR of some repositories: one run per PR head not reviewed yet."""
+    settings = settings_for(dir)
+    opts = RunOptions(
+        reviewers=reviewer, judge=judge, rounds=rounds, timeout=timeout, config=config, budget=budget
+    )
+    if publish:
+        if not any(f.name == "publish" for f in dataclasses.fields(RunOptions)):
+            raise UsageError("--publish: this Jury cannot publish runs yet")
+        opts = dataclasses.replace(opts, publish=True)  # type: ignore[call-arg]
+    filters = SweepFilters(labels=tuple(label or ()), base=base, include_drafts=include_drafts)
+    with backend(settings, concurrency) as b:
+        if detach and b.embedded:
+            raise UsageError("--detach needs JURY_REDIS_URL and workers started with `jury worker`")
+        report = run_sweep(
+            settings,
+            repos,
+            filters,
+            SweepOptions(run=opts, retry=retry),
+            store=b.store,
+            kick=celery_kick(b.celery),
+            dry_run=dry_run,
+        )
+        if as_json and (detach or dry_run):
+            sys.stdout.write(report.model_dump_json(indent=2) + "\n")
+        elif not as_json:
+            out.print(table(report))
+            out.print(counts(report), markup=False)
+        code = 1 if report.having("error") else 0
+        if detach or dry_run or not report.enqueued:
+            raise typer.Exit(code)
+        try:
+            ended = follow_all(b, report.enqueued)
+        except KeyboardInterrupt:
+            err.print("interrupted; the runs go on in the fleet (see `jury runs`)")
+            raise typer.Exit(1) from None
+    for row in report.rows:
+        if row.slug in ended and row.outcome == "enqueued":
+            row.reason = f"{row.reason}; ended {ended[row.slug] or 'gone from the store'}"
+    if as_json:
+        sys.stdout.write(report.model_dump_json(indent=2) + "\n")
+    if any(state != "converged" for state in ended.values()):
+        code = 1
+    raise typer.Exit(code)

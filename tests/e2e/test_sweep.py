@@ -1,0 +1,162 @@
+"""``jury sweep`` end to end: a fake GitHub (tests/fakes/forge_server.py) lists the PRs, a local bare
+repository stands for github.com (git's ``url.<base>.insteadOf``), the machine's Redis is the fleet's, and
+real ``jury worker`` processes run what must run, with the fake agents."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from orchestrator.domain import RoundStart, RunCarried
+from orchestrator.store.redis import from_url
+from tests.e2e.test_review import standard_jury
+from tests.e2e.test_review import workers as workers_fixture
+from tests.fakes.forge_server import FakePR, ForgeServer
+
+IDENTITY = ["-c", "user.name=T", "-c", "user.email=t@example.invalid", "-c", "commit.gpgsign=false"]
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), *IDENTITY, *args], capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def commit_on(work: Path, start: str, path: str, text: str) -> str:
+    """A new commit on top of ``start`` (a ref of ``work``) adding ``path``; its sha."""
+    git(work, "checkout", "--quiet", "--detach", start)
+    (work / path).write_text(text)
+    git(work, "add", path)
+    git(work, "commit", "--quiet", "-m", f"add {path}")
+    return git(work, "rev-parse", "HEAD")
+
+
+def publish_pr(remote: Path, work: Path, number: int, sha: str) -> None:
+    """What the forge does when a PR's head moves: its ``refs/pull/N/head`` in the repository."""
+    git(work, "push", "--quiet", "--force", str(remote), f"{sha}:refs/pull/{number}/head")
+
+
+@pytest.fixture
+def forge() -> Iterator[ForgeServer]:
+    with ForgeServer() as server:
+        yield server
+
+
+@pytest.fixture
+def remote(sample_repo: Path, tmp_path: Path) -> Path:
+    """github.com/acme/sample as a local bare repository."""
+    bare = tmp_path / "remotes" / "acme" / "sample.git"
+    bare.parent.mkdir(parents=True)
+    subprocess.run(["git", "clone", "--bare", "--quiet", str(sample_repo), str(bare)], check=True)
+    subprocess.run(["git", "-C", str(bare), "symbolic-ref", "HEAD", "refs/heads/main"], check=True)
+    return bare
+
+
+workers = workers_fixture  # two ``jury worker`` processes on the shared Redis (test_review's fixture)
+
+
+def forge_env(forge: ForgeServer, tmp_path: Path, redis_url: str) -> dict[str, str]:
+    gitconfig = tmp_path / "gitconfig"
+    gitconfig.write_text(f'[url "file://{tmp_path}/remotes/"]\n\tinsteadOf = https://github.com/\n')
+    return {
+        "GIT_CONFIG_GLOBAL": str(gitconfig),
+        "JURY_GITHUB_API": forge.github_api,
+        "JURY_REDIS_URL": redis_url,
+    }
+
+
+def swept(r) -> dict[int, dict]:
+    assert r.code == 0, r.out + r.err
+    return {row["number"]: row for row in json.loads(r.out)["rows"]}
+
+
+def wait_for(what: str, check, seconds: float = 120):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.3)
+    pytest.fail(f"not so after {seconds} s: {what}")
+
+
+def test_sweep_enqueues_once_per_head_and_carries_what_was_settled(
+    jury,
+    workers,
+    forge,
+    remote,
+    sample_repo,
+    write_config,
+    tmp_path,
+) -> None:
+    work = sample_repo
+    buggy = git(work, "rev-parse", "feature")  # PR 1: the median bug, which the jury finds and fixes
+    repo = forge.github_repo("acme/sample")
+    heads = {1: buggy}
+    for n in (2, 3, 4, 5):  # harmless changes: the finder finds nothing there
+        heads[n] = commit_on(work, "main", f"note{n}.md", f"note {n}\n")
+    for n, sha in heads.items():
+        publish_pr(remote, work, n, sha)
+    repo.add(FakePR(1, "median", buggy))
+    repo.add(FakePR(2, "note 2", heads[2]))
+    repo.add(FakePR(3, "a draft", heads[3], draft=True))
+    repo.add(FakePR(4, "into release", heads[4], base="release"))
+    repo.add(FakePR(5, "note 5", heads[5]))
+    env = forge_env(forge, tmp_path, workers)
+    config = standard_jury(write_config)
+    args = ["sweep", "acme/sample", "--base", "main", "--reviewer", "finder,quiet", "--judge", "judge"]
+    args += ["--config", str(config), "--json"]
+
+    # the matching PRs get a run each: not the draft, not the one into another base
+    first = swept(jury(*args, "--detach", env=env))
+    assert sorted(first) == [1, 2, 5]
+    assert {row["outcome"] for row in first.values()} == {"enqueued"}
+    slugs = {n: row["slug"] for n, row in first.items()}
+    assert len(set(slugs.values())) == 3
+
+    # a second sweep enqueues nothing: every head has its run
+    second = swept(jury(*args, "--detach", env=env))
+    assert {n: row["outcome"] for n, row in second.items()} == {1: "skipped", 2: "skipped", 5: "skipped"}
+    assert {n: row["slug"] for n, row in second.items()} == slugs
+    assert all(("in flight" in r["reason"] or "converged" in r["reason"]) for r in second.values())
+
+    # PR 1's run converges: the finder's median bug accepted with a fix
+    store = from_url(workers)
+    first_run = slugs[1]
+    wait_for(f"{first_run} converged", lambda: store.run_states([first_run])[first_run] == "converged")
+    settled = [e for e in store.read(first_run) if e.t == "finding.resolved" and e.verdict == "accepted"]
+    assert settled, "the first run settled nothing"
+    claim = next(e.claim for e in store.read(first_run) if e.t == "finding.raised" and e.id == settled[0].id)
+
+    # PR 1 moves; a dry run says it would be enqueued and changes nothing
+    moved = commit_on(work, buggy, "more.md", "more\n")
+    publish_pr(remote, work, 1, moved)
+    repo.prs[1].push(moved)
+    before = redis.Redis.from_url(workers).dbsize()
+    dry = swept(jury(*args, "--dry-run", env=env))
+    assert dry[1]["outcome"] == "would enqueue" and dry[1]["carried_from"] == first_run
+    assert {dry[2]["outcome"], dry[5]["outcome"]} == {"skipped"}
+    assert redis.Redis.from_url(workers).dbsize() == before  # no claim, no run, no key
+
+    # the third sweep enqueues PR 1 only, and its run starts from what the first run settled
+    third = swept(jury(*args, "--detach", env=env))
+    assert {n: row["outcome"] for n, row in third.items()} == {1: "enqueued", 2: "skipped", 5: "skipped"}
+    again = third[1]["slug"]
+    assert again not in slugs.values() and third[1]["head"] == moved
+    assert third[1]["carried_from"] == first_run and third[1]["carried"] == len(settled)
+    log = store.read(again)
+    (carried,) = [e for e in log if isinstance(e, RunCarried)]
+    assert carried.from_run == first_run and carried.from_head == buggy
+    assert [i.id for i in carried.items] == [f"{first_run}:{e.id}" for e in settled]
+    start = wait_for(
+        f"{again} round 1",
+        lambda: next((e for e in store.read(again) if isinstance(e, RoundStart) and e.n == 1), None),
+    )
+    assert f"run {first_run}" in start.prompt
+    assert f"{first_run}:{settled[0].id} [accepted] {claim}" in start.prompt
