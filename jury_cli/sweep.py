@@ -7,7 +7,7 @@ import dataclasses
 import sys
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -17,8 +17,9 @@ from jury_cli.context import DirOpt, err, out, settings_for
 from orchestrator.domain import TERMINAL_STATES
 from orchestrator.errors import UsageError
 from orchestrator.start import RunOptions
-from workers.sweep import SweepFilters, SweepOptions, SweepReport, celery_kick
-from workers.sweep import sweep as run_sweep
+
+if TYPE_CHECKING:
+    from workers.sweep import SweepReport
 
 REPOS_HELP = (
     "Repositories: OWNER/REPO (GitHub), GROUP/SUB/PROJECT (GitLab), github:OWNER/REPO, "
@@ -40,15 +41,6 @@ def table(report: SweepReport) -> Table:
             r.reason,
         )
     return t
-
-
-def counts(report: SweepReport) -> str:
-    words = "would enqueue" if report.dry_run else "enqueued"
-    enqueued = len(report.having("would enqueue" if report.dry_run else "enqueued"))
-    return (
-        f"{words} {enqueued}, skipped {len(report.having('skipped'))}, "
-        f"errors {len(report.having('error'))} ({report.seconds:.2f} s)"
-    )
 
 
 def follow_all(b: Backend, slugs: list[str]) -> dict[str, str | None]:
@@ -101,6 +93,9 @@ def sweep(
     dir: DirOpt = None,
 ) -> None:
     """Review every matching open PR of some repositories: one run per PR head not reviewed yet."""
+    from workers.sweep import SweepFilters, SweepOptions, celery_kick
+    from workers.sweep import sweep as run_sweep
+
     settings = settings_for(dir)
     opts = RunOptions(
         reviewers=reviewer, judge=judge, rounds=rounds, timeout=timeout, config=config, budget=budget
@@ -126,7 +121,7 @@ def sweep(
             sys.stdout.write(report.model_dump_json(indent=2) + "\n")
         elif not as_json:
             out.print(table(report))
-            out.print(counts(report), markup=False)
+            out.print(report.summary(), markup=False)
         code = 1 if report.having("error") else 0
         if detach or dry_run or not report.enqueued:
             raise typer.Exit(code)

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 from orchestrator.config import REPO_CONFIG_NAME, RepoFile
 from orchestrator.domain import Target
-from orchestrator.errors import ConfigError, GitError, TargetError
+from orchestrator.errors import ConfigError, GitError, JuryError, TargetError
 from orchestrator.git import git, git_bytes, merge_base, rev_parse
 from orchestrator.trust import MAX_FORGE_DEPTH, forge_identity, forge_name_problem
 
@@ -226,61 +226,129 @@ def resolve_url(url: str, state_dir: Path, trunk: str | None, forge_hosts: Itera
 
 def resolve_pulls(
     pulls: Sequence[tuple[str, str]], state_dir: Path, forge_hosts: Iterable[str] = ()
-) -> list[Target | TargetError]:
-    """Many PRs at once, each given as ``(url, trunk)``: what ``resolve_url`` makes of each, or the
-    ``TargetError`` that says why it could not, in the order given.
+) -> list[tuple[Target, RepoFile] | JuryError]:
+    """Many PRs at once, each given as ``(url, trunk)``: what ``resolve_url`` and ``repo_config`` make of
+    each, or the error that says why it could not, in the order given.
 
-    A sweep resolves a hundred PRs in one go, so this costs one ``git fetch`` per repository for every
-    PR head and trunk it needs, not one per PR; only when that fetch fails (a PR closed meanwhile, its
-    ref gone) are that repository's PRs fetched one by one, so one bad PR fails alone.
+    A sweep resolves a hundred PRs in one go, so git runs a few times per repository, not six times per
+    PR: one ``git fetch`` of every PR head and trunk it needs, one listing of the fetched refs, one read
+    of every head's subject, one of the top trees of every head and merge-base (``jury.toml``), and one
+    ``git merge-base`` per PR. Only when the fetch fails (a PR closed meanwhile, its ref gone) are that
+    repository's PRs fetched one by one, so one bad PR fails alone.
     """
-    found: list[Target | TargetError | None] = [None] * len(pulls)
+    found: list[tuple[Target, RepoFile] | JuryError | None] = [None] * len(pulls)
     repos: dict[tuple[str, str], list[tuple[int, PullRequest, str]]] = {}
     for i, (url, trunk) in enumerate(pulls):
         try:
             pr = parse_pr_url(url, forge_hosts)
-            if not trunk or trunk.startswith("-") or ".." in trunk:
+            if not trunk or trunk.startswith("-") or ".." in trunk or trunk.startswith("/"):
                 raise TargetError(f"PR {url}: bad base branch {trunk!r}")
         except TargetError as exc:
             found[i] = exc
             continue
         repos.setdefault((pr.host, pr.project), []).append((i, pr, trunk))
     for items in repos.values():
-        first = items[0][1]
-        trunks = sorted({trunk for _, _, trunk in items})
         try:
-            mirror, _ = _mirror(state_dir, first)
-        except GitError as exc:
+            _resolve_repo(state_dir, [(pulls[i][0], pr, trunk) for i, pr, trunk in items], found, items)
+        except (GitError, TargetError) as exc:
+            reason = exc if isinstance(exc, TargetError) else TargetError(_fetch_error(items[0][1], exc))
             for i, _, _ in items:
-                found[i] = TargetError(f"cannot fetch {pulls[i][0]}: {exc.stderr.strip()[-300:]}")
-            continue
-        heads = [f"+{_pr_ref(pr)}:refs/jury/pr/{pr.number}" for _, pr, _ in items]
-        bases = [f"+refs/heads/{t}:refs/remotes/origin/{t}" for t in trunks]
-        try:
-            git(["fetch", "--quiet", "origin", *heads, *bases], mirror)
-            fetched = True
-        except GitError:
-            fetched = False
-        for i, pr, trunk in items:
-            url = pulls[i][0]
+                found[i] = found[i] or reason
+    return [f if f is not None else TargetError("not resolved") for f in found]
+
+
+def _fetch_error(pr: PullRequest, exc: GitError) -> str:
+    return f"cannot fetch https://{pr.host}/{pr.project}: {exc.stderr.strip()[-300:]}"
+
+
+def _resolve_repo(
+    state_dir: Path,
+    prs: list[tuple[str, PullRequest, str]],
+    found: list[tuple[Target, RepoFile] | JuryError | None],
+    items: list[tuple[int, PullRequest, str]],
+) -> None:
+    """``resolve_pulls`` for the PRs of one repository, written into ``found`` at their indexes."""
+    mirror, _ = _mirror(state_dir, prs[0][1])
+    heads = [f"+{_pr_ref(pr)}:refs/jury/pr/{pr.number}" for _, pr, _ in prs]
+    bases = [f"+refs/heads/{t}:refs/remotes/origin/{t}" for t in sorted({t for _, _, t in prs})]
+    try:
+        git(["fetch", "--quiet", "origin", *heads, *bases], mirror)
+    except GitError:
+        for (url, pr, trunk), (i, _, _) in zip(prs, items, strict=True):
             try:
-                if not fetched:
-                    git(
-                        [
-                            "fetch",
-                            "--quiet",
-                            "origin",
-                            f"+{_pr_ref(pr)}:refs/jury/pr/{pr.number}",
-                            f"+refs/heads/{trunk}:refs/remotes/origin/{trunk}",
-                        ],
-                        mirror,
-                    )
-                found[i] = _pr_target(url, pr, mirror, trunk)
+                git(["fetch", "--quiet", "origin", f"+{_pr_ref(pr)}:refs/jury/pr/{pr.number}"], mirror)
+                git(
+                    ["fetch", "--quiet", "origin", f"+refs/heads/{trunk}:refs/remotes/origin/{trunk}"], mirror
+                )
             except GitError as exc:
                 found[i] = TargetError(f"cannot fetch {url}: {exc.stderr.strip()[-300:]}")
-            except TargetError as exc:
-                found[i] = exc
-    return [f if f is not None else TargetError("not resolved") for f in found]
+    listing = git(
+        [
+            "for-each-ref",
+            "--format=%(objectname) %(objecttype) %(refname)",
+            "refs/jury/pr/",
+            "refs/remotes/origin/",
+        ],
+        mirror,
+    )
+    refs = {
+        ref: sha
+        for sha, kind, ref in (line.split(" ", 2) for line in listing.splitlines())
+        if kind == "commit"
+    }
+    known: list[tuple[int, str, PullRequest, str, str, str]] = []  # index, url, pr, trunk, head, merge-base
+    for (url, pr, trunk), (i, _, _) in zip(prs, items, strict=True):
+        if found[i] is not None:
+            continue
+        head = refs.get(f"refs/jury/pr/{pr.number}")
+        trunk_rev = refs.get(f"refs/remotes/origin/{trunk}")
+        if head is None or trunk_rev is None:
+            what = "pull request head" if head is None else f"trunk '{trunk}'"
+            found[i] = TargetError(f"{url}: {what} not found in {mirror}")
+            continue
+        try:
+            base = merge_base(mirror, head, trunk_rev)
+        except GitError:
+            found[i] = TargetError(f"{pr.number} and the trunk {trunk} share no history")
+            continue
+        if base == head:
+            found[i] = TargetError(f"{pr.number} has no commits beyond the trunk {trunk}: nothing to review")
+            continue
+        known.append((i, url, pr, trunk, head, base))
+    if not known:
+        return
+    subjects = git(["log", "--no-walk=unsorted", "--format=%H %s", *{k[4] for k in known}], mirror)
+    titles = dict(line.split(" ", 1) if " " in line else (line, "") for line in subjects.splitlines())
+    entries = _top_entries(mirror, [c for k in known for c in (k[5], k[4])], REPO_CONFIG_NAME)
+    for i, url, pr, trunk, head, base in known:
+        name = pr.project.rsplit("/", 1)[-1]
+        target = Target(
+            repo=name,
+            id=pr.number,
+            url=url,
+            trunk=trunk,
+            state="queued",
+            attempt=stamp(),
+            head=head,
+            base=base,
+            reviewed_commit=head,
+            title=titles.get(head, ""),
+            path=str(mirror),
+        )
+        try:
+            repo_file = _repo_file(
+                mirror,
+                base,
+                entries[base],
+                entries[head],
+                where=pr.identity,
+                identity=pr.identity,
+                local=False,
+            )
+        except JuryError as exc:
+            found[i] = exc
+            continue
+        found[i] = (target, repo_file)
 
 
 def resolve(
@@ -315,8 +383,22 @@ def _tree_entry(repo: Path, rev: str) -> tuple[str, str] | None:
 def read_repo_file(repo: Path, base: str, head: str, *, where: str, identity: str, local: bool) -> RepoFile:
     """The repository's ``jury.toml`` as commit ``base`` (the merge-base) holds it, with a note when
     ``head`` holds another one. Only a regular file is read; never the working tree."""
-    source = f"{where}/{REPO_CONFIG_NAME} (at merge-base {base[:12]})"
     at_base, at_head = _tree_entry(repo, base), _tree_entry(repo, head)
+    return _repo_file(repo, base, at_base, at_head, where=where, identity=identity, local=local)
+
+
+def _repo_file(
+    repo: Path,
+    base: str,
+    at_base: tuple[str, str] | None,
+    at_head: tuple[str, str] | None,
+    *,
+    where: str,
+    identity: str,
+    local: bool,
+) -> RepoFile:
+    """``read_repo_file`` once the (mode, object id) of ``jury.toml`` at the base and the head are known."""
+    source = f"{where}/{REPO_CONFIG_NAME} (at merge-base {base[:12]})"
     notes = [CHANGED_NOTE] if at_base != at_head else []
     if at_base is None:
         return RepoFile(source=source, identity=identity, local=local, notes=notes)
@@ -342,6 +424,34 @@ def repo_identity(target: Target) -> str | None:
     if target.url:
         return _split_pr_url(target.url).identity
     return target.path
+
+
+def _top_entries(repo: Path, commits: Iterable[str], name: str) -> dict[str, tuple[str, str] | None]:
+    """The (mode, object id) of ``name`` at the top of each commit's tree (None: not there), every tree
+    read by one ``git cat-file --batch``: what ``_tree_entry`` tells of one commit, for a sweep's many."""
+    wanted = list(dict.fromkeys(commits))
+    if not wanted:
+        return {}
+    out = git_bytes(["cat-file", "--batch"], repo, input="".join(f"{c}^{{tree}}\n" for c in wanted).encode())
+    found: dict[str, tuple[str, str] | None] = {}
+    pos = 0
+    for commit in wanted:
+        end = out.index(b"\n", pos)
+        header = out[pos:end].split()
+        if len(header) != 3 or header[1] != b"tree":
+            raise TargetError(f"cannot read the tree of {commit} in {repo}")
+        size, width = int(header[2]), len(header[0]) // 2  # a binary object id: 20 bytes, 32 for sha256
+        tree, pos = out[end + 1 : end + 1 + size], end + 1 + size + 1
+        found[commit] = None
+        i = 0
+        while i < len(tree):  # entries: "<mode> <name>\0<binary id>"
+            space = tree.index(b" ", i)
+            nul = tree.index(b"\0", space)
+            if tree[space + 1 : nul] == name.encode():
+                found[commit] = (tree[i:space].decode().zfill(6), tree[nul + 1 : nul + 1 + width].hex())
+                break
+            i = nul + 1 + width
+    return found
 
 
 def repo_config(target: Target) -> RepoFile:

@@ -44,8 +44,7 @@ from orchestrator.forge import ForgeError, ForgeRef, ForgeSettings, PullRequest,
 from orchestrator.forge.select import make_forge, parse_ref
 from orchestrator.start import RunOptions, check_options, first_events, jury_config
 from orchestrator.store.base import LiveStore, PullHead, SweptStart, pull_head
-from orchestrator.store.files import FileStore, mirror
-from orchestrator.target import TargetError, make_slug, parse_pr_url, repo_config, resolve_pulls
+from orchestrator.target import make_slug, parse_pr_url, resolve_pulls
 
 Outcome = Literal["enqueued", "would enqueue", "skipped", "error"]
 Kick = Callable[[Sequence[str]], None]
@@ -95,6 +94,14 @@ class SweepReport(BaseModel):
     @property
     def enqueued(self) -> list[str]:
         return [r.slug for r in self.rows if r.outcome == "enqueued" and r.slug]
+
+    def summary(self) -> str:
+        """One line: how many PRs were enqueued (would be, in a dry run), skipped, and failed."""
+        word = "would enqueue" if self.dry_run else "enqueued"
+        return (
+            f"{word} {len(self.having(word))}, skipped {len(self.having('skipped'))}, "
+            f"errors {len(self.having('error'))} ({self.seconds:.2f} s)"
+        )
 
 
 @dataclass
@@ -236,16 +243,16 @@ def _prepare(settings: Settings, plans: list[_Plan], opts: RunOptions, operator_
     be fetched or configured fails alone, its row saying why."""
     resolved = resolve_pulls([(p.pr.web_url, p.pr.base) for p in plans], settings.dir, settings.forge_hosts)
     configs: dict[str, RepoConfig] = {}
-    for plan, target in zip(plans, resolved, strict=True):
-        if isinstance(target, TargetError):
-            _fail(plan, str(target))
+    for plan, done in zip(plans, resolved, strict=True):
+        if isinstance(done, JuryError):
+            _fail(plan, str(done))
             continue
+        target, repo_file = done
         named = parse_pr_url(plan.pr.web_url, settings.forge_hosts)
         if named.project.lower() != plan.ref.repo.lower() or int(named.number) != plan.pr.number:
             _fail(plan, f"the forge gave {plan.pr.web_url} for {plan.ref}#{plan.pr.number}")
             continue
         try:
-            repo_file = repo_config(target)
             key = repo_file.model_dump_json()  # PRs that share the trunk-side jury.toml share its config
             cfg = configs.get(key)
             if cfg is None:
@@ -273,8 +280,8 @@ def _slugs(settings: Settings, plans: list[_Plan], taken: set[str]) -> None:
 
 
 def _start(settings: Settings, store: LiveStore, kick: Kick, plans: list[_Plan]) -> None:
-    """Start the runs (one pipeline; a slug another host took meanwhile gets the next suffix), mirror
-    each log into the files record, and kick their coordinators."""
+    """Start the runs (one pipeline; a slug another host took meanwhile gets the next suffix) and kick
+    their coordinators."""
     taken: set[str] = set()
     todo, started = plans, []
     for _ in range(20):
@@ -298,10 +305,38 @@ def _start(settings: Settings, store: LiveStore, kick: Kick, plans: list[_Plan])
         todo = again
     for plan in todo:
         _fail(plan, "no free run name")
-    files = FileStore(settings.dir)
-    for plan in started:
-        mirror(store, files, plan.slug, fold(plan.events, plan.slug), plan.events)
+    # The files record is left to the coordinator's first pass, on the host that runs it: writing a
+    # hundred records here (an fsync each) would double the sweep's time for nothing the store lacks.
     kick([p.slug for p in started])
+
+
+def sweep_fleet(
+    settings: Settings,
+    repos: Sequence[str],
+    filters: SweepFilters,
+    options: SweepOptions,
+    *,
+    dry_run: bool = False,
+) -> SweepReport:
+    """``sweep`` onto the fleet of ``JURY_REDIS_URL`` (the scheduler's firings): its store, its broker."""
+    from orchestrator.store.redis import from_url
+    from workers.app import make_app
+
+    if not settings.redis_url:
+        raise UsageError("a sweep onto the fleet needs JURY_REDIS_URL")
+    store = from_url(settings.redis_url)
+    try:
+        return sweep(
+            settings,
+            repos,
+            filters,
+            options,
+            store=store,
+            kick=celery_kick(make_app(settings)),
+            dry_run=dry_run,
+        )
+    finally:
+        store.close()
 
 
 def celery_kick(app: Any) -> Kick:

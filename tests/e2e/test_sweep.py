@@ -160,3 +160,34 @@ def test_sweep_enqueues_once_per_head_and_carries_what_was_settled(
     )
     assert f"run {first_run}" in start.prompt
     assert f"{first_run}:{settled[0].id} [accepted] {claim}" in start.prompt
+
+
+def test_a_hundred_prs_are_enqueued_by_one_process(
+    jury, shared_redis, forge, remote, sample_repo, write_config, tmp_path
+) -> None:
+    """100 open PRs, --detach, no workers: one sweep enqueues every one (each run registered, logged
+    and active), the next enqueues none. The wall time is printed (`pytest -s`), not asserted."""
+    work = sample_repo
+    repo = forge.github_repo("acme/sample")
+    tree = git(work, "rev-parse", "feature^{tree}")
+    heads = {n: git(work, "commit-tree", tree, "-p", "feature", "-m", f"pr {n}") for n in range(1, 101)}
+    for n, sha in heads.items():
+        repo.add(FakePR(n, f"pr {n}", sha))
+    git(work, "push", "--quiet", str(remote), *(f"{sha}:refs/pull/{n}/head" for n, sha in heads.items()))
+    env = forge_env(forge, tmp_path, shared_redis)
+    args = ["sweep", "acme/sample", "--reviewer", "finder,quiet", "--judge", "judge", "--detach", "--json"]
+    args += ["--config", str(standard_jury(write_config))]
+    t0 = time.monotonic()
+    r = jury(*args, env=env)
+    wall = time.monotonic() - t0
+    rows = swept(r)
+    assert sorted(rows) == list(range(1, 101)) and {row["outcome"] for row in rows.values()} == {"enqueued"}
+    assert all(row["head"] == heads[n] for n, row in rows.items())
+    store = from_url(shared_redis)
+    slugs = [row["slug"] for row in rows.values()]
+    assert sorted(store.active_runs()) == sorted(slugs)
+    assert all(len(store.read(slug)) == 2 for slug in slugs[::10])  # target and jury.config
+    sweep_seconds = json.loads(r.out)["seconds"]
+    print(f"\nsweep of 100 PRs: {sweep_seconds:.2f} s in the sweep, {wall:.2f} s for the whole command")
+    again = swept(jury(*args, env=env))
+    assert {row["outcome"] for row in again.values()} == {"skipped"}
