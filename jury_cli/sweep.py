@@ -3,7 +3,6 @@ process (``workers.sweep``), then followed until they end unless ``--detach`` or
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -43,12 +42,18 @@ def table(report: SweepReport) -> Table:
     return t
 
 
-def follow_all(b: Backend, slugs: list[str]) -> dict[str, str | None]:
-    """Wait until every run ends; say each one's end as it comes."""
+def follow_all(b: Backend, slugs: list[str], publish: bool) -> dict[str, str | None]:
+    """Wait until every run ends (and, with ``publish``, has published its end); say each one's end as
+    it comes."""
+    from orchestrator.fold import fold
+    from orchestrator.publishing import awaiting_publish
+
     left, ended = set(slugs), {}
     while left:
         states = b.store.run_states(sorted(left))
         for slug, state in states.items():
+            if state in TERMINAL_STATES and publish and awaiting_publish(fold(b.store.read(slug), slug)):
+                continue
             if state is None or state in TERMINAL_STATES:
                 ended[slug] = state
                 left.discard(slug)
@@ -98,16 +103,24 @@ def sweep(
 
     settings = settings_for(dir)
     opts = RunOptions(
-        reviewers=reviewer, judge=judge, rounds=rounds, timeout=timeout, config=config, budget=budget
+        reviewers=reviewer,
+        judge=judge,
+        rounds=rounds,
+        timeout=timeout,
+        config=config,
+        budget=budget,
+        publish=publish,
     )
-    if publish:
-        if not any(f.name == "publish" for f in dataclasses.fields(RunOptions)):
-            raise UsageError("--publish: this Jury cannot publish runs yet")
-        opts = dataclasses.replace(opts, publish=True)  # type: ignore[call-arg]
     filters = SweepFilters(labels=tuple(label or ()), base=base, include_drafts=include_drafts)
     with backend(settings, concurrency) as b:
         if detach and b.embedded:
             raise UsageError("--detach needs JURY_REDIS_URL and workers started with `jury worker`")
+        if b.embedded and not dry_run:
+            err.print(
+                "note: without JURY_REDIS_URL this sweep's Redis lasts this command only, so the next sweep "
+                "does not know which heads it reviewed and reviews them again",
+                markup=False,
+            )
         report = run_sweep(
             settings,
             repos,
@@ -126,7 +139,7 @@ def sweep(
         if detach or dry_run or not report.enqueued:
             raise typer.Exit(code)
         try:
-            ended = follow_all(b, report.enqueued)
+            ended = follow_all(b, report.enqueued, publish)
         except KeyboardInterrupt:
             err.print("interrupted; the runs go on in the fleet (see `jury runs`)")
             raise typer.Exit(1) from None
