@@ -45,6 +45,8 @@ def error(status: int, message: str) -> JSONResponse:
 def create_app(settings: Settings, store: Any, guard: Guard, loopback: bool) -> GuardMiddleware:
     """The console over ``store`` (an ``EventStore``; a ``LiveStore`` brings ticks and the fleet)."""
 
+    list_folds = views.ListFolds()
+
     def known(slug: str) -> str | None:
         try:
             check_slug(slug)
@@ -70,7 +72,7 @@ def create_app(settings: Settings, store: Any, guard: Guard, loopback: bool) -> 
 
     def run_list(request: Request) -> Response:
         try:
-            return JSONResponse(views.run_list(store))
+            return JSONResponse(views.run_list(store, list_folds))
         except StoreError as exc:
             return error(503, str(exc))
 

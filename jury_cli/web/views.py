@@ -8,6 +8,8 @@ as text, never markup.
 
 from __future__ import annotations
 
+import os
+import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -28,8 +30,9 @@ from orchestrator.domain import (
     RunPublished,
     RunResumed,
 )
-from orchestrator.fold import RunState, apply, tick
-from orchestrator.store.base import EventStore, LiveStore
+from orchestrator.fold import RunState, apply, fold, restore, tick
+from orchestrator.store.base import EVENTS_FILE, EventStore, LiveStore
+from orchestrator.store.files import FileStore
 
 # The run list's order (codejury's): what needs a person first, then what runs, then what is done.
 STATE_ORDER = ("human", "review", "queued", "converged", "merged")
@@ -87,21 +90,87 @@ def folded(slug: str, events: list[Event], ticks: list[AgentAlive]) -> RunState:
     return s
 
 
+class ListFolds:
+    """The run list's folds, kept between requests (the page asks every few seconds): a live run is
+    brought up to date with the events after the position last folded, a files record is folded again
+    only when its log changed; anything that does not line up (the log deleted or begun again) is folded
+    from the coordinator's snapshot and what follows it, else from the whole log."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._live: dict[
+            str, tuple[RunState, str | None, str | None]
+        ] = {}  # slug -> (fold, origin, position)
+        self._files: dict[str, tuple[RunState, tuple[int, int]]] = {}  # slug -> (fold, (size, mtime))
+
+    def fold(self, store: EventStore, slug: str) -> RunState:
+        with self._lock:
+            if isinstance(store, LiveStore):
+                return self._fold_live(store, slug)
+            if isinstance(store, FileStore):
+                return self._fold_files(store, slug)
+            return fold(store.read(slug), slug)
+
+    def _fold_live(self, store: LiveStore, slug: str) -> RunState:
+        origin = store.origin(slug)
+        kept = self._live.get(slug)
+        if kept is not None and kept[1] == origin and origin is not None:
+            s, _, position = kept
+            after = store.read_after(slug, position)
+            if after is not None:
+                for pos, e in after:
+                    apply(s, e)
+                    position = pos
+                self._live[slug] = (s, origin, position)
+                return s
+        got = restore(store.read_snapshot(slug), origin)
+        if got is not None and (after := store.read_after(slug, got[1])) is not None:
+            s, position = got
+        else:
+            s, position, after = RunState(slug=slug), None, store.read_after(slug, None) or []
+        for pos, e in after:
+            apply(s, e)
+            position = pos
+        self._live[slug] = (s, origin, position)
+        return s
+
+    def _fold_files(self, store: FileStore, slug: str) -> RunState:
+        try:
+            st = os.stat(store.root / "runs" / slug / EVENTS_FILE)
+            stamp = (st.st_size, st.st_mtime_ns)
+        except OSError:
+            stamp = (-1, -1)
+        kept = self._files.get(slug)
+        if kept is not None and kept[1] == stamp:
+            return kept[0]
+        s = fold(store.read(slug), slug)
+        self._files[slug] = (s, stamp)
+        return s
+
+    def forget_others(self, slugs: list[str]) -> None:
+        with self._lock:
+            for table in (self._live, self._files):
+                for slug in set(table) - set(slugs):
+                    del table[slug]
+
+
 def state_rank(state: str) -> int:
     return STATE_ORDER.index(state) if state in STATE_ORDER else len(STATE_ORDER)
 
 
-def run_list(store: EventStore) -> dict[str, Any]:
+def run_list(store: EventStore, folds: ListFolds | None = None) -> dict[str, Any]:
     """Every run, sorted by state (``STATE_ORDER``) then newest first; one that cannot be read is listed
     under ``skipped`` with the reason, never blanking the list."""
+    folds = folds or ListFolds()
     rows: list[dict[str, Any]] = []
     skipped: list[dict[str, str]] = []
-    for slug in store.runs():  # newest first; the sort below is stable
+    slugs = store.runs()
+    folds.forget_others(slugs)
+    for slug in slugs:  # newest first; the sort below is stable
         try:
-            events = store.read(slug)
-            if not events:
+            s = folds.fold(store, slug)
+            if s.events == 0:
                 raise ValueError("no readable events")
-            s = folded(slug, events, [])
         except Exception as exc:  # one unreadable run never blanks the list
             skipped.append({"slug": slug, "reason": str(exc) or type(exc).__name__})
             continue

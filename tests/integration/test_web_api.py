@@ -389,3 +389,28 @@ def test_jury_web_binds_loopback_prints_the_token_url_and_refuses_other_addresse
         if p.stdout is not None:
             p.stdout.close()
     assert os.path.exists(tmp_path / "runs" / "acme-7")
+
+
+def test_the_run_list_folds_what_is_new_only(backing) -> None:
+    """The list keeps its folds between requests and reads only what each log gained (a live run starts
+    from the coordinator's snapshot); a new event still shows at once."""
+    from orchestrator.fold import fold, snapshot
+
+    settings, store = backing
+    store.append("acme-7", run.started())
+    if isinstance(store, RedisStore):  # a snapshot that says something the log does not: it is what is read
+        found = store.read_after("acme-7", None)
+        state = fold([e for _, e in found], "acme-7")
+        state.target = state.target.model_copy(update={"title": "from the snapshot"})
+        store.write_snapshot("acme-7", snapshot(state, found[-1][0], store.origin("acme-7")))
+    with console(settings, store) as base:
+        (first,) = httpx.get(f"{base}/api/runs").json()["runs"]
+        assert first["state"] == "review" and first["findings"] == 0
+        if isinstance(store, RedisStore):
+            assert first["title"] == "from the snapshot"
+        store.append("acme-7", run.alpha_found())
+        (later,) = httpx.get(f"{base}/api/runs").json()["runs"]
+        assert later["findings"] == 1 and later["open"] == 1
+        store.append("acme-7", [run.TargetEvent(eid="end", ts=run.at(80), target=run.Target(state="human"))])
+        (last,) = httpx.get(f"{base}/api/runs").json()["runs"]
+        assert last["state"] == "human"
