@@ -247,8 +247,31 @@ FireFn = Callable[[Firing], str]  # returns one line saying what the firing did;
 
 
 def fire_review(firing: Firing) -> str:
-    """A review sweep of the schedule's repositories (``workers.sweep``)."""
-    raise NotImplementedError("the review sweep (workers/sweep.py) is not part of this build yet")
+    """A review sweep of the schedule's repositories onto the fleet (``workers.sweep``), as ``jury sweep``
+    with the schedule's filters and options would: one run per matching open PR whose head has none."""
+    from orchestrator.start import RunOptions
+    from workers.sweep import SweepFilters, SweepOptions, sweep_fleet
+
+    s = firing.schedule
+    options = RunOptions(
+        reviewers=",".join(s.reviewers) if s.reviewers else None,
+        judge=s.judge,
+        rounds=s.rounds,
+        budget=s.budget,
+        config=firing.config_file,
+        publish=s.publish,
+    )
+    report = sweep_fleet(
+        firing.settings,
+        s.repos,
+        SweepFilters(labels=s.labels, base=s.base, include_drafts=s.include_drafts),
+        SweepOptions(run=options, retry=s.retry),
+    )
+    line = report.summary()
+    errors = report.having("error")
+    if errors:
+        line += f"; {errors[0].repo}{f'#{errors[0].number}' if errors[0].number else ''}: {errors[0].reason}"
+    return line
 
 
 def fire_verify(firing: Firing) -> str:

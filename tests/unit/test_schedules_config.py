@@ -56,6 +56,7 @@ def test_a_review_schedule_with_every_key() -> None:
         base="main",
         include_drafts=True,
         publish=True,
+        retry=True,
         reviewers=["codex"],
         judge="codex",
         rounds=3,
@@ -63,7 +64,7 @@ def test_a_review_schedule_with_every_key() -> None:
         timezone="Europe/Paris",
     )
     assert s.repos == ("acme/app", "gitlab:acme/sub/lib")
-    assert s.labels == ("jury", "ready") and s.base == "main" and s.include_drafts and s.publish
+    assert s.labels == ("jury", "ready") and s.base == "main" and s.include_drafts and s.publish and s.retry
     assert s.reviewers == ("codex",) and s.judge == "codex" and s.rounds == 3 and s.budget == 2.0
     assert s.cron_text() == "*/15 * * * * (Europe/Paris)"
 
