@@ -29,7 +29,9 @@ import redis
 from orchestrator.config import Settings
 from orchestrator.schedules import Schedule, parse_schedules, slot_after
 from orchestrator.store import keys
+from orchestrator.store.redis import from_url
 from tests.conftest import outside_env
+from tests.fakes.forge_server import FakePR, ForgeServer
 from workers.scheduler import Firing, FiringRecord, Scheduler, ScheduleStore, slot_time
 
 T = TypeVar("T")
@@ -319,3 +321,65 @@ def test_jury_schedules_lists_last_and_next_firings(
     )
     assert p.returncode == 0 and "JURY_REDIS_URL is not set" in p.stderr
     assert next(line for line in p.stdout.splitlines() if line.split()[0] == "nightly").split()[-4] == "?"
+
+
+def git(repo: Path, *args: str) -> str:
+    identity = ["-c", "user.name=T", "-c", "user.email=t@example.invalid", "-c", "commit.gpgsign=false"]
+    return subprocess.run(
+        ["git", "-C", str(repo), *identity, *args], capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def test_a_review_schedule_sweeps_and_its_next_firing_enqueues_nothing_again(
+    tmp_path: Path, shared_redis: str, store: ScheduleStore, sample_repo: Path
+) -> None:
+    """The review firing is a real sweep (a fake GitHub lists the PRs, a bare repository stands for
+    github.com): the first slot enqueues a run per PR, the next finds every head taken: a slot fired
+    twice would do no harm either."""
+    remote = tmp_path / "remotes" / "acme" / "sample.git"
+    remote.parent.mkdir(parents=True)
+    git(tmp_path, "clone", "--bare", "--quiet", str(sample_repo), str(remote))
+    git(remote, "symbolic-ref", "HEAD", "refs/heads/main")
+    heads = {1: git(sample_repo, "rev-parse", "feature")}
+    git(sample_repo, "checkout", "--quiet", "--detach", "main")
+    (sample_repo / "note.md").write_text("note\n")
+    git(sample_repo, "add", "note.md")
+    git(sample_repo, "commit", "--quiet", "-m", "note")
+    heads[2] = git(sample_repo, "rev-parse", "HEAD")
+    for n, sha in heads.items():
+        git(sample_repo, "push", "--quiet", "--force", str(remote), f"{sha}:refs/pull/{n}/head")
+    gitconfig = tmp_path / "gitconfig"
+    gitconfig.write_text(f'[url "file://{tmp_path}/remotes/"]\n\tinsteadOf = https://github.com/\n')
+    config = tmp_path / "config.toml"
+    config.write_text(
+        '[[schedules]]\nname = "prs"\ncron = "* * * * * */2"\nkind = "review"\nrepos = ["acme/sample"]\n'
+        'base = "main"\nreviewers = ["codex"]\njudge = "codex"\nrounds = 2\n'
+    )
+    with ForgeServer() as forge:
+        repo = forge.github_repo("acme/sample")
+        repo.add(FakePR(1, "median", heads[1]))
+        repo.add(FakePR(2, "a note", heads[2]))
+        env = {"GIT_CONFIG_GLOBAL": str(gitconfig), "JURY_GITHUB_API": forge.github_api}
+        p = spawn("review", tmp_path, shared_redis, config, env)
+
+        def why() -> str:
+            return (
+                f"firings: {store.firings('prs')}\n{(tmp_path / 'scheduler-review.log').read_text()[-4000:]}"
+            )
+
+        try:
+            first, second = wait_for(
+                "two review firings",
+                lambda: store.firings("prs")[:2] if len(store.firings("prs")) >= 2 else None,
+                90,
+                why,
+            )
+        finally:
+            p.send_signal(signal.SIGTERM)
+            p.wait(30)
+    assert first.ok and first.outcome.startswith("enqueued 2, skipped 0, errors 0"), why()
+    assert second.ok and second.outcome.startswith("enqueued 0, skipped 2, errors 0"), why()
+    assert second.slot > first.slot
+    runs = from_url(shared_redis)
+    assert len(runs.runs()) == 2  # one run per PR head, whatever the number of firings
+    runs.close()
