@@ -47,7 +47,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import redis
 import structlog
@@ -133,7 +133,7 @@ class FiringRecord:
     outcome: str
 
     @classmethod
-    def from_fields(cls, fields: Mapping[bytes | str, bytes | str]) -> FiringRecord:
+    def from_fields(cls, fields: Mapping[Any, Any]) -> FiringRecord:
         def text(name: str) -> str:
             value = fields.get(name.encode(), fields.get(name, b""))
             return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
@@ -221,7 +221,10 @@ class ScheduleStore:
     def firings(self, name: str) -> list[FiringRecord]:
         """Every firing the stream still holds, oldest first (a slot fired twice appears twice)."""
         with _errors("read the firings", name):
-            entries = self.client.xrange(keys.schedule_firings(self.prefix, name))
+            entries = cast(
+                list[tuple[bytes, dict[bytes, bytes]]],
+                self.client.xrange(keys.schedule_firings(self.prefix, name)),
+            )
         return [FiringRecord.from_fields(fields) for _id, fields in entries]
 
 

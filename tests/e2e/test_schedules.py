@@ -38,7 +38,7 @@ T = TypeVar("T")
 EVERY = 3  # seconds between the slots of the multi-process test's schedule
 
 
-def wait_for(what: str, check: Callable[[], T], timeout: float, why: Callable[[], str] = str) -> T:
+def wait_for(what: str, check: Callable[[], T | None], timeout: float, why: Callable[[], str] = str) -> T:
     """Poll ``check`` until it returns something truthy; fail naming ``what`` after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while True:
@@ -129,22 +129,18 @@ def test_two_schedulers_fire_each_slot_once_and_the_survivor_takes_over(
 
     try:
         # Both up (each has logged its start), then three slots fired after that.
+        def up(name: str) -> bool:
+            return b"scheduler.start" in (tmp_path / f"scheduler-{name}.log").read_bytes()
+
         for name in procs:
-            wait_for(
-                f"scheduler {name} to start",
-                lambda n=name: b"scheduler.start" in (tmp_path / f"scheduler-{n}.log").read_bytes(),
-                60,
-                why,
-            )
+            wait_for(f"scheduler {name} to start", lambda: up(name), 60, why)  # noqa: B023 (waited here)
         started = time.time()
-        fired = wait_for(
-            "three slots fired while both schedulers run",
-            lambda: (
-                (f := [r for r in firings() if r.slot >= started]) and len({r.slot for r in f}) >= 3 and f
-            ),
-            60,
-            why,
-        )
+
+        def three_slots() -> list[FiringRecord] | None:
+            found = [r for r in firings() if r.slot >= started]
+            return found if len({r.slot for r in found}) >= 3 else None
+
+        fired = wait_for("three slots fired while both schedulers run", three_slots, 60, why)
         slots = sorted(r.slot for r in fired)
         assert Counter(r.slot for r in firings()).most_common(1)[0][1] == 1, why()  # never twice
         # Each firing was a real `jury verify` of the repository (no converged run there: nothing to re-run).
@@ -235,11 +231,13 @@ def test_missed_slots_fire_once_and_a_dead_claimer_is_taken_over(
     assert store.claim("h", latest + 3600, "dead-host:1:abc", 1.0) == "claimed"
     scheduler.tick()
     assert fired == [latest]  # held: not fired while the claim lives
-    wait_for(
-        "the dead claimer's slot to be taken over",
-        lambda: (scheduler.tick(), settle(), fired[-1] == latest + 3600)[-1],
-        30,
-    )
+
+    def taken_over() -> bool:
+        scheduler.tick()
+        settle()
+        return fired[-1] == latest + 3600
+
+    wait_for("the dead claimer's slot to be taken over", taken_over, 30)
     assert fired == [latest, latest + 3600]
     assert [r.slot for r in store.firings("h")] == [latest, latest + 3600]
 
@@ -368,9 +366,14 @@ def test_a_review_schedule_sweeps_and_its_next_firing_enqueues_nothing_again(
             )
 
         try:
+
+            def two() -> list[FiringRecord] | None:
+                found = store.firings("prs")
+                return found[:2] if len(found) >= 2 else None
+
             first, second = wait_for(
                 "two review firings",
-                lambda: store.firings("prs")[:2] if len(store.firings("prs")) >= 2 else None,
+                two,
                 90,
                 why,
             )
