@@ -355,7 +355,9 @@ def reap(rt: Runtime) -> list[str]:
     """
     resent: list[str] = []
     for slug in active_runs(rt):
-        state = fold(rt.store.read(slug), slug)
+        # From the coordinator's snapshot and the events after it (``load``): every worker reaps in
+        # turn, every period, so a pass costs what each run logged since, not each run's whole log.
+        state = load(rt, slug)[0]
         if state.state in TERMINAL_STATES and not awaiting_publish(state):
             rt.store.deactivate(slug)
             continue
