@@ -197,6 +197,9 @@ def summary(console: Console, s: RunState, where: str | None = None) -> None:
                 console.print(f"    {a}: {slot.error}", markup=False)
             if slot.wrote:
                 console.print(f"    {a} changed files (discarded): {', '.join(slot.wrote)}", markup=False)
+    for a in s.inflight():
+        if a.deferred:  # put back with a countdown, not yet running again
+            console.print(f"  {a.key} waiting ({a.deferred})", markup=False, highlight=False)
     if s.findings:
         table = Table(title="findings", box=None, header_style="bold")
         for col in ("id", "status", "loc", "claim", "reason"):

@@ -160,7 +160,7 @@ class DispatchedAction(Model):
     done: bool = False
     ok: bool = True
     backoffs: int = 0  # times a model sent it back (rate-limit): its next attempt's number
-    deferred: str | None = None  # why it was last put back with a countdown (a slot, a rate limit)
+    deferred: str | None = None  # why it waits, put back with a countdown (a slot, a rate limit)
 
 
 class CommitInfo(Model):
@@ -316,6 +316,8 @@ def apply(s: RunState, e: Event) -> None:
                 a.backoffs += e.reason == "rate-limit"
                 a.deferred = f"{e.reason}: {e.note}" if e.note else e.reason
         case AgentLaunch():
+            if e.key is not None and (a := s.actions.get(e.key)) is not None:
+                a.deferred = None  # it runs now
             if e.role == "reviewer" and (r := s.round(e.round)) is not None:
                 launched = r.agents.setdefault(e.agent, AgentSlot(agent=e.agent))
                 launched.state, launched.launched_at = "running", e.ts

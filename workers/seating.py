@@ -140,7 +140,7 @@ class Progress(SeatHooks):
     def before_run(self, seat: Seat, request: SeatRequest) -> None:
         a = self.job.action
         launch = AgentLaunch(
-            eid=f"{a.key}:launch",
+            eid=attempt_key(self.job, "launch"),  # an attempt after a rate limit launches anew
             agent=a.agent or "",
             round=a.round,
             role=request.role,

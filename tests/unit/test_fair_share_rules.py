@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
+from jury_cli.progress import summary
 from orchestrator.config import Settings
 from orchestrator.domain import (
     ActionDeferred,
@@ -279,4 +281,11 @@ def test_a_rate_limited_model_puts_its_action_back_numbering_each_attempt(
         (f"{KEY}:backoff:2", "rate-limit", REAP_AFTER / 2),
     ]
     assert [x[:3] for x in tw.later] == [("review", "one", KEY)] * 2
-    assert not tw.leases.is_done(f"one:{KEY}") and tw.state("one").actions[KEY].backoffs == 2
+    state = tw.state("one")
+    assert not tw.leases.is_done(f"one:{KEY}") and state.actions[KEY].backoffs == 2
+    # what `jury show` says of it while it waits, and no longer once it runs again
+    shown = Console(record=True, width=200)
+    summary(shown, state)
+    assert f"{KEY} waiting (rate-limit: acme/x answered 429 with Retry-After 600s)" in shown.export_text()
+    tw.store.append("one", [AgentLaunch(eid=f"{KEY}:b2:launch", agent="a", round=1, key=KEY)])
+    assert tw.state("one").actions[KEY].deferred is None
