@@ -176,6 +176,11 @@ def test_slots_of_a_daily_cron_in_a_time_zone_across_daylight_saving() -> None:
     assert slot_after(paris, at("2026-03-27T12:00:00")) == at("2026-03-28T02:00:00")
     assert slot_at_or_before(paris, at("2026-03-29T00:59:59")) == at("2026-03-28T02:00:00")
     assert slot_at_or_before(paris, at("2026-03-29T01:00:00")) == at("2026-03-29T03:00:00", "Europe/Paris")
+    # 02:30 does not exist on 29 March (fires at 03:00 CEST) and occurs twice on 25 October (fires twice).
+    half_past_two = one(cron="30 2 * * *", timezone="Europe/Paris")
+    assert slot_after(half_past_two, at("2026-03-28T12:00:00")) == at("2026-03-29T01:00:00")
+    first = slot_after(half_past_two, at("2026-10-24T12:00:00"))
+    assert (first, slot_after(half_past_two, first)) == (at("2026-10-25T00:30:00"), at("2026-10-25T01:30:00"))
     utc = one(cron="0 3 * * *")
     assert slot_after(utc, at("2026-03-28T12:00:00")) == at("2026-03-29T03:00:00")
 
