@@ -90,7 +90,7 @@ def inflight(store: LiveStore) -> dict[str, Any]:
     """The active runs (the reaper's set): each with its state and the actions it has out."""
     from orchestrator.fold import fold
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     for slug in store.active_runs():
         try:
             s = fold(store.read(slug), slug)

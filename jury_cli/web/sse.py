@@ -18,7 +18,7 @@ from typing import Any
 
 import anyio.to_thread
 
-from jury_cli.web.views import read_since, ticks_of
+from jury_cli.web.views import log_stamp, read_since, ticks_of
 from orchestrator.domain import dump_event
 from orchestrator.errors import StoreError
 from orchestrator.store.base import EventStore
@@ -38,11 +38,17 @@ async def follow(
 ) -> AsyncIterator[str]:
     """Frames for the run's events after ``position``, then for each new one, until the client leaves."""
     ticks_seen: list[str] | None = None
+    stamp_seen: tuple[int, int] | None = None
     beat = time.monotonic()
     yield "retry: 2000\n\n"
     while not await disconnected():
         try:
-            found, reset = await anyio.to_thread.run_sync(read_since, store, slug, position)
+            stamp = await anyio.to_thread.run_sync(log_stamp, store, slug)
+            if stamp is None or stamp != stamp_seen:  # a files record that did not change is not read again
+                found, reset = await anyio.to_thread.run_sync(read_since, store, slug, position)
+                stamp_seen = stamp
+            else:
+                found, reset = [], False
             ticks = await anyio.to_thread.run_sync(ticks_of, store, slug)
         except StoreError as exc:
             yield frame("problem", json.dumps({"error": str(exc)}))
@@ -53,9 +59,9 @@ async def follow(
         for pos, event in found:
             yield frame("log", dump_event(event), pos)
             position = pos
-        stamp = [t.model_dump_json() for t in ticks]
-        if stamp != ticks_seen:
-            ticks_seen = stamp
+        latest = [t.model_dump_json() for t in ticks]
+        if latest != ticks_seen:
+            ticks_seen = latest
             yield frame("alive", json.dumps([t.wire() for t in ticks]))
         if found or reset:
             beat = time.monotonic()

@@ -31,7 +31,7 @@ from orchestrator.domain import (
     RunResumed,
 )
 from orchestrator.fold import RunState, apply, fold, restore, tick
-from orchestrator.store.base import EVENTS_FILE, EventStore, LiveStore
+from orchestrator.store.base import EVENTS_FILE, EventStore, LiveStore, check_slug
 from orchestrator.store.files import FileStore
 
 # The run list's order (codejury's): what needs a person first, then what runs, then what is done.
@@ -74,6 +74,18 @@ def read_since(store: EventStore, slug: str, position: str | None) -> tuple[list
     if after < 0 or after > len(events):
         return [(str(i + 1), e) for i, e in enumerate(events)], True
     return [(str(after + i + 1), e) for i, e in enumerate(events[after:])], False
+
+
+def log_stamp(store: EventStore, slug: str) -> tuple[int, int] | None:
+    """The size and change time of a files record's log (it only grows, so an unchanged stamp means nothing
+    new to read); None for a live store, which is asked for what follows a position instead."""
+    if not isinstance(store, FileStore):
+        return None
+    try:
+        st = os.stat(store.root / "runs" / check_slug(slug) / EVENTS_FILE)
+    except OSError:
+        return (-1, -1)
+    return (st.st_size, st.st_mtime_ns)
 
 
 def ticks_of(store: EventStore, slug: str) -> list[AgentAlive]:
@@ -135,11 +147,7 @@ class ListFolds:
         return s
 
     def _fold_files(self, store: FileStore, slug: str) -> RunState:
-        try:
-            st = os.stat(store.root / "runs" / slug / EVENTS_FILE)
-            stamp = (st.st_size, st.st_mtime_ns)
-        except OSError:
-            stamp = (-1, -1)
+        stamp = log_stamp(store, slug) or (-1, -1)
         kept = self._files.get(slug)
         if kept is not None and kept[1] == stamp:
             return kept[0]

@@ -21,7 +21,7 @@ import pytest
 from jury_cli.web.app import create_app
 from jury_cli.web.auth import COOKIE, Guard
 from orchestrator.config import Settings
-from orchestrator.domain import RunCancel
+from orchestrator.domain import RunCancel, RunResumed
 from orchestrator.store.files import FileStore
 from orchestrator.store.redis import RedisStore
 from orchestrator.store.redis import from_url as redis_store
@@ -253,6 +253,13 @@ def test_actions_need_the_token_and_the_console_origin(shared_redis: str, tmp_pa
             assert store.cancel_flagged("acme-7")
             r = httpx.post(f"{base}/api/runs/acme-7/publish", headers=good)  # jury publish's own refusal
             assert r.status_code == 409 and "publish it once it has ended" in r.json()["error"]
+            # Resume: what `jury review --resume SLUG --detach` does, through the fleet's Redis.
+            store.append("acme-8", run.started(state="failed"))
+            r = httpx.post(f"{base}/api/runs/acme-8/resume", headers=good)
+            assert r.status_code == 200, r.text
+            resumed = [e for e in store.read("acme-8") if isinstance(e, RunResumed)]
+            assert len(resumed) == 1 and "acme-8" in store.active_runs()
+            assert httpx.get(f"{base}/api/runs/acme-8").json()["state"] == "review"
             # An ended run without a PR: the forge is never reached, and the failure is said, not a success.
             store.append("acme-9", run.started(state="failed"))
             r = httpx.post(f"{base}/api/runs/acme-9/publish", headers=good)
@@ -399,7 +406,7 @@ def test_the_run_list_folds_what_is_new_only(backing) -> None:
     settings, store = backing
     store.append("acme-7", run.started())
     if isinstance(store, RedisStore):  # a snapshot that says something the log does not: it is what is read
-        found = store.read_after("acme-7", None)
+        found = store.read_after("acme-7", None) or []
         state = fold([e for _, e in found], "acme-7")
         state.target = state.target.model_copy(update={"title": "from the snapshot"})
         store.write_snapshot("acme-7", snapshot(state, found[-1][0], store.origin("acme-7")))
