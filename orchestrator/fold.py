@@ -60,7 +60,7 @@ from orchestrator.refute.record import RefutationRecord
 
 # Bumped whenever ``apply`` or the state's shape changes: a snapshot folded by another version is not
 # trusted, and the state is folded again from the whole log (the log stays the only truth).
-FOLD_VERSION = 3
+FOLD_VERSION = 4
 
 FindingStatus = Literal["open", "accepted", "rejected", "deferred", "superseded"]
 
