@@ -107,7 +107,9 @@ def test_the_worker_that_reaped_last_killed_mid_review_the_survivor_finishes_the
         """The worker that just took the reaper's lock, if it runs one of the reviews and no coordinator
         holds the run (a worker killed inside a pass stalls the run for the lock's timeout)."""
         pipe = fleet.client.pipeline(transaction=True)
-        pipe.get(reaper).pttl(reaper).exists(lock)
+        pipe.get(reaper)
+        pipe.pttl(reaper)
+        pipe.exists(lock)
         holder, ttl_ms, locked = pipe.execute()
         by_id = {w.id: pid for pid, w in present(fleet).items()}
         pid = by_id.get(holder.decode()) if holder else None
@@ -115,6 +117,7 @@ def test_the_worker_that_reaped_last_killed_mid_review_the_survivor_finishes_the
         return pid if pid in runs_on.values() and fresh and not locked else None
 
     victim = wait_for("the reaper to be a worker running a review", reaper_to_kill, 60, fleet.why(slug))
+    assert victim is not None
     killed_at = time.monotonic()
     os.kill(victim, signal.SIGKILL)
     workers[victim].wait()
@@ -201,7 +204,9 @@ def test_rolling_restart_hands_running_actions_back_at_once(
     assert_converged_with_the_fix(state)
     events = fleet.events(slug)
     assert_log_is_clean(events)
-    reports = [e.key for e in events if e.t == "agent.report" and e.key.startswith("review:r1:")]
+    reports = [
+        e.key or "" for e in events if e.t == "agent.report" and (e.key or "").startswith("review:r1:")
+    ]
     assert sorted(reports) == ["review:r1:finder", "review:r1:quiet"]
     assert len(pids_of(fake_state, "finder")) == 5  # round 1 three times, round 2, the reply
     logs = "".join(f.read_text(errors="replace") for f in fleet.logs.glob("worker-*.log"))
