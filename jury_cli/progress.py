@@ -29,6 +29,7 @@ from orchestrator.domain import (
     RefuteVerdict,
     ReplyAnswered,
     RoundStart,
+    RunCarried,
     TargetEvent,
     ToolRefused,
     VerifyRan,
@@ -89,6 +90,8 @@ def event_line(e: Event) -> str | None:
             )
         case RefuteSkipped():
             return f"  second opinion on {e.id or 'the converged claim'}: not run: {e.reason}"
+        case RunCarried():
+            return f"starts from run {e.from_run}: {len(e.items)} settled findings carried over"
         case ActionDeferred():
             why = "waiting for a slot" if e.reason == "slot" else "rate-limited"
             return f"  {e.key} put back ({why}, again in {e.seconds:.0f}s): {e.note}"
@@ -189,6 +192,11 @@ def summary(console: Console, s: RunState, where: str | None = None) -> None:
         )
         for note in s.config.config_notes:  # what the configuration loader set aside, and trust
             console.print(f"  config: {note}", markup=False, highlight=False)
+    if s.carried_from:
+        console.print(
+            f"  carried over: {len(s.carried)} settled findings of run {s.carried_from} (an earlier head)",
+            markup=False,
+        )
     for r in s.rounds:
         verdicts = ", ".join(f"{a}={slot.state}" for a, slot in r.agents.items())
         console.print(f"  round {r.n} at {r.sha[:12]}: {verdicts}", markup=False, highlight=False)

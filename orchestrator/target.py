@@ -318,7 +318,7 @@ def _resolve_repo(
     if not known:
         return
     subjects = git(["log", "--no-walk=unsorted", "--format=%H %s", *{k[4] for k in known}], mirror)
-    titles = dict(line.split(" ", 1) if " " in line else (line, "") for line in subjects.splitlines())
+    titles = {sha: subject for sha, _, subject in (line.partition(" ") for line in subjects.splitlines())}
     entries = _top_entries(mirror, [c for k in known for c in (k[5], k[4])], REPO_CONFIG_NAME)
     for i, url, pr, trunk, head, base in known:
         name = pr.project.rsplit("/", 1)[-1]

@@ -97,7 +97,7 @@ class SweepReport(BaseModel):
 
     def summary(self) -> str:
         """One line: how many PRs were enqueued (would be, in a dry run), skipped, and failed."""
-        word = "would enqueue" if self.dry_run else "enqueued"
+        word: Outcome = "would enqueue" if self.dry_run else "enqueued"
         return (
             f"{word} {len(self.having(word))}, skipped {len(self.having('skipped'))}, "
             f"errors {len(self.having('error'))} ({self.seconds:.2f} s)"

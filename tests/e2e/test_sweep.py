@@ -138,11 +138,15 @@ def test_sweep_enqueues_once_per_head_and_carries_what_was_settled(
     moved = commit_on(work, buggy, "more.md", "more\n")
     publish_pr(remote, work, 1, moved)
     repo.prs[1].push(moved)
-    before = redis.Redis.from_url(workers).dbsize()
+    client = redis.Redis.from_url(workers)
+    claims = sorted(client.scan_iter(match="jury:sweep:*"))
+    runs, active = store.runs(), store.active_runs()
     dry = swept(jury(*args, "--dry-run", env=env))
     assert dry[1]["outcome"] == "would enqueue" and dry[1]["carried_from"] == first_run
     assert {dry[2]["outcome"], dry[5]["outcome"]} == {"skipped"}
-    assert redis.Redis.from_url(workers).dbsize() == before  # no claim, no run, no key
+    # no claim, no run (the workers still finishing PRs 2 and 5 write keys of their own meanwhile)
+    assert sorted(client.scan_iter(match="jury:sweep:*")) == claims and store.runs() == runs
+    assert set(store.active_runs()) <= set(active)
 
     # the third sweep enqueues PR 1 only, and its run starts from what the first run settled
     third = swept(jury(*args, "--detach", env=env))
@@ -160,6 +164,10 @@ def test_sweep_enqueues_once_per_head_and_carries_what_was_settled(
     )
     assert f"run {first_run}" in start.prompt
     assert f"{first_run}:{settled[0].id} [accepted] {claim}" in start.prompt
+    shown = jury("show", again, env=env)
+    assert f"carried over: {len(settled)} settled findings of run {first_run}" in shown.out, (
+        shown.out + shown.err
+    )
 
 
 def test_a_hundred_prs_are_enqueued_by_one_process(

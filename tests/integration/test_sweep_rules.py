@@ -51,10 +51,16 @@ def setup(
         yield server, config, feature
 
 
-def run(server: ForgeServer, config: Path, store: MemoryStore, kicked: list[str], **kw: bool) -> SweepReport:
-    opts = SweepOptions(
-        run=RunOptions(reviewers="finder", judge="judge", config=config), retry=kw.pop("retry", False)
-    )
+def run(
+    server: ForgeServer,
+    config: Path,
+    store: MemoryStore,
+    kicked: list[str],
+    *,
+    dry_run: bool = False,
+    retry: bool = False,
+) -> SweepReport:
+    opts = SweepOptions(run=RunOptions(reviewers="finder", judge="judge", config=config), retry=retry)
     fs = ForgeSettings.model_construct(
         github_api="http://127.0.0.1:9/none",
         gitlab_api=server.gitlab_api,
@@ -74,13 +80,13 @@ def run(server: ForgeServer, config: Path, store: MemoryStore, kicked: list[str]
         store=store,
         kick=kicked.extend,
         forge_settings=fs,
-        **kw,
+        dry_run=dry_run,
     )
 
 
 def test_gitlab_labels_dry_run_and_retry(setup: tuple[ForgeServer, Path, str]) -> None:
     server, config, feature = setup
-    store, kicked = MemoryStore(), []
+    store, kicked = MemoryStore(), list[str]()
     dry = run(server, config, store, kicked, dry_run=True)
     assert [(r.number, r.outcome) for r in dry.rows] == [(1, "would enqueue")]  # the label filter
     assert store.runs() == [] and kicked == []  # a dry run changes nothing
@@ -88,22 +94,24 @@ def test_gitlab_labels_dry_run_and_retry(setup: tuple[ForgeServer, Path, str]) -
     first = run(server, config, store, kicked)
     (row,) = first.rows
     assert (row.repo, row.number, row.outcome, row.head) == (f"gitlab:{PROJECT}", 1, "enqueued", feature)
-    assert kicked == [row.slug] and store.active_runs() == [row.slug]
-    state = fold(store.read(row.slug))
+    slug = row.slug
+    assert slug is not None and kicked == [slug] and store.active_runs() == [slug]
+    state = fold(store.read(slug))
     assert (
         state.target.url == f"https://gitlab.com/{PROJECT}/-/merge_requests/1"
         and state.target.trunk == "main"
     )
 
     # the run ended human: not run again, unless asked
-    store.write_state(row.slug, {"target": {"state": "human"}})
+    store.write_state(slug, {"target": {"state": "human"}})
     again = run(server, config, store, kicked)
     assert again.rows[0].outcome == "skipped" and "--retry" in again.rows[0].reason
     retried = run(server, config, store, kicked, retry=True)
-    assert retried.rows[0].outcome == "enqueued" and f"retries run {row.slug}" in retried.rows[0].reason
-    assert retried.rows[0].slug != row.slug and len(kicked) == 2
+    retry_slug = retried.rows[0].slug
+    assert retried.rows[0].outcome == "enqueued" and f"retries run {slug}" in retried.rows[0].reason
+    assert retry_slug is not None and retry_slug != slug and len(kicked) == 2
     # a converged run is never retried
-    store.write_state(retried.rows[0].slug, {"target": {"state": "converged"}})
+    store.write_state(retry_slug, {"target": {"state": "converged"}})
     last = run(server, config, store, kicked, retry=True)
     assert last.rows[0].outcome == "skipped" and last.rows[0].reason.startswith("converged")
 
