@@ -295,8 +295,16 @@ def timeline(s: RunState, events: list[Event], ticks: list[AgentAlive], now: dat
     }
 
 
-def rounds(s: RunState) -> list[dict[str, Any]]:
-    """A card per round: its tree and each reviewer's verdict."""
+def rounds(s: RunState, now: datetime) -> list[dict[str, Any]]:
+    """A card per round: its tree and each reviewer's verdict (a running one's time: its latest tick, else
+    the time since its launch)."""
+
+    def elapsed(slot: Any) -> float:
+        launched = _ts(slot.launched_at)
+        if slot.state == "running" and not slot.seconds and launched is not None:
+            return round(max(0.0, (now - launched).total_seconds()), 1)
+        return float(slot.seconds)
+
     return [
         {
             "n": r.n,
@@ -309,7 +317,7 @@ def rounds(s: RunState) -> list[dict[str, Any]]:
                     "agent": slot.agent,
                     "state": slot.state,
                     "summary": slot.summary,
-                    "seconds": slot.seconds,
+                    "seconds": elapsed(slot),
                     "quietSeconds": slot.quiet_seconds,
                     "error": slot.error,
                     "rawFile": slot.raw_file,
@@ -454,6 +462,7 @@ def artifacts(s: RunState) -> list[str]:
 def run_page(slug: str, log: LogRead, ticks: list[AgentAlive], now: datetime | None = None) -> dict[str, Any]:
     """Everything the run page shows. ``position`` is where its live events resume."""
     s = folded(slug, log.events, ticks)
+    now = now or datetime.now(UTC)
     cfg = s.config
     return {
         "slug": slug,
@@ -475,8 +484,8 @@ def run_page(slug: str, log: LogRead, ticks: list[AgentAlive], now: datetime | N
         "events": s.events,
         "started": s.first_ts,
         "updated": s.last_ts,
-        "timeline": timeline(s, log.events, ticks, now or datetime.now(UTC)),
-        "rounds": rounds(s),
+        "timeline": timeline(s, log.events, ticks, now),
+        "rounds": rounds(s, now),
         "conversations": conversations(s, log.events),
         "findings": findings(s),
         "finalCheck": s.final_check.model_dump(mode="json") if s.final_check is not None else None,

@@ -21,7 +21,7 @@ import pytest
 from jury_cli.web.app import create_app
 from jury_cli.web.auth import COOKIE, Guard
 from orchestrator.config import Settings
-from orchestrator.domain import RunCancel, RunResumed
+from orchestrator.domain import Event, RunCancel, RunResumed
 from orchestrator.store.files import FileStore
 from orchestrator.store.redis import RedisStore
 from orchestrator.store.redis import from_url as redis_store
@@ -113,6 +113,10 @@ def test_run_page_shows_the_timeline_rounds_conversation_findings_and_spend(back
     assert judge["role"] == "judge" and judge["state"] == "done"
     (r1,) = page["rounds"]
     assert {v["agent"]: v["state"] for v in r1["verdicts"]} == {"alpha": "found", "beta": "running"}
+    beta_seconds = next(v["seconds"] for v in r1["verdicts"] if v["agent"] == "beta")
+    assert (
+        beta_seconds == 30.0 if isinstance(store, RedisStore) else beta_seconds >= 80
+    )  # tick, else since launch
     talk = {c["agent"]: [i["kind"] for i in c["items"]] for c in page["conversations"]}
     assert talk == {"alpha": ["report", "finding", "verdict", "commit", "reply", "answer"], "beta": []}
     (f,) = page["findings"]
@@ -132,7 +136,7 @@ def test_run_page_shows_the_timeline_rounds_conversation_findings_and_spend(back
     assert "patches/r1-alpha-1.patch" in page["artifacts"]
 
 
-def test_an_agent_left_without_an_end_is_abandoned_once_the_run_ended(tmp_path: Path) -> None:
+def test_an_agent_left_without_an_end_is_abandoned_once_the_run_ended_or_resumed(tmp_path: Path) -> None:
     store = FileStore(tmp_path)
     ended = run.started() + [
         run.TargetEvent(eid="state:failed", ts=run.at(50), target=run.Target(state="failed"))
@@ -143,6 +147,27 @@ def test_an_agent_left_without_an_end_is_abandoned_once_the_run_ended(tmp_path: 
     states = {lane["agent"]: lane["bars"][0]["state"] for lane in page["timeline"]["lanes"]}
     assert states == {"alpha": "abandoned", "beta": "abandoned"}
     assert page["timeline"]["live"] is False
+    # Resumed: what ran before the resume is abandoned; the agent launched again is running, in the same lane.
+    again: list[Event] = [
+        RunResumed(eid="resume:1", ts=run.at(60), epoch=1),
+        run.TargetEvent(eid="state:review:e1", ts=run.at(60), target=run.Target(state="review")),
+        run.ActionDispatched(
+            eid="d:again",
+            ts=run.at(61),
+            key="review:1:alpha:e1",
+            kind="review",
+            round=1,
+            agent="alpha",
+            epoch=1,
+        ),
+        run.AgentLaunch(eid="again:launch", ts=run.at(62), agent="alpha", round=1, key="review:1:alpha:e1"),
+    ]
+    store.append("gone-1", again)
+    with console(Settings(dir=tmp_path, redis_url=None), store) as base:
+        page = httpx.get(f"{base}/api/runs/gone-1").json()
+    lanes = {lane["agent"]: [b["state"] for b in lane["bars"]] for lane in page["timeline"]["lanes"]}
+    assert lanes == {"alpha": ["abandoned", "running"], "beta": ["abandoned"]}
+    assert page["timeline"]["live"] is True
 
 
 def test_events_follow_the_log_and_resume_from_last_event_id(backing) -> None:
