@@ -48,6 +48,9 @@ log = structlog.get_logger()
 # The longest a task sleeps in its worker slot for a model's Retry-After; a model that asks for longer
 # sends the task back to the queue (``workers.agents.run.RateLimited``).
 SLEEP_AT_MOST = 5.0
+# Put-backs of one action by its model after which its Retry-After is slept (capped) instead, and the
+# agent fails as any whose models keep failing: a quota that never comes back ends the run, in time.
+MAX_BACKOFFS = 30
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ import structlog
 from orchestrator.domain import AgentAlive, AgentLaunch, BudgetSpent, Role, ToolRefused
 from workers.agents import AgentRun, Seat, SeatHooks, SeatRequest, run_seat
 from workers.agents.seat import CALL_DROPPED, CALL_ENDED
-from workers.limits import SLEEP_AT_MOST
+from workers.limits import MAX_BACKOFFS, SLEEP_AT_MOST
 from workers.runtime import Job, Runtime, ensure_held, reconcile, reserve, reserve_call
 
 log = structlog.get_logger()
@@ -63,10 +63,18 @@ def run_agent(
         tick_every=cfg.alive_every,
         max_output=rt.settings.max_output,
         interrupted=job.interrupted,
-        defer_after=SLEEP_AT_MOST,  # a longer Retry-After puts the action back (RateLimited)
+        defer_after=defer_after(job),
         hooks=job_hooks(rt, job),
     )
     return run_seat(request)
+
+
+def defer_after(job: Job) -> float | None:
+    """How long the job's model may make it sleep in its worker slot before the action is put back
+    (``RateLimited``): ``SLEEP_AT_MOST``; None once a model sent it back ``MAX_BACKOFFS`` times, so a
+    model that never stops refusing (a spent quota) does not hold its run for ever: the wait is then
+    slept, capped, as outside a worker, and the agent fails as it always did when its models fail."""
+    return SLEEP_AT_MOST if job.action.backoffs < MAX_BACKOFFS else None
 
 
 def attempt_key(job: Job, what: str) -> str:

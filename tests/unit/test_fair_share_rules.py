@@ -32,15 +32,16 @@ from orchestrator.domain import (
     Target,
     TargetEvent,
 )
-from orchestrator.fold import RunState, fold
+from orchestrator.fold import RunState, apply, fold
 from orchestrator.store.files import FileStore
 from orchestrator.store.memory import ManualClock, MemoryStore
 from workers import coordinator
 from workers.agents.run import RateLimited
 from workers.lease import MemoryLeases
 from workers.ledger import MemoryLedger
-from workers.limits import MemorySlots, Slot, slots_for, subjects, wanted
-from workers.runtime import Runtime, finish, load_job
+from workers.limits import MAX_BACKOFFS, SLEEP_AT_MOST, MemorySlots, Slot, slots_for, subjects, wanted
+from workers.runtime import Job, Runtime, finish, load_job
+from workers.seating import defer_after
 
 LEASE_TTL = 600.0  # the heartbeats never renew during a test: the clock decides
 REAP_AFTER = 120.0
@@ -289,3 +290,17 @@ def test_a_rate_limited_model_puts_its_action_back_numbering_each_attempt(
     assert f"{KEY} waiting (rate-limit: acme/x answered 429 with Retry-After 600s)" in shown.export_text()
     tw.store.append("one", [AgentLaunch(eid=f"{KEY}:b2:launch", agent="a", round=1, key=KEY)])
     assert tw.state("one").actions[KEY].deferred is None
+
+
+def test_a_model_that_never_stops_refusing_is_waited_for_in_the_slot_in_the_end() -> None:
+    """After MAX_BACKOFFS put-backs the seat is asked to sleep (capped) rather than send the action back
+    once more: a spent quota ends the run in time instead of holding it for ever."""
+    state = run_state(Target(path="/src/app", state="review"), Limits())
+    events = [
+        ActionDeferred(eid=f"k:backoff:{n}", key="k", reason="rate-limit", seconds=1) for n in range(1, 40)
+    ]
+    for n, event in enumerate(events, 1):
+        before = defer_after(Job(slug="s", state=state, action=state.actions["k"]))
+        assert before == (SLEEP_AT_MOST if n - 1 < MAX_BACKOFFS else None)
+        apply(state, event)
+    assert state.actions["k"].backoffs == 39
