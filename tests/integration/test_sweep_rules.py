@@ -48,6 +48,7 @@ def setup(
         project = server.gitlab_project(PROJECT)
         project.add(FakePR(1, "labelled", feature, labels=["jury"]))
         project.add(FakePR(2, "not labelled", feature))
+        project.add(FakePR(3, "closed meanwhile: its ref is gone", "e" * 40, labels=["jury"]))
         yield server, config, feature
 
 
@@ -88,11 +89,13 @@ def test_gitlab_labels_dry_run_and_retry(setup: tuple[ForgeServer, Path, str]) -
     server, config, feature = setup
     store, kicked = MemoryStore(), list[str]()
     dry = run(server, config, store, kicked, dry_run=True)
-    assert [(r.number, r.outcome) for r in dry.rows] == [(1, "would enqueue")]  # the label filter
+    assert [(r.number, r.outcome) for r in dry.rows] == [(1, "would enqueue"), (3, "would enqueue")]
     assert store.runs() == [] and kicked == []  # a dry run changes nothing
 
     first = run(server, config, store, kicked)
-    (row,) = first.rows
+    row, gone = first.rows
+    # the PR whose ref cannot be fetched fails alone, saying why; the other is enqueued
+    assert (gone.number, gone.outcome, gone.slug) == (3, "error", None) and "cannot fetch" in gone.reason
     assert (row.repo, row.number, row.outcome, row.head) == (f"gitlab:{PROJECT}", 1, "enqueued", feature)
     slug = row.slug
     assert slug is not None and kicked == [slug] and store.active_runs() == [slug]
