@@ -33,6 +33,7 @@ from orchestrator.errors import StoreError
 from orchestrator.fold import RunState, apply, restore
 from orchestrator.store.redis import RedisStore
 from workers.app import QUEUES
+from workers.presence import WorkerPresence, live_workers
 
 log = structlog.get_logger()
 
@@ -176,6 +177,22 @@ def actions_in_flight(folds: Iterable[RunState]) -> dict[str, int]:
     return dict(counts)
 
 
+def workers_by_state(workers: Iterable[WorkerPresence]) -> dict[str, int]:
+    """Live workers (their presence records, ``workers.presence``) by state: running, draining."""
+    counts = Counter(w.state for w in workers)
+    return {name: counts.get(name, 0) for name in ("running", "draining")}
+
+
+def worker_slots(workers: Iterable[WorkerPresence], queues: Sequence[str] = QUEUES) -> dict[str, int]:
+    """Task slots (concurrency) of the running workers that consume each queue: 0 means nobody takes it."""
+    slots = dict.fromkeys(queues, 0)
+    for w in workers:
+        if w.state == "running":
+            for q in w.queues:
+                slots[q] = slots.get(q, 0) + (w.concurrency or 1)
+    return slots
+
+
 @dataclass
 class Fleet:
     """One reading of the fleet (``read``)."""
@@ -183,6 +200,7 @@ class Fleet:
     runs: dict[str, RunState] = field(default_factory=dict)  # slug -> fold
     queues: dict[str, int] = field(default_factory=dict)  # queue -> messages waiting
     in_flight: dict[str, int] = field(default_factory=dict)  # queue -> delivered, not acknowledged
+    workers: list[WorkerPresence] = field(default_factory=list)  # the live workers
 
     @property
     def by_state(self) -> dict[str, int]:
@@ -194,8 +212,11 @@ class Fleet:
 
 
 def read(folds: RunFolds, queues: Sequence[str] = QUEUES) -> Fleet:
-    """The fleet now: every run's fold, every queue's depth and tasks in flight."""
+    """The fleet now: every run's fold, every queue's depth and tasks in flight, the live workers."""
     client = folds.store.client
     return Fleet(
-        runs=folds.runs(), queues=queue_depths(client, queues), in_flight=tasks_in_flight(client, queues)
+        runs=folds.runs(),
+        queues=queue_depths(client, queues),
+        in_flight=tasks_in_flight(client, queues),
+        workers=live_workers(client, folds.store.prefix),
     )

@@ -290,6 +290,20 @@ def fleet_families(fleet: fleetview.Fleet) -> Iterator[GaugeMetricFamily]:
     for (agent, model), usd in sorted(fleet.spend.items()):
         spent.add_metric([agent, model], usd)
     yield spent
+    workers = GaugeMetricFamily(
+        "jury_fleet_workers", "Live workers (their presence in Redis) by state.", labels=["state"]
+    )
+    for state, n in fleetview.workers_by_state(fleet.workers).items():
+        workers.add_metric([state], n)
+    yield workers
+    slots = GaugeMetricFamily(
+        "jury_fleet_worker_slots",
+        "Task slots of the running workers that consume each queue (0: no worker takes it).",
+        labels=["queue"],
+    )
+    for queue, n in fleetview.worker_slots(fleet.workers, list(fleet.queues)).items():
+        slots.add_metric([queue], n)
+    yield slots
     unknown = GaugeMetricFamily(
         "jury_fleet_unknown_cost_calls", "Agent calls of the runs in the fleet's Redis whose cost is unknown."
     )

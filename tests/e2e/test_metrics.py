@@ -21,6 +21,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from orchestrator.config import load_settings
 from tests.conftest import FAKE_SANDBOX_KEYS
 from tests.e2e.test_fleet import (  # noqa: F401  (fixtures: the private Redis and the fleet on it)
     AGENT,
@@ -30,6 +31,7 @@ from tests.e2e.test_fleet import (  # noqa: F401  (fixtures: the private Redis a
     private_redis,
     wait_for,
 )
+from workers.app import make_app
 
 LEVELS = {"debug", "info", "warning", "error", "critical"}
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -150,6 +152,8 @@ def test_metrics_during_and_after_a_run_match_jury_show_and_logs_are_json(
 
     during = wait_for("the run, its queue and its task in the metrics", under_way, 60, fleet.why(slug))
     assert value(during, "jury_fleet_up") == 1
+    assert value(during, "jury_fleet_workers", state="running") == 1  # its presence, one slot a queue
+    assert value(during, "jury_fleet_worker_slots", queue="review") == 1
     assert value(during, "jury_fleet_runs") == 1  # every state named; only this run counted
     assert {ls for (n, ls) in during if n == "jury_fleet_queue_depth"} == {
         frozenset({("queue", q)}) for q in ("control", "review", "triage", "reply", "refute")
@@ -246,8 +250,10 @@ def test_a_prefork_worker_serves_what_its_pool_children_counted(
     out, err = worker_logs
     worker = start_worker(fleet, out, err, "--pool", "prefork")
     scrape = scraper(fleet, err)
+    app = make_app(load_settings().model_copy(update={"redis_url": fleet.url}))
+    app.send_task("jury.reap")  # a task, run by a pool child
     reaped = wait_for(
-        "the reap at start, counted by a pool child",
+        "the reap task, counted by a pool child",
         lambda: (
             (s := scrape()) and value(s, "jury_worker_tasks_total", kind="reap", state="SUCCESS") >= 1 and s
         ),
