@@ -241,10 +241,19 @@ class FileStore:
             _write_atomic(path, bytes(data))
 
     def get_artifact(self, slug: str, name: str) -> bytes | None:
-        """The artifact's bytes, or None."""
-        path = self._run_dir(slug) / check_artifact_name(name)
+        """The artifact's bytes, or None.
+
+        Only a regular file inside the run's directory once every symlink is resolved: a link planted in
+        a run directory (to another run, to a key file) reads as no artifact, never as the file it names.
+        """
+        run_dir = self._run_dir(slug)
+        path = run_dir / check_artifact_name(name)
         try:
-            return path.read_bytes()
+            real = path.resolve(strict=True)
+            if not real.is_relative_to(run_dir.resolve(strict=True)) or not real.is_file():
+                log.warning("store.artifact_outside_run", slug=slug, name=name)
+                return None
+            return real.read_bytes()
         except FileNotFoundError:
             return None
         except OSError as exc:

@@ -296,6 +296,23 @@ class TestContract:
         with pytest.raises(StoreError):
             store.get_artifact(SLUG, name)
 
+    def test_an_artifact_link_out_of_its_run_reads_as_none(
+        self, file_store: FileStore, tmp_path: Path
+    ) -> None:
+        secret = tmp_path / "secret.key"
+        secret.write_bytes(b"sk-not-for-anyone")
+        file_store.put_artifact(SLUG, "kept.txt", b"ok")
+        file_store.put_artifact("neighbour", "theirs.txt", b"other run")
+        run_dir = file_store.root / "runs" / SLUG
+        (run_dir / "key.txt").symlink_to(secret)
+        (run_dir / "up").symlink_to(tmp_path)
+        (run_dir / "next.txt").symlink_to(file_store.root / "runs" / "neighbour" / "theirs.txt")
+        (run_dir / "inside.txt").symlink_to(run_dir / "kept.txt")
+        assert file_store.get_artifact(SLUG, "key.txt") is None
+        assert file_store.get_artifact(SLUG, "up/secret.key") is None
+        assert file_store.get_artifact(SLUG, "next.txt") is None
+        assert file_store.get_artifact(SLUG, "inside.txt") == b"ok"  # a link within the run is its file
+
     def test_state_round_trip(self, store: EventStore) -> None:
         assert store.read_state(SLUG) is None
         state = {"target": {"repo": "acme/widgets", "state": "review"}, "rounds": [{"n": 1}], "note": "é"}
