@@ -42,7 +42,9 @@ def test_doctor_in_a_container_without_user_namespaces_says_what_to_change(tmp_p
         "/dev/null",
         "/run/.containerenv",
     ]
-    jail += ["--bind", str(tmp_path), str(tmp_path), "--chdir", str(ROOT), "--"]
+    # the checkout (and its venv) again over the private /tmp, where a CI clone may live
+    jail += ["--ro-bind", str(ROOT), str(ROOT), "--bind", str(tmp_path), str(tmp_path)]
+    jail += ["--chdir", str(ROOT), "--"]
     r = subprocess.run(
         [*jail, sys.executable, "-m", "jury_cli", "doctor"],
         capture_output=True,

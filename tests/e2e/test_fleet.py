@@ -914,7 +914,7 @@ def test_cancel_kills_the_running_agents_group_and_ends_the_run_cancelled(
 ) -> None:
     worker = fleet.worker(concurrency=2)
     config = write_config(
-        agent("finder", "find", fake_state, sleep=120, child=True, ignore_term=True),
+        agent("finder", "find", fake_state, sleep=900, child=True, ignore_term=True),
         agent("quiet", "clean", fake_state),
         agent("judge", "clean", fake_state, judge_mode="fix"),
     )
@@ -922,12 +922,10 @@ def test_cancel_kills_the_running_agents_group_and_ends_the_run_cancelled(
     pids = fleet.wait_launched(slug, "review:r1:finder", "finder")
     assert len(pids) == 2 and all(alive(p) for p in pids)  # the agent (deaf to SIGTERM) and its child
 
-    started = time.monotonic()
     r = fleet.jury("cancel", slug)
     assert r.returncode == 0 and f"cancelling {slug}" in r.stdout, r.stdout + r.stderr
-    # the CLI's start, the worker's cancel check (once a second) and JURY_KILL_GRACE, not the agent's 120 s
-    wait_for("the agent's group to be killed", lambda: not any(alive(p) for p in pids), 10, fleet.why(slug))
-    assert time.monotonic() - started < 10
+    # killed, not left to its 900 s: the deadline is far below the agent's own time and far above a stall
+    wait_for("the agent's group to be killed", lambda: not any(alive(p) for p in pids), 120, fleet.why(slug))
 
     state = fleet.wait_ended(slug, timeout=30)
     assert state.state == "cancelled" and state.target.state_note == "cancelled by the user"
