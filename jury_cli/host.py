@@ -65,6 +65,10 @@ def worker(
         int | None,
         typer.Option(help="Serve Prometheus metrics on this port, /metrics (0: any free port, logged)."),
     ] = None,
+    metrics_host: Annotated[
+        str,
+        typer.Option(help="The address the metrics endpoint binds (0.0.0.0 for a scraper on another host)."),
+    ] = "127.0.0.1",
 ) -> None:
     """Run a worker against the shared Redis of JURY_REDIS_URL. Every worker reaps in turn (one per
     JURY_REAP_EVERY, behind a Redis lock); SIGTERM drains it: running agents get JURY_SHUTDOWN_GRACE
@@ -98,7 +102,7 @@ def worker(
     if unknown:
         raise UsageError(f"unknown queue(s) {', '.join(sorted(unknown))}; known: {', '.join(QUEUES)}")
     celery = make_app(settings)
-    bound = serve_metrics(settings, metrics_port) if metrics_port is not None else None
+    bound = serve_metrics(settings, metrics_port, metrics_host) if metrics_port is not None else None
     argv = [
         "worker",
         "-Q",
@@ -160,17 +164,18 @@ def metrics_dir(settings: Settings) -> Path:
     return path
 
 
-def serve_metrics(settings: Settings, port: int) -> int:
+def serve_metrics(settings: Settings, port: int, host: str = "127.0.0.1") -> int:
     """Serve the worker's metrics endpoint from now on: the port bound (a port in use is a usage error,
-    before the worker starts)."""
+    before the worker starts). Loopback unless the operator names another address: the figures (runs,
+    spend) are the fleet's business."""
     from orchestrator.store.redis import from_url
     from workers.app import celery_url
     from workers.metrics import serve, worker_registry
 
     try:
-        bound = serve(port, worker_registry(from_url(celery_url(settings.redis_url))))
+        bound = serve(port, worker_registry(from_url(celery_url(settings.redis_url))), addr=host)
     except OSError as exc:
-        raise UsageError(f"cannot serve metrics on port {port}: {exc.strerror or exc}") from exc
+        raise UsageError(f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}") from exc
     return bound
 
 

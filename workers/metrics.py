@@ -336,7 +336,7 @@ def worker_registry(store: RedisStore) -> CollectorRegistry:
     return registry
 
 
-def serve(port: int, registry: CollectorRegistry, addr: str = "0.0.0.0") -> int:
+def serve(port: int, registry: CollectorRegistry, addr: str = "127.0.0.1") -> int:
     """Serve ``registry`` on http://addr:port/metrics from a daemon thread; the port bound (0: any)."""
     server, _ = start_http_server(port, addr=addr, registry=registry)
     return int(server.server_port)

@@ -98,6 +98,7 @@ def test_every_jury_command_line_parses_and_reaches_the_one_redis() -> None:
         assert url.startswith("redis://:${JURY_REDIS_PASSWORD") and url.endswith("@redis:6379/0"), name
     for svc in WORKERS.values():
         assert option(svc["command"], "--metrics-port") == "9100"
+        assert option(svc["command"], "--metrics-host") == "0.0.0.0"  # scraped from another container
     assert "flower" in SERVICES and "celery" in SERVICES["flower"]["command"]
 
 
