@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from jury_cli import host, metrics, publish, refute, review, runs, schedules, sweep, verify
+from jury_cli import fetch, host, metrics, publish, refute, review, runs, schedules, sweep, verify
 from jury_cli.context import err
 from jury_cli.web.command import web
 from orchestrator.errors import JuryError
@@ -26,6 +26,7 @@ app.command()(runs.runs)
 app.command()(runs.show)
 app.command()(host.agents)
 app.command()(runs.cancel)
+app.command()(fetch.fetch)
 app.command()(refute.refute)
 app.command()(host.worker)
 app.command()(host.doctor)

@@ -160,7 +160,9 @@ def review(
             "--config", help="The operator's config file (default $JURY_CONFIG, else ~/.jury/config.toml)."
         ),
     ] = None,
-    push: Annotated[bool, typer.Option(help="Push accepted fixes to the reviewed branch.")] = False,
+    push: Annotated[
+        bool, typer.Option(help="Push accepted fixes: to the reviewed branch, or a PR's jury/SLUG branch.")
+    ] = False,
     publish: Annotated[
         bool, typer.Option(help="Publish the run to its PR when it ends: a review and the `jury` check.")
     ] = False,

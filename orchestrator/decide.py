@@ -342,7 +342,8 @@ def converge(s: RunState, cfg: JuryConfig, n: int) -> list[Action]:
         if not s.actions[key].done:
             return []
         if not s.actions[key].ok:
-            why = f"the fixes could not be pushed to {s.target.branch}; they are on jury/{s.slug}"
+            where = s.target.branch or f"the forge as jury/{s.slug}"  # a PR URL's own branch
+            why = f"the fixes could not be pushed to {where}; they are on jury/{s.slug}"
             return [end(s, "failed", why)]
     fixes = sum(1 for f in s.findings.values() if f.status == "accepted")
     return [end(s, "converged", f"all reviewers clean in round {n}; {fixes} fix(es) accepted")]

@@ -3,14 +3,19 @@
 Every command runs ``git`` directly (argv, never a shell) with hooks and fsmonitor disabled, so a
 repository under review cannot run code through git; inherited variables that would point git at another
 repository, index or object store are dropped. The worker side's plumbing (worktrees, deterministic
-commits) is built on these in ``workers/worktree.py``.
+commits, a host's mirrors of remote targets) is built on these in ``workers/worktree.py`` and
+``workers/mirror.py``; ``repo_lock`` serializes what changes one repository's shape (a mirror's clone and
+fetches, git's worktree list) between the threads and processes of one host.
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import os
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 import structlog
@@ -92,3 +97,19 @@ def rev_parse(repo: Path, rev: str) -> str:
 def merge_base(repo: Path, a: str, b: str) -> str:
     """The best common ancestor of ``a`` and ``b``; GitError when they share none."""
     return git(["merge-base", a, b], repo).strip()
+
+
+@contextmanager
+def repo_lock(repo: Path, lock_dir: Path) -> Iterator[None]:
+    """Hold an exclusive flock for ``repo`` (keyed by its resolved path) — across threads and processes.
+
+    Each holder opens the lock file anew, and flock locks belong to the open file, so two threads of one
+    process exclude each other as two processes do."""
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    key = hashlib.sha1(str(repo.resolve()).encode(), usedforsecurity=False).hexdigest()
+    fd = os.open(lock_dir / f"{key}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock

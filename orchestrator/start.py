@@ -71,11 +71,6 @@ def jury_config(settings: Settings, cfg: RepoConfig, target: Target, opts: RunOp
     budget = opts.budget if opts.budget is not None else settings.budget
     if budget is not None and budget < 0:
         raise UsageError("--budget must be zero or more US dollars")
-    if opts.push and target.url:
-        raise UsageError(
-            "--push needs the PR's branch name, which git alone cannot tell for a PR URL; "
-            "review the branch locally to push"
-        )
     if opts.publish and not target.url:
         raise UsageError(
             "--publish needs a PR/MR URL to publish to; a local branch has no PR (review its PR's URL)"

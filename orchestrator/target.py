@@ -3,10 +3,11 @@ and read the repository's ``jury.toml`` from the trunk side of it.
 
 A PR URL is validated before anything is fetched: https only, a host from the allow-list (github.com,
 gitlab.com and the operator's ``JURY_FORGE_HOSTS``), owner, group and repository names that cannot
-climb, escape or read as options, and a number of digits. It is then fetched into a bare mirror under
-``<dir>/mirrors`` (``refs/pull/N/head`` on GitHub, ``refs/merge-requests/N/head`` on GitLab); git's own
-``url.<base>.insteadOf`` rewrites apply, which is how tests point a github.com URL at a local bare
-repository.
+climb, escape or read as options, and a number of digits. It is then fetched into this host's bare mirror
+under ``<dir>/mirrors/HOST/PROJECT.git`` (``refs/pull/N/head`` on GitHub, ``refs/merge-requests/N/head``
+on GitLab), under the mirror's lock; git's own ``url.<base>.insteadOf`` rewrites apply, which is how tests
+point a github.com URL at a local bare repository. The mirror is this host's alone: a worker on another
+host keeps its own (``workers/mirror.py``), so the target's ``path`` is only the submitting host's.
 
 The reviewed repository's ``jury.toml`` is read at the merge-base of the head with the trunk
 (``repo_config``), never from the working tree or the PR head: what a pull request changes in it is
@@ -16,7 +17,10 @@ reported and never applied.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+import shutil
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,7 +29,7 @@ from urllib.parse import urlsplit
 from orchestrator.config import REPO_CONFIG_NAME, RepoFile
 from orchestrator.domain import Target
 from orchestrator.errors import ConfigError, GitError, JuryError, TargetError
-from orchestrator.git import git, git_bytes, merge_base, rev_parse
+from orchestrator.git import git, git_bytes, merge_base, repo_lock, rev_parse
 from orchestrator.trust import MAX_FORGE_DEPTH, forge_identity, forge_name_problem
 
 # The forges every Jury knows, and the one kind of request each serves; an enterprise host from
@@ -177,20 +181,67 @@ def parse_pr_url(url: str, forge_hosts: Iterable[str] = ()) -> PullRequest:
     return pr
 
 
-def _pr_ref(pr: PullRequest) -> str:
-    """The ref the forge keeps a PR's head under."""
+def remote_url(pr: PullRequest) -> str:
+    """The repository's clone URL on its forge (git's ``url.<base>.insteadOf`` rewrites apply)."""
+    return f"https://{pr.host}/{pr.project}.git"
+
+
+def pr_ref(pr: PullRequest) -> str:
+    """The ref the forge keeps the request's head under."""
     return f"refs/pull/{pr.number}/head" if pr.kind == "pull" else f"refs/merge-requests/{pr.number}/head"
 
 
-def _mirror(state_dir: Path, pr: PullRequest) -> tuple[Path, str]:
-    """The bare mirror of ``pr``'s repository under ``<dir>/mirrors`` (cloned on first use), and its
-    remote's URL."""
-    remote = f"https://{pr.host}/{pr.project}.git"
-    mirror = state_dir / "mirrors" / pr.host / f"{pr.project}.git"
-    if not (mirror / "HEAD").exists():
-        mirror.parent.mkdir(parents=True, exist_ok=True)
-        git(["clone", "--bare", "--quiet", remote, str(mirror)], state_dir)
-    return mirror, remote
+def mirror_path(state_dir: Path, pr: PullRequest) -> Path:
+    """This host's bare mirror of the request's repository, keyed by its remote (host and project)."""
+    return state_dir / "mirrors" / pr.host / f"{pr.project}.git"
+
+
+def mirror_locks(state_dir: Path) -> Path:
+    """Where the mirrors' locks are (``repo_lock``): one per mirror, for its clone and its fetches."""
+    return state_dir / "mirrors" / ".locks"
+
+
+# No automatic gc or maintenance in a mirror: it only grows by fetches and Jury's own commits, and a
+# repack while another process reads it is a race nobody needs.
+_FETCH = ["-c", "gc.auto=0", "-c", "maintenance.auto=false", "fetch", "--quiet", "--no-tags"]
+
+
+def open_mirror(mirror: Path, remote: str) -> None:
+    """Clone ``remote`` bare into ``mirror`` unless it is there. The caller holds the mirror's lock; the
+    clone is made beside it and renamed into place, so a clone cut short is never taken for a mirror."""
+    if (mirror / "HEAD").exists():
+        return
+    mirror.parent.mkdir(parents=True, exist_ok=True)
+    tmp = mirror.with_name(f".{mirror.name}.{uuid.uuid4().hex[:8]}")
+    try:
+        git(["clone", "--bare", "--quiet", remote, str(tmp)], mirror.parent)
+        tmp.rename(mirror)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def fetch_mirror(mirror: Path, refspecs: list[str], *, check: bool = True, source: str = "origin") -> bool:
+    """Fetch ``refspecs`` (refs, or object ids a forge serves by id) from ``source`` (the mirror's origin)
+    into ``mirror``. GitError when git fails, or with ``check`` False only whether it succeeded. The
+    caller holds the mirror's lock."""
+    try:
+        git([*_FETCH, "--end-of-options", source, *refspecs], mirror)
+    except GitError:
+        if check:
+            raise
+        return False
+    return True
+
+
+@contextmanager
+def _mirror(state_dir: Path, pr: PullRequest) -> Iterator[tuple[Path, str]]:
+    """This host's mirror of ``pr``'s repository (cloned on first use) and its remote's URL, under the
+    mirror's lock: the threads and processes of one host (workers, ``jury review``, a sweep) share it."""
+    mirror, remote = mirror_path(state_dir, pr), remote_url(pr)
+    with repo_lock(mirror, mirror_locks(state_dir)):
+        open_mirror(mirror, remote)
+        yield mirror, remote
 
 
 def _pr_target(url: str, pr: PullRequest, mirror: Path, trunk: str) -> Target:
@@ -210,15 +261,15 @@ def _pr_target(url: str, pr: PullRequest, mirror: Path, trunk: str) -> Target:
 def resolve_url(url: str, state_dir: Path, trunk: str | None, forge_hosts: Iterable[str] = ()) -> Target:
     pr = parse_pr_url(url, forge_hosts)
     try:
-        mirror, remote = _mirror(state_dir, pr)
-        git(["fetch", "--quiet", "origin", f"+{_pr_ref(pr)}:refs/jury/pr/{pr.number}"], mirror)
-        if not trunk:
-            out = git(["ls-remote", "--symref", "origin", "HEAD"], mirror)
-            found = re.search(r"^ref: refs/heads/(\S+)\s+HEAD", out, re.M)
-            if not found:
-                raise TargetError(f"cannot tell the default branch of {remote}: name it with --trunk")
-            trunk = found[1]
-        git(["fetch", "--quiet", "origin", f"+refs/heads/{trunk}:refs/remotes/origin/{trunk}"], mirror)
+        with _mirror(state_dir, pr) as (mirror, remote):
+            fetch_mirror(mirror, [f"+{pr_ref(pr)}:refs/jury/pr/{pr.number}"])
+            if not trunk:
+                out = git(["ls-remote", "--symref", "origin", "HEAD"], mirror)
+                found = re.search(r"^ref: refs/heads/(\S+)\s+HEAD", out, re.M)
+                if not found:
+                    raise TargetError(f"cannot tell the default branch of {remote}: name it with --trunk")
+                trunk = found[1]
+            fetch_mirror(mirror, [f"+refs/heads/{trunk}:refs/remotes/origin/{trunk}"])
     except GitError as exc:
         raise TargetError(f"cannot fetch {url}: {exc.stderr.strip()[-300:]}") from None
     return _pr_target(url, pr, mirror, trunk)
@@ -268,15 +319,25 @@ def _resolve_repo(
     items: list[tuple[int, PullRequest, str]],
 ) -> None:
     """``resolve_pulls`` for the PRs of one repository, written into ``found`` at their indexes."""
-    mirror, _ = _mirror(state_dir, prs[0][1])
-    heads = [f"+{_pr_ref(pr)}:refs/jury/pr/{pr.number}" for _, pr, _ in prs]
+    with _mirror(state_dir, prs[0][1]) as (mirror, _):
+        _resolve_in(mirror, prs, found, items)
+
+
+def _resolve_in(
+    mirror: Path,
+    prs: list[tuple[str, PullRequest, str]],
+    found: list[tuple[Target, RepoFile] | JuryError | None],
+    items: list[tuple[int, PullRequest, str]],
+) -> None:
+    """``_resolve_repo`` in ``mirror``, whose lock the caller holds."""
+    heads = [f"+{pr_ref(pr)}:refs/jury/pr/{pr.number}" for _, pr, _ in prs]
     bases = [f"+refs/heads/{t}:refs/remotes/origin/{t}" for t in sorted({t for _, _, t in prs})]
     try:
         git(["fetch", "--quiet", "origin", *heads, *bases], mirror)
     except GitError:
         for (url, pr, trunk), (i, _, _) in zip(prs, items, strict=True):
             try:
-                git(["fetch", "--quiet", "origin", f"+{_pr_ref(pr)}:refs/jury/pr/{pr.number}"], mirror)
+                git(["fetch", "--quiet", "origin", f"+{pr_ref(pr)}:refs/jury/pr/{pr.number}"], mirror)
                 git(
                     ["fetch", "--quiet", "origin", f"+refs/heads/{trunk}:refs/remotes/origin/{trunk}"], mirror
                 )

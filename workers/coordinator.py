@@ -163,12 +163,14 @@ def catch_up(
 
 
 def integrate(rt: Runtime, state: RunState, findings: list[str], sha: str) -> list[Event]:
-    """Commit accepted fixes onto ``sha`` in the given order, deterministically, and move ``jury/<slug>``.
+    """Commit accepted fixes onto ``sha`` in the given order, deterministically, and move ``jury/<slug>``
+    (in this host's repository of the run: a PR's mirror here, where ``sha`` is rebuilt if another host
+    made it; each ``commit.pushed`` records its parent, patch and message for the next host).
 
     A patch that no longer applies reopens its finding for a new triage against the new tree.
     Runs in the coordinator, under the run's lock.
     """
-    slug, repo = state.slug, Path(state.target.path or ".")
+    slug, repo = state.slug, rt.repo(state.slug, state.target, [sha])  # a PR's: this host's mirror
     branch, tip = jury_branch(slug), sha
     events: list[Event] = []
     for fid in findings:
@@ -202,10 +204,20 @@ def integrate(rt: Runtime, state: RunState, findings: list[str], sha: str) -> li
                 )
             )
             continue
-        tip = new
         events.append(
-            CommitPushed(eid=eid, sha=new, pushed=False, subject=subject, branch=branch, finding=fid)
+            CommitPushed(
+                eid=eid,
+                sha=new,
+                pushed=False,
+                subject=subject,
+                branch=branch,
+                finding=fid,
+                parent=tip,  # what it is made of: any host rebuilds the same sha (workers/mirror.py)
+                patch=f.patch,
+                message=message,
+            )
         )
+        tip = new
     if tip != sha:
         update_ref(repo, f"refs/heads/{branch}", tip)
     return events

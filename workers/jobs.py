@@ -337,18 +337,27 @@ def reply(rt: Runtime, slug: str, key: str, interrupted: Interrupted) -> None:
 
 @handles("push")
 def push(rt: Runtime, slug: str, key: str, interrupted: Interrupted) -> None:
-    """Push the run's fixes to the reviewed branch (only when the run was started with --push)."""
+    """Push the run's fixes (only when the run was started with --push / ``push = true``).
+
+    A local target's reviewed branch is moved to ``jury/<slug>`` in its own repository. A PR URL's fixes
+    go to the forge as a branch of their own, ``jury/<slug>``, pushed from this host's mirror by sha (the
+    PR's branch may be another's fork: Jury never writes to it).
+    """
     job = load_job(rt, slug, key, interrupted)
     if job is None:
         return rt.kick(slug)
     t = job.state.target
-    branch = t.branch or ""
-    remote = t.url and "origin" or "."
+    if t.url:
+        branch = jury_branch(slug)
+        argv = ["push", "--quiet", "origin", f"{job.action.sha}:refs/heads/{branch}"]
+    else:
+        branch = t.branch or ""
+        argv = ["push", ".", f"refs/heads/{jury_branch(slug)}:refs/heads/{branch}"]
     try:
-        git(["push", remote, f"refs/heads/{jury_branch(slug)}:refs/heads/{branch}"], job.repo)
+        git(argv, job.repo)
     except GitError as exc:
         log.error("push.failed", slug=slug, error=str(exc))
-        why = push_failure(branch, slug, exc)
+        why = push_failure(branch, slug, exc, remote=bool(t.url))
         return finish(
             rt,
             job,
@@ -363,21 +372,22 @@ def push(rt: Runtime, slug: str, key: str, interrupted: Interrupted) -> None:
                 eid=f"{key}:pushed",
                 sha=job.action.sha or "",
                 pushed=True,
-                subject=f"pushed {jury_branch(slug)} to {branch}",
+                subject=f"pushed {jury_branch(slug)} to {branch}" if not t.url else f"pushed {branch}",
                 branch=branch,
             )
         ],
     )
 
 
-def push_failure(branch: str, slug: str, exc: GitError) -> str:
+def push_failure(branch: str, slug: str, exc: GitError, remote: bool = False) -> str:
     """Why the run failed, in git's words (its ``! [rejected]`` line when it printed one), and where the
     fixes are: nothing of them is lost, and ``--resume`` pushes them once the branch can move."""
     lines = [line.strip() for line in exc.stderr.splitlines() if line.strip()]
     said = next(
         (line for line in lines if line.startswith("! [")), lines[-1] if lines else f"exit {exc.code}"
     )
-    return f"the fixes could not be pushed to {branch}: {said[:300]}; they are on {jury_branch(slug)}"
+    where = f"`jury fetch {slug}` makes them a local branch" if remote else f"they are on {jury_branch(slug)}"
+    return f"the fixes could not be pushed to {branch}: {said[:300]}; {where}"
 
 
 # --- refute -----------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import json
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import InitVar, dataclass, field
 from functools import cache
@@ -32,6 +32,7 @@ from orchestrator.domain import (
     BudgetReserved,
     BudgetSpent,
     Event,
+    Target,
 )
 from orchestrator.fold import DispatchedAction, RunState, fold
 from orchestrator.store.base import LiveStore
@@ -42,6 +43,7 @@ from workers.agents.run import AgentRun
 from workers.lease import Claim, Leases, RedisLeases
 from workers.ledger import BudgetLedger, Ledger
 from workers.limits import MemorySlots, RedisSlots, Slots
+from workers.mirror import run_repo
 from workers.sandbox import require_sandbox
 from workers.supervise import Interrupted
 from workers.worktree import Worktrees, repo_lock
@@ -119,6 +121,18 @@ class Runtime:
     def cancelled(self, slug: str) -> bool:
         return self.store.cancel_flagged(slug)
 
+    def repo(self, slug: str, target: Target, shas: Iterable[str | None] = ()) -> Path:
+        """The repository the run's tasks work in on this host, holding the commits ``shas``: a PR's is
+        this host's own mirror, completed from the forge and the run's patches (``workers/mirror.py``)."""
+        return run_repo(
+            self.settings.dir,
+            target,
+            shas,
+            events=lambda: self.store.read(slug),
+            patches=lambda name: self.store.get_artifact(slug, name),
+            forge_hosts=self.settings.forge_hosts,
+        )
+
 
 def jury_branch(slug: str) -> str:
     return f"jury/{slug}"
@@ -165,6 +179,7 @@ class Job:
     state: RunState
     action: DispatchedAction
     interrupted: Interrupted = field(default=lambda: False)  # true when the work must end now
+    repo_path: Path | None = None  # this host's repository of the run (``Runtime.repo``), when resolved
 
     @property
     def spec(self) -> AgentSpec:
@@ -173,7 +188,9 @@ class Job:
 
     @property
     def repo(self) -> Path:
-        return Path(self.state.target.path or ".")
+        """The run's repository on this host: set by ``load_job`` (a PR's mirror here), else the target's
+        path (a local target)."""
+        return self.repo_path or Path(self.state.target.path or ".")
 
     def done(self, ok: bool = True) -> ActionDone:
         return ActionDone(eid=f"{self.action.key}:done", key=self.action.key, ok=ok)
@@ -199,6 +216,7 @@ def load_job(rt: Runtime, slug: str, key: str, interrupted: Interrupted | None =
         return None
     if ACTIONS[action.kind].sandboxed and state.config is not None:
         require_sandbox(state.config.sandbox)  # no sandbox, no run: SandboxUnavailable ends the run human
+    job.repo_path = rt.repo(slug, state.target, [action.sha, state.tip])
     return job
 
 
@@ -235,7 +253,8 @@ def agent_worktree(rt: Runtime, job: Job, sha: str) -> Iterator[Path]:
             log.warning("worktree.stale_holder", slug=job.slug, key=job.action.key, path=str(path))
             with repo_lock(job.repo, wts.lock_dir):
                 wts.clear(job.repo, path)
-    with wts.checkout(job.repo, sha, name=f"{base}.{holder}") as wt:
+    repo = rt.repo(job.slug, job.state.target, [sha])  # a fix another host committed: rebuilt here
+    with wts.checkout(repo, sha, name=f"{base}.{holder}") as wt:
         yield wt
 
 

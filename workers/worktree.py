@@ -6,9 +6,6 @@ under review cannot run code in the worker through git.
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
-import os
 import shutil
 import uuid
 from collections.abc import Iterator
@@ -17,7 +14,7 @@ from pathlib import Path
 
 import structlog
 
-from orchestrator.git import git, git_bytes, rev_parse
+from orchestrator.git import git, git_bytes, repo_lock, rev_parse
 from orchestrator.store.files import private_dir
 
 log = structlog.get_logger()
@@ -30,19 +27,6 @@ FIXED_DATE = "2000-01-01T00:00:00+00:00"
 def update_ref(repo: Path, ref: str, sha: str) -> None:
     """Point ``ref`` at ``sha`` (creating it if needed)."""
     git(["update-ref", ref, sha], repo)
-
-
-@contextmanager
-def repo_lock(repo: Path, lock_dir: Path) -> Iterator[None]:
-    """Hold an exclusive flock for ``repo`` (keyed by its resolved path) — across threads and processes."""
-    lock_dir.mkdir(parents=True, exist_ok=True)
-    key = hashlib.sha1(str(repo.resolve()).encode(), usedforsecurity=False).hexdigest()
-    fd = os.open(lock_dir / f"{key}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing the descriptor releases the lock
 
 
 class Worktrees:

@@ -1,0 +1,75 @@
+"""``jury fetch SLUG [--into PATH]``: a run's fixes as the local branch ``jury/<slug>``.
+
+A fleet keeps no shared disk, so the branch a run built lives in the mirror of whichever host integrated
+it; what every host can read is the store. This command rebuilds the branch in any clone from there: the
+reviewed head fetched from the forge (a PR URL's) or the reviewed repository (a local target's), then each
+fix committed from its patch (the run's artifacts) exactly as the run did (deterministic commits), every
+sha checked against the one the run recorded before the branch is set.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from jury_cli.context import DirOpt, out, settings_for
+from orchestrator.errors import GitError, UsageError
+from orchestrator.fold import fold
+from orchestrator.git import git, rev_parse
+from orchestrator.store.base import read_run
+from orchestrator.target import parse_pr_url, pr_ref, remote_url
+from workers.mirror import ensure
+from workers.runtime import jury_branch
+
+
+def fetch(
+    slug: str,
+    into: Annotated[
+        Path | None, typer.Option("--into", help="The git repository to make the branch in (default: here).")
+    ] = None,
+    dir: DirOpt = None,
+) -> None:
+    """Make a run's fixes the local branch jury/SLUG, rebuilt from the fleet's store and checked."""
+    settings = settings_for(dir)
+    if not settings.redis_url:
+        raise UsageError("jury fetch reads the run's patches from the fleet's store: set JURY_REDIS_URL")
+    from orchestrator.store.redis import from_url as redis_store
+
+    store = redis_store(settings.redis_url)
+    events = read_run(store, slug, settings.dir)  # unknown or vanished: a clear error
+    state = fold(events, slug)
+    fixes = [c for c in state.commits if not c.pushed]
+    if not fixes:
+        raise UsageError(f"run {slug} has no fixes to fetch (it is {state.state})")
+    tip = fixes[-1].sha
+    path = (into or Path.cwd()).expanduser().resolve()
+    try:
+        git(["rev-parse", "--absolute-git-dir"], path)
+    except (GitError, OSError):
+        raise UsageError(f"--into {path}: not a git repository (clone the reviewed one first)") from None
+    t = state.target
+    if t.url:
+        pr = parse_pr_url(t.url, settings.forge_hosts)
+        source, ref = remote_url(pr), pr_ref(pr)
+    elif t.path:
+        source, ref = t.path, None  # a local target: its repository, on the host that reviewed it
+    else:
+        raise UsageError(f"run {slug} names no repository to fetch its head from")
+    ensure(path, source, ref, [tip], lambda: events, lambda name: store.get_artifact(slug, name))
+    branch = jury_branch(slug)
+    try:
+        existing: str | None = rev_parse(path, f"refs/heads/{branch}")
+    except GitError:
+        existing = None
+    if existing not in (None, tip):
+        raise UsageError(
+            f"{path} already has {branch} at {str(existing)[:12]}, not the run's {tip[:12]}: "
+            "delete that branch or fetch --into another clone"
+        )
+    git(["update-ref", f"refs/heads/{branch}", tip], path)
+    out.print(
+        f"{branch} at {tip[:12]}: {len(fixes)} fix(es) on {str(t.head)[:12]}, as the run recorded, in {path}",
+        markup=False,
+    )

@@ -1,0 +1,207 @@
+"""A fleet without a shared disk: two ``jury worker`` processes, each with a ``JURY_DIR`` of its own, and a
+submitting process with a third, share one Redis and nothing else, and review 10 PRs of a ``file://``
+remote to the end.
+
+The remote is a local bare repository with ``refs/pull/N/head`` refs (each PR the sample repository's
+buggy ``median`` plus a note of its own, so every PR has its own head and fix commits); a github.com PR
+URL reaches it through git's ``url.<base>.insteadOf``. The judge really fixes the bug, so its patch must
+travel through the store: any worker may review the tree another worker's coordinator built. Then
+``jury show`` answers from Redis, ``jury fetch`` rebuilds each run's ``jury/<slug>`` in a fresh clone
+with the recorded shas, and a run started with ``--push`` left its branch on the remote.
+
+(``jury scheduler`` had not landed when this was written; the reaper runs in one worker's beat.)
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from orchestrator.domain import TERMINAL_STATES
+from orchestrator.fold import RunState, fold
+from orchestrator.store.redis import from_url
+from tests.conftest import fake_agent, outside_env
+from tests.e2e.test_fleet import PrivateRedis, git, stop_group, wait_for
+
+PRS = range(1, 11)
+PUSHED = 10  # the PR whose run is started with --push
+IDENTITY = ["-c", "user.name=Test", "-c", "user.email=test@jury.invalid", "-c", "commit.gpgsign=false"]
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[PrivateRedis]:
+    r = PrivateRedis(tmp_path / "redis")
+    r.start()
+    yield r
+    r.stop()
+
+
+def make_remote(sample: Path, where: Path) -> Path:
+    """A bare ``acme/sample.git`` whose PR N is ``feature`` plus ``notes/pr-N.txt``."""
+    remote = where / "acme" / "sample.git"
+    remote.parent.mkdir(parents=True)
+    git(sample, "clone", "--bare", "--quiet", str(sample), str(remote))
+    git(remote, "symbolic-ref", "HEAD", "refs/heads/main")
+    for n in PRS:
+        git(sample, "checkout", "--quiet", "-B", f"pr{n}", "feature")
+        (sample / "notes").mkdir(exist_ok=True)
+        (sample / "notes" / f"pr-{n}.txt").write_text(f"pull request {n}\n")
+        git(sample, *IDENTITY, "add", "-A")
+        git(sample, *IDENTITY, "commit", "--quiet", "-m", f"note for PR {n}")
+    git(sample, "push", "--quiet", str(remote), *(f"pr{n}:refs/pull/{n}/head" for n in PRS))
+    return remote
+
+
+def test_two_workers_with_their_own_dirs_review_ten_prs(
+    redis_server: PrivateRedis, sample_repo: Path, write_config, tmp_path: Path
+) -> None:
+    remote = make_remote(sample_repo, tmp_path / "remotes")
+    gitconfig = tmp_path / "gitconfig"
+    gitconfig.write_text(f'[url "file://{tmp_path}/remotes/"]\n\tinsteadOf = https://github.com/\n')
+    config = write_config(fake_agent("finder", "find"), fake_agent("judge", "clean", "fix"))
+    dirs = {name: tmp_path / name for name in ("w1", "w2", "submit", "reader")}
+    for d in dirs.values():
+        d.mkdir()
+    logs = tmp_path / "logs"
+    logs.mkdir()
+
+    def env(name: str) -> dict[str, str]:
+        e = outside_env()
+        e.update(
+            {
+                "JURY_REDIS_URL": redis_server.url,
+                "JURY_DIR": str(dirs[name]),
+                "FAKE_STATE": str(dirs[name]),
+                "GIT_CONFIG_GLOBAL": str(gitconfig),
+                "NO_COLOR": "1",
+                "JURY_LOG_LEVEL": "INFO",
+                "JURY_LOG_JSON": "true",
+            }
+        )
+        return e
+
+    def jury(name: str, *args: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "jury_cli", *args]
+        return subprocess.run(argv, capture_output=True, text=True, env=env(name), timeout=120)
+
+    workers: list[subprocess.Popen[bytes]] = []
+    store = from_url(redis_server.url)
+    try:
+        for name in ("w1", "w2"):
+            out = open(logs / f"{name}.log", "wb")
+            argv = [sys.executable, "-m", "jury_cli", "worker", "--concurrency", "2"]
+            argv += ["--beat"] if name == "w1" else []
+            workers.append(
+                subprocess.Popen(
+                    argv,
+                    env=env(name),
+                    stdout=out,
+                    stderr=out,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
+            )
+            out.close()
+        # Ten `jury review --detach` at once from the submitting host: they share its mirror (and its lock).
+        subs = {
+            n: subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "jury_cli",
+                    "review",
+                    f"https://github.com/acme/sample/pull/{n}",
+                    "--reviewer",
+                    "finder",
+                    "--judge",
+                    "judge",
+                    "--config",
+                    str(config),
+                    "--no-refute",
+                    "--detach",
+                    *(["--push"] if n == PUSHED else []),
+                ],
+                env=env("submit"),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                stdin=subprocess.DEVNULL,
+            )
+            for n in PRS
+        }
+        slugs: dict[int, str] = {}
+        for n, p in subs.items():
+            stdout, stderr = p.communicate(timeout=120)
+            assert p.returncode == 0, stdout + stderr
+            slugs[n] = stdout.strip().splitlines()[-1]
+        assert len(set(slugs.values())) == len(PRS)
+
+        def why() -> str:
+            parts = []
+            for slug in slugs.values():
+                s = fold(store.read(slug), slug)
+                parts.append(
+                    f"{slug}: {s.state} {s.target.state_note} inflight={[a.key for a in s.inflight()]}"
+                )
+            for f in sorted(logs.glob("*.log")):
+                parts.append(f"--- {f.name}\n{f.read_bytes()[-3000:].decode(errors='replace')}")
+            return "\n".join(parts)
+
+        def all_ended() -> dict[int, RunState] | None:
+            states = {n: fold(store.read(slug), slug) for n, slug in slugs.items()}
+            done = all(s.state in TERMINAL_STATES and not s.inflight() for s in states.values())
+            return states if done else None
+
+        states = wait_for("the ten runs to end", all_ended, 300, why)
+        assert states is not None
+    finally:
+        for p in workers:
+            stop_group(p)
+
+    heads = {n: git(remote, "rev-parse", f"refs/pull/{n}/head").strip() for n in PRS}
+    tips: dict[int, str] = {}
+    for n, s in states.items():
+        assert s.state == "converged", f"PR {n}: {s.state} {s.target.state_note}"
+        assert [f.status for f in s.findings.values()] == ["accepted"]
+        assert s.target.head == heads[n]
+        fixes = [c for c in s.commits if not c.pushed]
+        assert len(fixes) == 1
+        tips[n] = fixes[0].sha
+    assert len(set(tips.values())) == len(PRS)  # each PR's fix sits on its own head
+
+    # `jury show` answers from Redis on a host that never saw the runs.
+    shown = jury("reader", "show", slugs[3])
+    assert shown.returncode == 0 and "converged" in shown.stdout, shown.stdout + shown.stderr
+
+    # `jury fetch` rebuilds each run's branch in a fresh clone, with the recorded shas.
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "--quiet", str(remote), str(clone))
+    for n, slug in slugs.items():
+        r = jury("reader", "fetch", slug, "--into", str(clone))
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert git(clone, "rev-parse", f"jury/{slug}").strip() == tips[n]
+        assert git(clone, "rev-parse", f"jury/{slug}~1").strip() == heads[n]
+        assert "len(ordered) % 2 == 0" in git(clone, "show", f"jury/{slug}:stats.py")
+        assert f"pull request {n}" in git(clone, "show", f"jury/{slug}:notes/pr-{n}.txt")
+    again = jury("reader", "fetch", slugs[1], "--into", str(clone))  # the same branch again: fine
+    assert again.returncode == 0, again.stderr
+    # --push put the run's branch on the remote; the others' stayed in the store.
+    pushed = git(remote, "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads/jury/").split("\n")
+    assert [line for line in pushed if line] == [f"refs/heads/jury/{slugs[PUSHED]} {tips[PUSHED]}"]
+
+    # Each worker worked from its own directory: its own mirror, its own agents' files, and never a path
+    # of another host's directory (the submitting host's mirror is the runs' recorded target path).
+    for name in ("w1", "w2"):
+        assert (dirs[name] / "mirrors" / "github.com" / "acme" / "sample.git" / "HEAD").is_file()
+        ran = [d for d in (dirs[name] / "runs").iterdir() if any(d.glob("*.stdout.txt"))]
+        assert ran, f"worker {name} ran no agent"
+        text = (logs / f"{name}.log").read_text(errors="replace")
+        for other in set(dirs) - {name}:
+            assert str(dirs[other]) not in text, f"worker {name} touched {other}'s directory"
+    assert {s.target.path for s in states.values()} == {
+        str(dirs["submit"] / "mirrors" / "github.com" / "acme" / "sample.git")
+    }
