@@ -1,4 +1,4 @@
-"""``jury fetch SLUG [--into PATH]``: a run's fixes as the local branch ``jury/<slug>``.
+"""``jury fetch SLUG... [--into PATH]``: a run's fixes as the local branch ``jury/<slug>``.
 
 A fleet keeps no shared disk, so the branch a run built lives in the mirror of whichever host integrated
 it; what every host can read is the store. This command rebuilds the branch in any clone from there: the
@@ -15,40 +15,47 @@ from typing import Annotated
 import typer
 
 from jury_cli.context import DirOpt, out, settings_for
-from orchestrator.errors import GitError, UsageError
+from orchestrator.config import Settings
+from orchestrator.errors import GitError, JuryError, UsageError
 from orchestrator.fold import fold
 from orchestrator.git import git, rev_parse
-from orchestrator.store.base import read_run
+from orchestrator.store.base import EventStore, read_run
 from orchestrator.target import parse_pr_url, pr_ref, remote_url
-from workers.mirror import ensure
+from workers.mirror import MirrorError, ensure
 from workers.runtime import jury_branch
 
 
 def fetch(
-    slug: str,
+    slugs: Annotated[list[str], typer.Argument(help="The runs whose fixes to fetch.", metavar="SLUG...")],
     into: Annotated[
         Path | None, typer.Option("--into", help="The git repository to make the branch in (default: here).")
     ] = None,
     dir: DirOpt = None,
 ) -> None:
-    """Make a run's fixes the local branch jury/SLUG, rebuilt from the fleet's store and checked."""
+    """Make each run's fixes the local branch jury/SLUG, rebuilt from the fleet's store and checked."""
     settings = settings_for(dir)
     if not settings.redis_url:
         raise UsageError("jury fetch reads the run's patches from the fleet's store: set JURY_REDIS_URL")
+    path = (into or Path.cwd()).expanduser().resolve()
+    try:
+        git(["rev-parse", "--absolute-git-dir"], path)
+    except (GitError, OSError):
+        raise UsageError(f"--into {path}: not a git repository (clone the reviewed one first)") from None
     from orchestrator.store.redis import from_url as redis_store
 
     store = redis_store(settings.redis_url)
+    for slug in slugs:
+        fetch_one(settings, store, slug, path)
+
+
+def fetch_one(settings: Settings, store: EventStore, slug: str, path: Path) -> None:
+    """Rebuild run ``slug``'s ``jury/<slug>`` in the repository ``path``."""
     events = read_run(store, slug, settings.dir)  # unknown or vanished: a clear error
     state = fold(events, slug)
     fixes = [c for c in state.commits if not c.pushed]
     if not fixes:
         raise UsageError(f"run {slug} has no fixes to fetch (it is {state.state})")
     tip = fixes[-1].sha
-    path = (into or Path.cwd()).expanduser().resolve()
-    try:
-        git(["rev-parse", "--absolute-git-dir"], path)
-    except (GitError, OSError):
-        raise UsageError(f"--into {path}: not a git repository (clone the reviewed one first)") from None
     t = state.target
     if t.url:
         pr = parse_pr_url(t.url, settings.forge_hosts)
@@ -57,7 +64,10 @@ def fetch(
         source, ref = t.path, None  # a local target: its repository, on the host that reviewed it
     else:
         raise UsageError(f"run {slug} names no repository to fetch its head from")
-    ensure(path, source, ref, [tip], lambda: events, lambda name: store.get_artifact(slug, name))
+    try:
+        ensure(path, source, ref, [tip], lambda: events, lambda name: store.get_artifact(slug, name))
+    except MirrorError as exc:
+        raise JuryError(f"run {slug}: {exc}") from None
     branch = jury_branch(slug)
     try:
         existing: str | None = rev_parse(path, f"refs/heads/{branch}")

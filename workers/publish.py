@@ -76,6 +76,7 @@ def publish_state(
     *,
     settings: ForgeSettings | None = None,
     client: httpx.Client | None = None,
+    repo: Path | None = None,
 ) -> RunPublished:
     """Publish the ended run ``s`` to its PR and say what happened (the event is not appended here).
 
@@ -88,10 +89,8 @@ def publish_state(
     if not url or not head:
         why = "the run's target is not a PR/MR URL, so there is no PR to publish to"
         return RunPublished.model_validate({**base, "ok": False, "error": why})
-    draft_plan = plan(
-        s,
-        diff_lines(Path(s.target.path), s.target.base, head) if s.target.path and s.target.base else None,
-    )
+    repo = repo or (Path(s.target.path) if s.target.path else None)  # a worker's own mirror, if given
+    draft_plan = plan(s, diff_lines(repo, s.target.base, head) if repo and s.target.base else None)
     found: dict[str, Any] = {
         "conclusion": draft_plan.conclusion,
         "head": head,
@@ -201,6 +200,11 @@ def publish_action(rt: Runtime, slug: str, key: str, interrupted: Interrupted) -
     if action is None or action.done:
         return rt.kick(slug)
     job = Job(slug=slug, state=s, action=action, interrupted=interrupted)
-    event = publish_state(s, key)
+    try:  # the diff's lines from this host's mirror of the PR (no host reads another's disk)
+        repo: Path | None = rt.repo(slug, s.target, [s.target.base, s.target.head])
+    except (JuryError, OSError) as exc:
+        log.info("publish.no_mirror", slug=slug, error=str(exc)[:200])
+        repo = None
+    event = publish_state(s, key, repo=repo)
     finish(rt, job, [event])
     return None

@@ -9,7 +9,8 @@ travel through the store: any worker may review the tree another worker's coordi
 ``jury show`` answers from Redis, ``jury fetch`` rebuilds each run's ``jury/<slug>`` in a fresh clone
 with the recorded shas, and a run started with ``--push`` left its branch on the remote.
 
-(``jury scheduler`` had not landed when this was written; the reaper runs in one worker's beat.)
+The fleet also runs a ``jury scheduler`` with a directory of its own (its yearly schedule does not fire
+here: the review sweep it would fire has not landed yet); the reaper runs in one worker's beat.
 """
 
 from __future__ import annotations
@@ -63,7 +64,11 @@ def test_two_workers_with_their_own_dirs_review_ten_prs(
     gitconfig = tmp_path / "gitconfig"
     gitconfig.write_text(f'[url "file://{tmp_path}/remotes/"]\n\tinsteadOf = https://github.com/\n')
     config = write_config(fake_agent("finder", "find"), fake_agent("judge", "clean", "fix"))
-    dirs = {name: tmp_path / name for name in ("w1", "w2", "submit", "reader")}
+    schedules = tmp_path / "schedules.toml"  # the scheduler's own operator file; nothing fires in the test
+    schedules.write_text(
+        '[[schedules]]\nname = "yearly"\ncron = "0 0 1 1 *"\nkind = "review"\nrepos = ["acme/sample"]\n'
+    )
+    dirs = {name: tmp_path / name for name in ("w1", "w2", "scheduler", "submit", "reader")}
     for d in dirs.values():
         d.mkdir()
     logs = tmp_path / "logs"
@@ -91,10 +96,12 @@ def test_two_workers_with_their_own_dirs_review_ten_prs(
     workers: list[subprocess.Popen[bytes]] = []
     store = from_url(redis_server.url)
     try:
-        for name in ("w1", "w2"):
+        for name in ("w1", "w2", "scheduler"):
             out = open(logs / f"{name}.log", "wb")
             argv = [sys.executable, "-m", "jury_cli", "worker", "--concurrency", "2"]
-            argv += ["--beat"] if name == "w1" else []
+            argv += ["--beat"] if name == "w1" else []  # the reaper's schedule
+            if name == "scheduler":
+                argv = [sys.executable, "-m", "jury_cli", "scheduler", "--config", str(schedules)]
             workers.append(
                 subprocess.Popen(
                     argv,
@@ -158,6 +165,7 @@ def test_two_workers_with_their_own_dirs_review_ten_prs(
 
         states = wait_for("the ten runs to end", all_ended, 300, why)
         assert states is not None
+        assert all(p.poll() is None for p in workers), why()  # the workers and the scheduler still up
     finally:
         for p in workers:
             stop_group(p)
@@ -180,9 +188,9 @@ def test_two_workers_with_their_own_dirs_review_ten_prs(
     # `jury fetch` rebuilds each run's branch in a fresh clone, with the recorded shas.
     clone = tmp_path / "clone"
     git(tmp_path, "clone", "--quiet", str(remote), str(clone))
+    r = jury("reader", "fetch", *slugs.values(), "--into", str(clone))
+    assert r.returncode == 0, r.stdout + r.stderr
     for n, slug in slugs.items():
-        r = jury("reader", "fetch", slug, "--into", str(clone))
-        assert r.returncode == 0, r.stdout + r.stderr
         assert git(clone, "rev-parse", f"jury/{slug}").strip() == tips[n]
         assert git(clone, "rev-parse", f"jury/{slug}~1").strip() == heads[n]
         assert "len(ordered) % 2 == 0" in git(clone, "show", f"jury/{slug}:stats.py")
