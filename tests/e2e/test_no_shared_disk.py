@@ -10,7 +10,7 @@ travel through the store: any worker may review the tree another worker's coordi
 with the recorded shas, and a run started with ``--push`` left its branch on the remote.
 
 The fleet also runs a ``jury scheduler`` with a directory of its own (its yearly schedule does not fire
-here: the review sweep it would fire has not landed yet); the reaper runs in one worker's beat.
+here); the reaper runs in every worker, in turn.
 """
 
 from __future__ import annotations
@@ -99,7 +99,6 @@ def test_two_workers_with_their_own_dirs_review_ten_prs(
         for name in ("w1", "w2", "scheduler"):
             out = open(logs / f"{name}.log", "wb")
             argv = [sys.executable, "-m", "jury_cli", "worker", "--concurrency", "2"]
-            argv += ["--beat"] if name == "w1" else []  # the reaper's schedule
             if name == "scheduler":
                 argv = [sys.executable, "-m", "jury_cli", "scheduler", "--config", str(schedules)]
             workers.append(
@@ -197,6 +196,9 @@ def test_two_workers_with_their_own_dirs_review_ten_prs(
         assert f"pull request {n}" in git(clone, "show", f"jury/{slug}:notes/pr-{n}.txt")
     again = jury("reader", "fetch", slugs[1], "--into", str(clone))  # the same branch again: fine
     assert again.returncode == 0, again.stderr
+    git(clone, "branch", "-f", f"jury/{slugs[2]}", heads[2])  # a branch of that name elsewhere: refused
+    clash = jury("reader", "fetch", slugs[2], "--into", str(clone))
+    assert clash.returncode == 2 and f"already has jury/{slugs[2]}" in clash.stderr, clash.stderr
     # --push put the run's branch on the remote; the others' stayed in the store.
     pushed = git(remote, "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads/jury/").split("\n")
     assert [line for line in pushed if line] == [f"refs/heads/jury/{slugs[PUSHED]} {tips[PUSHED]}"]
