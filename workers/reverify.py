@@ -30,10 +30,11 @@ import structlog
 
 from orchestrator.config import Settings
 from orchestrator.domain import VerifyRan
-from orchestrator.errors import GitError, TargetError, UsageError
+from orchestrator.errors import GitError, JuryError, TargetError, UsageError
 from orchestrator.fold import FindingState, RunState, fold
 from orchestrator.store.base import EventStore
 from orchestrator.store.files import FileStore, mirror
+from workers.mirror import run_repo
 from workers.proof import fixed_problem, relevant
 from workers.testcommand import added_test_names, read_test_command
 from workers.verify import OUTPUT_TAIL, run_reported
@@ -165,9 +166,22 @@ def passed_at_acceptance(f: FindingState) -> bool:
     return any(v.get("tree") == "fixed" and v.get("exitCode") == 0 for v in f.verification)
 
 
-def trunk_commit(s: RunState, trunk: str) -> str:
+def run_repository(settings: Settings, store: EventStore, s: RunState, shas: Sequence[str | None]) -> Path:
+    """The run's repository on this host holding ``shas`` (its fixes): a PR URL run's is this host's own
+    mirror, its fixes rebuilt from the store's patches (``workers/mirror.py``); a local run's, its path."""
+    return run_repo(
+        settings.dir,
+        s.target,
+        shas,
+        events=lambda: store.read(s.slug),
+        patches=lambda name: store.get_artifact(s.slug, name),
+        forge_hosts=settings.forge_hosts,
+    )
+
+
+def trunk_commit(s: RunState, trunk: str, repo: Path | None = None) -> str:
     """Trunk's commit now in the run's repository: a PR URL run's mirror fetches it from its remote."""
-    repo = Path(s.target.path or ".")
+    repo = repo or Path(s.target.path or ".")
     if s.target.url:
         try:
             git(["fetch", "--quiet", "origin", f"+refs/heads/{trunk}:refs/remotes/origin/{trunk}"], repo)
@@ -200,10 +214,10 @@ def _row(
 
 
 def check_finding(
-    settings: Settings, s: RunState, f: FindingState, trunk: str, sha: str
+    settings: Settings, s: RunState, f: FindingState, trunk: str, sha: str, repo: Path | None = None
 ) -> tuple[VerifyRow, VerifyRan]:
     """Run finding ``f``'s regression test on trunk commit ``sha``; the row and the event recording it."""
-    repo = Path(s.target.path or ".")
+    repo = repo or Path(s.target.path or ".")
     fix = f.sha or ""
     started = time.monotonic()
     since = next((r.get("sha") for r in reversed(f.trunk_runs) if r.get("passed")), None) or fix
@@ -316,14 +330,15 @@ def reverify(settings: Settings, targets: Sequence[str] = (), trunk: str | None 
         report.runs.append(slug)
         branch = trunk or s.target.trunk or "main"
         try:
-            sha = trunk_commit(s, branch)
-        except (TargetError, GitError, OSError) as exc:  # OSError: its repository is not on this host
+            repo = run_repository(settings, store, s, [f.sha for f in accepted])
+            sha = trunk_commit(s, branch, repo)
+        except (JuryError, OSError) as exc:  # OSError: a local run's repository is not on this host
             report.notes.append(f"{slug}: {exc}")
             continue
         events = []
         for f in accepted:
             try:
-                row, event = check_finding(settings, s, f, branch, sha)
+                row, event = check_finding(settings, s, f, branch, sha, repo)
             except (GitError, OSError) as exc:
                 report.notes.append(f"{slug} {f.id}: {exc}")
                 continue
