@@ -251,7 +251,8 @@ def summary(console: Console, s: RunState, where: str | None = None) -> None:
         fixes = [c for c in s.commits if not c.pushed]
         if fixes:
             console.print(
-                f"  fixes on branch jury/{s.slug}: {len(fixes)} commit(s), tip {fixes[-1].sha[:12]}",
+                f"  fixes on branch jury/{s.slug}: {len(fixes)} commit(s), tip {fixes[-1].sha[:12]}"
+                + (f" (in any clone: jury fetch {s.slug})" if s.target.url else ""),
                 markup=False,
                 highlight=False,
             )

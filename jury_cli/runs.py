@@ -55,7 +55,8 @@ def show(
     if as_json:
         sys.stdout.write(json.dumps(s.wire(), indent=2) + "\n")
         return
-    summary(out, s, where=str(settings.dir / "runs" / slug))
+    record = settings.dir / "runs" / slug  # this host's files record, if it coordinated or started the run
+    summary(out, s, where=str(record) if record.is_dir() else None)
 
 
 def cancel(slug: str, dir: DirOpt = None) -> None:

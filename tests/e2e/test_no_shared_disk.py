@@ -183,6 +183,7 @@ def test_two_workers_with_their_own_dirs_review_ten_prs(
     # `jury show` answers from Redis on a host that never saw the runs.
     shown = jury("reader", "show", slugs[3])
     assert shown.returncode == 0 and "converged" in shown.stdout, shown.stdout + shown.stderr
+    assert f"jury fetch {slugs[3]}" in shown.stdout and "run record" not in shown.stdout  # none here
 
     # `jury fetch` rebuilds each run's branch in a fresh clone, with the recorded shas.
     clone = tmp_path / "clone"
