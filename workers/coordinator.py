@@ -30,7 +30,7 @@ from orchestrator.domain import (
     TargetEvent,
 )
 from orchestrator.errors import GitError, StoreError
-from orchestrator.fold import RunState, apply, fold, restore, snapshot, tick
+from orchestrator.fold import RunState, apply, fold, snapshot, tick
 from orchestrator.publishing import awaiting_publish
 from orchestrator.store.files import mirror
 from workers import shutdown
@@ -46,6 +46,7 @@ from workers.runtime import (
     TaskInterrupt,
     finish,
     jury_branch,
+    read_state,
     throttled,
 )
 from workers.sandbox import SandboxUnavailable
@@ -117,25 +118,9 @@ def coordinate(rt: Runtime, slug: str) -> RunState:
 
 
 def load(rt: Runtime, slug: str) -> tuple[RunState, str | None, str | None, list[Event]]:
-    """The run's fold, the log position it covers, the log's origin and the events folded now.
-
-    From the coordinator's snapshot and the events after its position when it matches this code and this
-    log; else (none, another fold version or set of event kinds, another log, a position no longer in the
-    log) from the whole log, so the log stays the only truth and a snapshot is only ever a shortcut.
-    """
-    origin = rt.store.origin(slug)
-    restored = restore(rt.store.read_snapshot(slug), origin)
-    if restored is not None:
-        state, position = restored
-        tail = rt.store.read_after(slug, position)
-        if tail is not None:
-            for _, e in tail:
-                apply(state, e)
-            return state, tail[-1][0] if tail else position, origin, [e for _, e in tail]
-        log.info("fold.snapshot_unmatched", slug=slug, position=position)
-    every = rt.store.read_after(slug, None) or []
-    state = fold((e for _, e in every), slug)
-    return state, every[-1][0] if every else None, origin, [e for _, e in every]
+    """The run's fold, the log position it covers, the log's origin and the events folded now
+    (``workers.runtime.read_state``: from the coordinator's snapshot and the events after it)."""
+    return read_state(rt.store, slug)
 
 
 def catch_up(
@@ -338,7 +323,7 @@ def put_back(rt: Runtime, kind: str, slug: str, deferred: ActionDeferred) -> Non
 def record_failure(
     rt: Runtime, slug: str, key: str, exc: BaseException | None, interrupted: TaskInterrupt | None = None
 ) -> None:
-    state = fold(rt.store.read(slug), slug)
+    state = read_state(rt.store, slug)[0]
     action = state.actions.get(key)
     if action is not None and not action.done:
         job = Job(slug=slug, state=state, action=action, interrupted=interrupted or (lambda: False))
@@ -349,7 +334,7 @@ def record_failure(
 
 def record_no_sandbox(rt: Runtime, slug: str, key: str, reason: str, interrupted: TaskInterrupt) -> None:
     """No sandbox, no run: the action ends undone and the run ends ``human`` with ``reason``."""
-    state = fold(rt.store.read(slug), slug)
+    state = read_state(rt.store, slug)[0]
     action = state.actions.get(key)
     if action is None or action.done:
         return rt.kick(slug)

@@ -34,7 +34,7 @@ from orchestrator.domain import (
     Event,
     Target,
 )
-from orchestrator.fold import DispatchedAction, RunState, fold
+from orchestrator.fold import DispatchedAction, RunState, apply, fold, restore
 from orchestrator.store.base import LiveStore
 from orchestrator.store.files import FileStore
 from orchestrator.store.redis import RedisStore
@@ -196,13 +196,37 @@ class Job:
         return ActionDone(eid=f"{self.action.key}:done", key=self.action.key, ok=ok)
 
 
+def read_state(store: LiveStore, slug: str) -> tuple[RunState, str | None, str | None, list[Event]]:
+    """The run's fold, the log position it covers, the log's origin and the events folded now.
+
+    From the coordinator's snapshot and the events after its position when it matches this code and this
+    log; else (none, another fold version or set of event kinds, another log, a position no longer in the
+    log) from the whole log, so the log stays the only truth and a snapshot is only ever a shortcut.
+    Every reader on a worker (the coordinator's pass, the reaper, a task loading its job) goes through
+    here, so none of them costs the run's age.
+    """
+    origin = store.origin(slug)
+    restored = restore(store.read_snapshot(slug), origin)
+    if restored is not None:
+        state, position = restored
+        tail = store.read_after(slug, position)
+        if tail is not None:
+            for _, e in tail:
+                apply(state, e)
+            return state, tail[-1][0] if tail else position, origin, [e for _, e in tail]
+        log.info("fold.snapshot_unmatched", slug=slug, position=position)
+    every = store.read_after(slug, None) or []
+    state = fold((e for _, e in every), slug)
+    return state, every[-1][0] if every else None, origin, [e for _, e in every]
+
+
 def load_job(rt: Runtime, slug: str, key: str, interrupted: Interrupted | None = None) -> Job | None:
     """The action to run, or None when it already ran or the run has ended (then it is marked done).
 
     ``SandboxUnavailable`` when the action would run code or an agent and the run's sandbox cannot run on
     this worker: nothing has started yet, and the caller ends the run ``human`` with the reason.
     """
-    state = fold(rt.store.read(slug), slug)
+    state = read_state(rt.store, slug)[0]
     action = state.actions.get(key)
     if action is None:
         log.warning("action.unknown", slug=slug, key=key)

@@ -25,7 +25,7 @@ from tests.unit.test_coordinator_twins import SLUG, FakeReview, Twins, deliver, 
 from workers import coordinator
 from workers.lease import MemoryLeases
 from workers.ledger import MemoryLedger
-from workers.runtime import Job, Runtime
+from workers.runtime import Job, Runtime, load_job
 
 
 class CountingStore(MemoryStore):
@@ -126,6 +126,21 @@ def test_a_pass_with_a_snapshot_reads_only_the_events_after_it(
     assert json.loads((tw.rt.settings.dir / "runs" / SLUG / "run.json").read_text())["jury"]["events"] == len(
         store.read(SLUG)
     )
+
+
+def test_the_reaper_and_a_task_read_only_the_events_after_the_snapshot(
+    tw: Twins, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    converge(tw, monkeypatch)
+    store = tw.store
+    assert isinstance(store, CountingStore)
+    store.append(SLUG, old_ticks(500))  # a long log
+    coordinator.coordinate(tw.rt, SLUG)  # the snapshot covers it
+    key = next(iter(fold(store.read(SLUG), SLUG).actions))
+    store.handed = 0
+    coordinator.reap(tw.rt)
+    assert load_job(tw.rt, SLUG, key) is None  # done long ago: read, and nothing to run
+    assert store.handed == 0  # neither folded the 500 events again
 
 
 @pytest.mark.parametrize(
