@@ -4,7 +4,9 @@ A fleet keeps no shared disk, so the branch a run built lives in the mirror of w
 it; what every host can read is the store. This command rebuilds the branch in any clone from there: the
 reviewed head fetched from the forge (a PR URL's) or the reviewed repository (a local target's), then each
 fix committed from its patch (the run's artifacts) exactly as the run did (deterministic commits), every
-sha checked against the one the run recorded before the branch is set.
+sha checked against the one the run recorded before the branch is set. Without ``JURY_REDIS_URL`` (a run
+of the embedded mode) the run is read from this host's files record and its commits from this host's
+mirror, where the run built them.
 """
 
 from __future__ import annotations
@@ -14,13 +16,14 @@ from typing import Annotated
 
 import typer
 
+from jury_cli.backend import reading_store
 from jury_cli.context import DirOpt, out, settings_for
 from orchestrator.config import Settings
 from orchestrator.errors import GitError, JuryError, UsageError
 from orchestrator.fold import fold
 from orchestrator.git import git, rev_parse
 from orchestrator.store.base import EventStore, read_run
-from orchestrator.target import parse_pr_url, pr_ref, remote_url
+from orchestrator.target import fetch_mirror, mirror_path, parse_pr_url, pr_ref, remote_url
 from workers.mirror import MirrorError, ensure
 from workers.runtime import jury_branch
 
@@ -34,23 +37,20 @@ def fetch(
 ) -> None:
     """Make each run's fixes the local branch jury/SLUG, rebuilt from the fleet's store and checked."""
     settings = settings_for(dir)
-    if not settings.redis_url:
-        raise UsageError("jury fetch reads the run's patches from the fleet's store: set JURY_REDIS_URL")
     path = (into or Path.cwd()).expanduser().resolve()
     try:
         git(["rev-parse", "--absolute-git-dir"], path)
     except (GitError, OSError):
         raise UsageError(f"--into {path}: not a git repository (clone the reviewed one first)") from None
-    from orchestrator.store.redis import from_url as redis_store
-
-    store = redis_store(settings.redis_url)
+    store = reading_store(settings)  # the fleet's Redis; without one, this host's files record
     for slug in slugs:
         fetch_one(settings, store, slug, path)
 
 
 def fetch_one(settings: Settings, store: EventStore, slug: str, path: Path) -> None:
     """Rebuild run ``slug``'s ``jury/<slug>`` in the repository ``path``."""
-    events = read_run(store, slug, settings.dir)  # unknown or vanished: a clear error
+    record = settings.dir if settings.redis_url else None  # None: ``store`` is the files record itself
+    events = read_run(store, slug, record)  # unknown or vanished: a clear error
     state = fold(events, slug)
     fixes = [c for c in state.commits if not c.pushed]
     if not fixes:
@@ -60,6 +60,9 @@ def fetch_one(settings: Settings, store: EventStore, slug: str, path: Path) -> N
     if t.url:
         pr = parse_pr_url(t.url, settings.forge_hosts)
         source, ref = remote_url(pr), pr_ref(pr)
+        own = mirror_path(settings.dir, pr)
+        if (own / "HEAD").is_file():  # this host's mirror (an embedded run built the branch there)
+            fetch_mirror(path, [tip], check=False, source=str(own))
     elif t.path:
         source, ref = t.path, None  # a local target: its repository, on the host that reviewed it
     else:

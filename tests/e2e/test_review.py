@@ -369,6 +369,12 @@ def test_shared_redis_with_separate_workers(jury, workers, sample_repo, write_co
         pytest.fail(f"detached run did not converge: {state['target']}")
 
 
+def remote_head(repo: Path, ref: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", ref], capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
 def test_pr_url_is_fetched_with_git(jury, sample_repo, write_config, tmp_path) -> None:
     remote = tmp_path / "remotes" / "acme" / "sample.git"
     remote.parent.mkdir(parents=True)
@@ -392,3 +398,13 @@ def test_pr_url_is_fetched_with_git(jury, sample_repo, write_config, tmp_path) -
     )
     assert r.code == 0, r.out + r.err
     assert "sample-7-" in r.out
+    # its fixes, in a fresh clone, from this host's record and mirror (the embedded Redis is gone)
+    slug = next(w for w in r.out.split() if w.startswith("sample-7-"))
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "--quiet", str(remote), str(clone)], check=True)
+    f = jury("fetch", slug, "--into", str(clone), env={"GIT_CONFIG_GLOBAL": str(gitconfig)})
+    assert f.code == 0, f.out + f.err
+    tip = subprocess.run(
+        ["git", "-C", str(clone), "rev-parse", f"jury/{slug}"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert f"jury/{slug} at {tip[:12]}" in f.out and tip != remote_head(remote, "refs/pull/7/head")
