@@ -347,6 +347,9 @@ class AgentReport(EventBase):
     error: str | None = None
     exit_code: int | None = None
     model: str | None = None  # the model that answered, as far as the runner knows (after any fallback)
+    # The host whose agent state (its HOME's state_dirs) holds ``session_id``: a reply elsewhere cannot
+    # resume that session and asks afresh.
+    host: str | None = None
 
 
 class AgentWrote(EventBase):

@@ -60,7 +60,7 @@ from orchestrator.refute.record import RefutationRecord
 
 # Bumped whenever ``apply`` or the state's shape changes: a snapshot folded by another version is not
 # trusted, and the state is folded again from the whole log (the log stays the only truth).
-FOLD_VERSION = 4
+FOLD_VERSION = 5
 
 FindingStatus = Literal["open", "accepted", "rejected", "deferred", "superseded"]
 
@@ -181,6 +181,7 @@ class RunState(Model):
     replies: list[ReplyState] = Field(default_factory=list)
     actions: dict[str, DispatchedAction] = Field(default_factory=dict)
     sessions: dict[str, str] = Field(default_factory=dict)  # reviewer -> its CLI session id
+    session_hosts: dict[str, str] = Field(default_factory=dict)  # reviewer -> the host holding it
     judge_session: str | None = None
     commits: list[CommitInfo] = Field(default_factory=list)
     spent: dict[str, float] = Field(default_factory=dict)  # agent -> USD known spent
@@ -448,6 +449,10 @@ def _report(s: RunState, e: AgentReport) -> None:
     if e.session_id:
         slot.session_id = e.session_id
         s.sessions[e.agent] = e.session_id
+        if e.host:
+            s.session_hosts[e.agent] = e.host
+        else:
+            s.session_hosts.pop(e.agent, None)
 
 
 def _turn(s: RunState, e: FindingTurn) -> None:

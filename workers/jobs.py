@@ -6,6 +6,7 @@ appending its result events in one batch (``finish``).
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Literal
 
@@ -31,6 +32,7 @@ from orchestrator.domain import (
     refutation_event,
 )
 from orchestrator.errors import GitError
+from orchestrator.fold import RunState
 from orchestrator.parse import (
     JudgeVerdict,
     acceptance_refusal,
@@ -92,7 +94,24 @@ def report_event(
         error=error,
         exit_code=run.proc.exit_code,
         model=run.model,
+        host=this_host() if run.session_id else None,
     )
+
+
+def resumable(s: RunState, agent: str, can_resume: bool, host: str) -> bool:
+    """Whether ``agent``'s reply resumes its review's session on ``host``.
+
+    A session lives in the agent's own state (its HOME's state dirs) on the host that ran it: another
+    host asks afresh, with a reply prompt that holds the outcomes it needs, rather than resuming a session
+    it does not have (a log written before hosts were recorded resumes, as it always did).
+    """
+    held_here = s.session_hosts.get(agent) in (None, host)
+    return bool(s.sessions.get(agent) and can_resume and held_here)
+
+
+def this_host() -> str:
+    """This host's name: where an agent's session (kept in its HOME's state dirs) can be resumed."""
+    return socket.gethostname()
 
 
 # --- review -----------------------------------------------------------------------------------
@@ -288,7 +307,7 @@ def reply(rt: Runtime, slug: str, key: str, interrupted: Interrupted) -> None:
     outcomes = [SettledItem(id=f.id, verdict=f.status, claim=f.claim, loc=f.loc, reason=f.reason) for f in fs]
     prompt = reply_prompt(round_n=n, agent=agent, outcomes=outcomes)
     session = s.sessions.get(agent)
-    resume = bool(session and spec.resume_argv)
+    resume = resumable(s, agent, bool(spec.resume_argv), this_host())
     name = f"reply-{n}.{agent}.{sum(1 for r in s.replies if r.agent == agent) + 1}"
     with agent_worktree(rt, job, s.tip or "") as wt:
         run = run_agent(
