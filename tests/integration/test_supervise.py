@@ -433,12 +433,17 @@ def test_capped_run_does_not_hang_on_an_escaped_writer(tmp_path: Path) -> None:
     """A grandchild that left the group (setsid) keeps the pipe open: the reader must still return."""
     pid_file = tmp_path / "escaped.pid"
     code = f"""
-        import subprocess, sys
+        import os, subprocess, sys, time
         escaped = (
             "import os, time; os.setsid(); "
-            "open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(120)"
+            "open({str(pid_file)!r} + '.tmp', 'w').write(str(os.getpid())); "
+            "os.rename({str(pid_file)!r} + '.tmp', {str(pid_file)!r}); time.sleep(120)"
         )
         subprocess.Popen([sys.executable, "-c", escaped])
+        # the leader ends only once the grandchild has left the group (else ending the group kills it)
+        deadline = time.monotonic() + {PATIENCE}
+        while not os.path.exists({str(pid_file)!r}) and time.monotonic() < deadline:
+            time.sleep(0.01)
         print("leader done", flush=True)
     """
     try:
