@@ -6,25 +6,16 @@ from __future__ import annotations
 from jury_cli.context import DirOpt, out, settings_for
 from orchestrator.domain import RunPublished
 from orchestrator.errors import JuryError
-from orchestrator.store.base import EventStore, check_slug
-from orchestrator.store.files import FileStore
+from orchestrator.store.base import check_slug
 
 
 def publish(slug: str, dir: DirOpt = None) -> None:
     """Publish an ended run to its PR: one review with inline comments, and the `jury` check."""
-    from workers.publish import publish_run
+    from workers.publish import publish_named
 
     settings = settings_for(dir)
     check_slug(slug)
-    files = FileStore(settings.dir)
-    store: EventStore = files
-    if settings.redis_url:
-        from orchestrator.store.redis import from_url as redis_store
-
-        live = redis_store(settings.redis_url)
-        if live.exists(slug) or not files.exists(slug):
-            store = live
-    event = publish_run(store, slug, files=files)  # the record under --dir says it too
+    event = publish_named(settings.dir, settings.redis_url, slug)  # the record under --dir says it too
     say(event)
     if not event.ok:
         raise JuryError(f"publishing {slug} failed: {event.error}")

@@ -14,7 +14,6 @@ from rich.console import Console
 
 from orchestrator.config import Settings
 from orchestrator.errors import JuryError, UsageError
-from orchestrator.store.base import EventStore
 
 WHO = "console"
 
@@ -48,18 +47,9 @@ def resume(settings: Settings, slug: str) -> str:
 def publish(settings: Settings, slug: str) -> str:
     """``jury publish SLUG``: the ended run's review and ``jury`` check on its PR, updated in place when it
     published before; the outcome is the ``run.published`` event, in the live log and the files record."""
-    from orchestrator.store.files import FileStore
-    from workers.publish import publish_run
+    from workers.publish import publish_named
 
-    files = FileStore(settings.dir)
-    store: EventStore = files
-    if settings.redis_url:
-        from orchestrator.store.redis import from_url as redis_store
-
-        live = redis_store(settings.redis_url)
-        if live.exists(slug) or not files.exists(slug):
-            store = live
-    event = publish_run(store, slug, files=files)
+    event = publish_named(settings.dir, settings.redis_url, slug)
     if not event.ok:
         raise PublishFailed(f"publishing {slug} failed: {event.error}")
     where = f"{event.forge} {event.repo}#{event.number}" if event.repo else "its PR"
