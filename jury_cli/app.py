@@ -17,6 +17,7 @@ app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # help texts name TOML tables ([sandbox], [[schedules]]): not markup
     help="Jury: a code jury of AI agents.",
 )
 app.command()(review.review)
