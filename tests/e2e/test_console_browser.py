@@ -1,7 +1,12 @@
-"""The console in a real browser: `jury web` in a subprocess, headless Chromium driven by Playwright. A run
-is in progress (its first events in the store); the page is open; the test appends a reviewer's report and
-finding to the store, and the finding appears on the page without a reload, as text (the claim carries
-markup that must not run). A screenshot is saved under the test's tmp_path."""
+"""The console in a real browser: `jury web` in a subprocess, headless Chromium driven by Playwright.
+
+- A run is in progress (its first events in the store); the page is open; the test appends a reviewer's
+  report and finding to the store, and the finding appears on the page without a reload, as text (the
+  claim carries markup that must not run). A screenshot is saved under the test's tmp_path.
+- A run with a verified, a refuted and an open finding: the verification runs are a real table (a row a
+  run: tree, command, exit code, time), the second opinions are shown, and the state filter shows only the
+  findings of the state chosen.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +15,10 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,21 +39,15 @@ def chromium() -> Path:
     return CHROMIUM if CHROMIUM.exists() else Path(shutil.which("chromium") or "")
 
 
-def test_a_new_finding_appears_on_the_open_run_page_without_a_reload(tmp_path: Path) -> None:
-    executable = chromium()
-    from playwright.sync_api import expect, sync_playwright
-
-    state = tmp_path / "state"
-    store = FileStore(state)
-    slug = "acme-widgets-7"
-    store.append(slug, run.started(title=f"parser {run.HOSTILE}"))
-    env = {**outside_env(), "JURY_DIR": str(state), "NO_COLOR": "1"}
+@contextmanager
+def jury_web(env: dict[str, str]) -> Iterator[str]:
+    """`jury web --port 0` with ``env`` added to a clean environment; yields the token URL it printed."""
     server = subprocess.Popen(
         [sys.executable, "-m", "jury_cli", "web", "--port", "0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env=env,
+        env={**outside_env(), "NO_COLOR": "1", **env},
         stdin=subprocess.DEVNULL,
     )
     try:
@@ -59,52 +61,133 @@ def test_a_new_finding_appears_on_the_open_run_page_without_a_reload(tmp_path: P
             if m := re.search(r"http://127\.0\.0\.1:\d+/\?token=\S+", line):
                 url = m.group(0)
         assert url is not None, "jury web printed no URL"
-        base = url.split("?")[0]
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(
-                executable_path=str(executable), headless=True, args=["--no-sandbox"]
-            )
-            try:
-                page = browser.new_page(viewport={"width": 1280, "height": 1400})
-                errors: list[str] = []
-                page.on("pageerror", lambda exc: errors.append(str(exc)))
-                page.goto(url)  # the token URL: a cookie, then the run list without the token
-                assert "token" not in page.url
-                page.get_by_role("link", name=slug).click()
-                page.wait_for_url(f"{base}runs/{slug}")
-                expect(page.locator("#live")).to_have_text("live", timeout=30_000)
-                expect(page.locator("section.panel", has_text="findings")).to_contain_text("no findings yet")
-                lanes = page.locator(".lane")
-                expect(lanes).to_have_count(2)
-                expect(page.locator('.lane[data-agent="alpha"] .bar')).to_have_attribute(
-                    "data-state", "running"
-                )
-                page.evaluate("window.__notReloaded = true")
-
-                store.append(slug, run.alpha_found())  # the reviewer reports while the page is open
-
-                finding = page.locator('article.finding[data-id="r1-alpha-1"]')
-                expect(finding).to_be_visible(timeout=30_000)
-                expect(finding).to_contain_text("parse() drops the last byte")
-                expect(finding).to_contain_text('<script>document.title="pwned"</script>')  # shown, not run
-                expect(page.locator('.lane[data-agent="alpha"] .bar')).to_have_attribute("data-state", "done")
-                assert page.evaluate("window.__notReloaded") is True
-                assert page.locator("main script, main img").count() == 0
-                assert "pwned" not in page.title()
-
-                # An action from the console's own page passes the token and origin checks; without the
-                # fleet's Redis it is refused with what to do, not a fake success.
-                page.locator('button[data-action="cancel"]').click()
-                expect(page.locator(".actions .message")).to_contain_text("no Redis to reach the run")
-
-                shot = tmp_path / "console-run.png"
-                page.screenshot(path=str(shot), full_page=True)
-                print(f"screenshot: {shot}")
-                assert shot.stat().st_size > 10_000
-                assert errors == []
-            finally:
-                browser.close()
+        yield url
     finally:
         server.terminate()
         server.wait(timeout=30)
         server.stdout.close() if server.stdout else None
+
+
+@contextmanager
+def browser_page(executable: Path) -> Iterator[tuple[Any, list[str]]]:
+    """A page of headless Chromium, and the list its uncaught script errors are added to."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(executable), headless=True, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 1400})
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            yield page, errors
+        finally:
+            browser.close()
+
+
+def test_a_new_finding_appears_on_the_open_run_page_without_a_reload(tmp_path: Path) -> None:
+    executable = chromium()
+    from playwright.sync_api import expect
+
+    state = tmp_path / "state"
+    store = FileStore(state)
+    slug = "acme-widgets-7"
+    store.append(slug, run.started(title=f"parser {run.HOSTILE}"))
+    with jury_web({"JURY_DIR": str(state)}) as url, browser_page(executable) as (page, errors):
+        base = url.split("?")[0]
+        page.goto(url)  # the token URL: a cookie, then the run list without the token
+        assert "token" not in page.url
+        page.get_by_role("link", name=slug).click()
+        page.wait_for_url(f"{base}runs/{slug}")
+        expect(page.locator("#live")).to_have_text("live", timeout=30_000)
+        expect(page.locator("section.panel", has_text="findings")).to_contain_text("no findings yet")
+        lanes = page.locator(".lane")
+        expect(lanes).to_have_count(2)
+        expect(page.locator('.lane[data-agent="alpha"] .bar')).to_have_attribute("data-state", "running")
+        running = page.locator('.lane[data-agent="beta"] .bar')
+        expect(running).to_have_attribute("data-state", "running")
+
+        page.evaluate("window.__notReloaded = true")
+
+        store.append(slug, run.alpha_found())  # the reviewer reports while the page is open
+
+        finding = page.locator('article.finding[data-id="r1-alpha-1"]')
+        expect(finding).to_be_visible(timeout=30_000)
+        expect(finding).to_contain_text("parse() drops the last byte")
+        expect(finding).to_contain_text('<script>document.title="pwned"</script>')  # shown, not run
+        expect(page.locator('.lane[data-agent="alpha"] .bar')).to_have_attribute("data-state", "done")
+        assert page.evaluate("window.__notReloaded") is True
+        assert page.locator("main script, main img").count() == 0
+        assert "pwned" not in page.title()
+
+        # An action from the console's own page passes the token and origin checks; without the fleet's
+        # Redis it is refused with what to do, not a fake success.
+        page.locator('button[data-action="cancel"]').click()
+        expect(page.locator(".actions .message")).to_contain_text("no Redis to reach the run")
+
+        shot = tmp_path / "console-run.png"
+        page.screenshot(path=str(shot), full_page=True)
+        print(f"screenshot: {shot}")
+        assert shot.stat().st_size > 10_000
+        assert errors == []
+
+
+# Each row of a finding's verification table: its cells as [tag, text].
+VERIFICATION_CELLS = """(id) => [
+    ...document.querySelectorAll(`article.finding[data-id="${id}"] table.verification tr`)
+  ].map(tr => [...tr.children].map(c => [c.tagName, c.textContent]))"""
+SHOWN = "() => [...document.querySelectorAll('article.finding')].map(a => [a.dataset.id, a.dataset.status])"
+
+
+def test_a_verified_finding_shows_its_runs_and_the_filter_shows_one_state(tmp_path: Path) -> None:
+    executable = chromium()
+    from playwright.sync_api import expect
+
+    state = tmp_path / "state"
+    store = FileStore(state)
+    slug = "acme-widgets-8"
+    store.append(slug, run.started() + run.alpha_found() + run.judged() + run.beta_found())
+    with jury_web({"JURY_DIR": str(state)}) as url, browser_page(executable) as (page, errors):
+        page.goto(url)
+        page.goto(f"{url.split('?')[0]}runs/{slug}")
+        findings = page.locator("article.finding")
+        expect(findings).to_have_count(3, timeout=30_000)
+
+        verified = page.locator('article.finding[data-id="r1-alpha-1"]')
+        expect(verified).to_contain_text("reproduced test fails on the head")
+        expect(verified).to_contain_text("test: pytest -q tests/test_parse.py")
+        rows = verified.locator("table.verification tr")
+        expect(rows).to_have_count(5)  # the head, then each run's row and its output's
+        cells = page.evaluate(VERIFICATION_CELLS, "r1-alpha-1")
+        assert cells == [
+            [["TH", "tree"], ["TH", "command"], ["TH", "exit"], ["TH", "time"]],
+            [["TD", "fixed"], ["TD", "pytest -q tests/test_parse.py"], ["TD", "0"], ["TD", "2s"]],
+            [["TD", "output1 passed"]],
+            [["TD", "reverted"], ["TD", "pytest -q tests/test_parse.py"], ["TD", "1"], ["TD", "1s"]],
+            [["TD", "output1 failed"]],
+        ]
+        expect(verified).to_contain_text(
+            "second opinion: not_refuted NOT REFUTED: ran the test · beta (other/model) · $0.0006"
+        )
+        refuted = page.locator('article.finding[data-id="r1-beta-1"]')
+        expect(refuted).to_contain_text("second opinion: refuted REFUTED: expire() runs every minute")
+        expect(refuted.locator("table.verification")).to_have_count(0)
+        body = page.locator("body").text_content() or ""
+        assert "[object" not in body and "undefined" not in body
+
+        # The state filter, in the page: only the findings of the state chosen.
+        for choice, expected in [
+            ("accepted", [["r1-alpha-1", "accepted"]]),
+            ("rejected", [["r1-beta-1", "rejected"]]),
+            ("open", [["r1-beta-2", "open"]]),
+            ("deferred", []),
+            ("all", [["r1-alpha-1", "accepted"], ["r1-beta-1", "rejected"], ["r1-beta-2", "open"]]),
+        ]:
+            page.select_option("#finding-filter", choice)
+            expect(findings).to_have_count(len(expected))
+            assert page.evaluate(SHOWN) == expected, choice
+            expect(page.locator("#finding-filter")).to_have_value(choice)
+            if not expected:
+                expect(page.locator("section.panel:has(#finding-filter)")).to_contain_text(
+                    f"no {choice} findings"
+                )
+        assert errors == []

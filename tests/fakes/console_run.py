@@ -196,6 +196,64 @@ def judged() -> list[Event]:
     ]
 
 
+def beta_found() -> list[Event]:
+    """Reviewer beta reports two findings: the judge rejects the first, and a refuter's second opinion on
+    it refutes the claim; the second stays open."""
+    return [
+        AgentReport(
+            eid="review:1:beta:report",
+            ts=at(72),
+            agent="beta",
+            round=1,
+            verdict="found",
+            seconds=70.0,
+            summary="2 findings",
+            report="FINDING: the cache never expires\nFINDING: the log grows without bound\n",
+            raw_file="round-1.beta.stdout.txt",
+            key="review:1:beta",
+        ),
+        FindingRaised(
+            eid="f:r1-beta-1",
+            ts=at(72),
+            id="r1-beta-1",
+            round=1,
+            agent="beta",
+            claim="the cache never expires",
+            loc="src/cache.py:10",
+        ),
+        FindingRaised(
+            eid="f:r1-beta-2",
+            ts=at(72),
+            id="r1-beta-2",
+            round=1,
+            agent="beta",
+            claim="the log grows without bound",
+            loc="src/log.py:4",
+        ),
+        ActionDone(eid="review:1:beta:done", ts=at(72), key="review:1:beta"),
+        FindingResolved(
+            eid="f:r1-beta-1:resolved",
+            ts=at(74),
+            id="r1-beta-1",
+            verdict="rejected",
+            reason="expire() runs every minute",
+            who="judge",
+        ),
+        RefuteVerdict(
+            eid="refute:r1-beta-1",
+            ts=at(75),
+            id="r1-beta-1",
+            outcome="refuted",
+            reason="REFUTED: expire() runs every minute (src/cache.py:30)",
+            source="refuter",
+            agent="alpha",
+            model="other/model",
+            independent=True,
+            cost_usd=0.0004,
+        ),
+    ]
+
+
 def beta_tick(seconds: float = 30.0) -> AgentAlive:
     return AgentAlive(
         eid="review:1:beta:alive:1",

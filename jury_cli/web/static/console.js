@@ -7,6 +7,8 @@
   const liveBadge = document.getElementById("live");
 
   // el("div", {class: "x", data: {id: "f1"}}, "text", child) -> an element; strings become text nodes.
+  // Children may be arrays nested to any depth (a row per item, each giving several): all are flattened,
+  // so an element never reaches the page as the text "[object HTMLTableRowElement]".
   function el(tag, attrs, ...children) {
     const node = document.createElement(tag);
     for (const [key, value] of Object.entries(attrs || {})) {
@@ -17,7 +19,7 @@
       else if (key === "href") node.setAttribute("href", value);
       else node.setAttribute(key, String(value));
     }
-    for (const child of children.flat()) {
+    for (const child of children.flat(Infinity)) {
       if (child === null || child === undefined || child === false) continue;
       node.appendChild(child instanceof Node ? child : document.createTextNode(String(child)));
     }
@@ -25,7 +27,7 @@
   }
 
   function replace(node, ...children) {
-    node.replaceChildren(...children.flat().filter((c) => c !== null && c !== undefined && c !== false));
+    node.replaceChildren(...children.flat(Infinity).filter((c) => c !== null && c !== undefined && c !== false));
   }
 
   async function getJSON(path) {
@@ -253,7 +255,7 @@
     if (f.verification && f.verification.length) {
       parts.push(el("table", { class: "small verification" },
         el("tr", {}, ["tree", "command", "exit", "time"].map((h) => el("th", {}, h))),
-        f.verification.map((r) => [
+        f.verification.flatMap((r) => [
           el("tr", {}, el("td", {}, r.tree), el("td", {}, el("code", {}, r.command)),
             el("td", { class: "num" }, r.exitCode === undefined ? "–" : r.exitCode), el("td", { class: "num" },
               seconds(r.seconds))),
