@@ -58,4 +58,5 @@ VOLUME ["/home/jury/.jury"]
 EXPOSE 9100
 
 ENTRYPOINT ["tini", "--", "jury"]
-CMD ["worker", "--metrics-port", "9100"]
+# The metrics on every address: a container's loopback is out of a scraper's reach (README, "Metrics").
+CMD ["worker", "--metrics-port", "9100", "--metrics-host", "0.0.0.0"]

@@ -90,6 +90,43 @@ def test_every_service_has_a_health_check_and_publishes_on_loopback_only() -> No
             assert str(port).startswith("127.0.0.1:"), f"{name} publishes {port} beyond loopback"
 
 
+def test_the_console_health_check_passes_on_its_token_guarded_console_without_the_token(
+    tmp_path: Path,
+) -> None:
+    """The web service listens beyond loopback, so every request needs its token, but for ``/healthz``:
+    the health check asks that, holds no token (none in any argv: ``ps`` shows them) and passes."""
+    import socket
+
+    from jury_cli.web.app import create_app
+    from jury_cli.web.auth import Guard
+    from orchestrator.config import Settings
+    from orchestrator.store.files import FileStore
+    from tests.fakes import console_run as run
+
+    web = SERVICES["web"]
+    assert option(web["command"], "--host") == "0.0.0.0" and option(web["command"], "--port") == "3080"
+    assert "--token" not in web["command"] and "JURY_WEB_TOKEN" in web["environment"]
+    kind, python, flag, script = web["healthcheck"]["test"]
+    assert (kind, python, flag) == ("CMD", "python", "-c")
+    assert "http://127.0.0.1:3080/healthz" in script
+    assert "token" not in script.lower() and "authorization" not in script.lower()
+
+    def check(port: int) -> subprocess.CompletedProcess[str]:
+        here = script.replace("127.0.0.1:3080", f"127.0.0.1:{port}")
+        return subprocess.run([sys.executable, "-c", here], capture_output=True, text=True, timeout=60)
+
+    guard = Guard(token="compose-token-0123456789", reads_need_token=True)
+    console = create_app(Settings(dir=tmp_path, redis_url=None), FileStore(tmp_path), guard, loopback=False)
+    with run.serve(console) as base:
+        port = int(base.rsplit(":", 1)[1])
+        passed = check(port)
+        assert passed.returncode == 0, passed.stderr
+    with socket.socket() as free:  # a port nothing listens on: a console that is down fails the check
+        free.bind(("127.0.0.1", 0))
+        down = free.getsockname()[1]
+    assert check(down).returncode != 0
+
+
 def test_every_jury_command_line_parses_and_reaches_the_one_redis() -> None:
     assert set(JURY_SERVICES) >= {*QUEUES, "scheduler", "web", "metrics"}
     for name, svc in JURY_SERVICES.items():
@@ -157,6 +194,18 @@ def test_the_entrypoint_is_jury_and_the_default_command_parses() -> None:
     assert "pip install --no-cache-dir ." in run
     assert "install_agents.py --catalog /opt/jury-build/agents ${AGENTS}" in run
     assert ("ARG", 'AGENTS=""') in instructions()
+
+
+def test_the_default_command_serves_metrics_to_other_containers_as_the_readme_says() -> None:
+    """A container's loopback is its own: a scraper in another container (or host) reaches the worker's
+    metrics only on another address, so the image's default command binds 0.0.0.0, the port it exposes;
+    and the README's "Deployment" names that very command."""
+    found = dict(instructions())
+    cmd = json.loads(found["CMD"])
+    assert option(cmd, "--metrics-host") == "0.0.0.0"
+    assert option(cmd, "--metrics-port") == found["EXPOSE"] == "9100"
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert f"by default `jury {' '.join(cmd)}`" in readme
 
 
 def install(*agents: str) -> subprocess.CompletedProcess[str]:
