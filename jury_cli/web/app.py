@@ -9,6 +9,7 @@ they use (README, "Console").
     GET  /api/runs/{slug}/artifacts/{name}       one artifact, as text
     POST /api/runs/{slug}/{cancel|resume|publish}  the actions (token, same origin: ``auth.py``)
     GET  /api/fleet                              workers, queues, runs in flight, today's spend, schedules
+    GET  /healthz                                "ok", without the token (a health check's): nothing else
 
 The store is the one ``jury runs`` reads (``backend.reading_store``): the fleet's Redis, else the files.
 """
@@ -22,7 +23,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -140,7 +141,12 @@ def create_app(settings: Settings, store: Any, guard: Guard, loopback: bool) -> 
         except StoreError as exc:
             return error(503, str(exc))
 
+    def healthz(request: Request) -> Response:
+        """The console serves: all a health check needs, and all it is told (it has no token)."""
+        return PlainTextResponse("ok", headers={"cache-control": "no-store"})
+
     routes = [
+        Route("/healthz", healthz),
         Route("/", page("index.html")),
         Route("/runs/{slug}", page("run.html")),
         Route("/fleet", page("fleet.html")),

@@ -3,7 +3,8 @@
 - **The token.** One per console: ``--token`` / ``JURY_WEB_TOKEN``, else a random one printed in the URL at
   start (as Jupyter does). ``GET /?token=...`` trades it for a cookie (HttpOnly, SameSite=Strict) and
   redirects to the same page without it, so it stays out of the history and of any Referer.
-- **Reads** need the token only when the console listens beyond loopback (then every request does).
+- **Reads** need the token only when the console listens beyond loopback (then every request does, but
+  ``GET /healthz``, which answers ``ok`` and nothing else: a health check holds no token).
 - **Actions** (cancel, resume, re-publish) always need it, in the cookie or a header (``X-Jury-Token`` or
   ``Authorization: Bearer``), are POST only, and are refused when the request comes from another origin
   (``Origin``, ``Sec-Fetch-Site``): no other web page can press them, even on localhost.
@@ -27,6 +28,7 @@ from urllib.parse import parse_qs, quote, urlsplit
 COOKIE = "jury_console"
 TOKEN_HEADER = "x-jury-token"
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
+OPEN_PATHS = frozenset({"/healthz"})  # answered without the token: they say nothing of the runs
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
     "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
@@ -148,7 +150,7 @@ class GuardMiddleware:
         query_token = _query_token(scope)
         if query_token is not None and scope["method"] == "GET" and not path.startswith("/api/"):
             return await self._trade(scope, query_token, secured)
-        if self.guard.reads_need_token and not authed:
+        if self.guard.reads_need_token and not authed and path not in OPEN_PATHS:
             return await deny(secured, 401, "this console needs its token: open the URL `jury web` printed")
         await self.app(scope, receive, secured)
 

@@ -326,6 +326,48 @@ def test_token_url_host_check_and_headers(tmp_path: Path) -> None:
         assert httpx.get(f"{base}/api/runs", headers={"authorization": f"Bearer {TOKEN}"}).status_code == 200
 
 
+def concrete(path: str) -> str:
+    """A route's path with its parameters filled in."""
+    filled = {"{slug}": "acme-7", "{name:path}": "round-1.alpha.stdout.txt", "{action}": "cancel"}
+    for param, value in filled.items():
+        path = path.replace(param, value)
+    assert "{" not in path, path
+    return path
+
+
+def test_healthz_needs_no_token_and_says_only_ok_while_every_other_route_needs_it(tmp_path: Path) -> None:
+    from starlette.routing import Mount, Route
+
+    store = FileStore(tmp_path)
+    store.append("acme-7", run.started())
+    store.put_artifact("acme-7", "round-1.alpha.stdout.txt", b"FINDING: x\n")
+    app = create_app(Settings(dir=tmp_path, redis_url=None), store, Guard(TOKEN, True), loopback=False)
+    requests: list[tuple[str, str]] = []
+    for route in app.app.routes:  # type: ignore[attr-defined]
+        if isinstance(route, Mount):
+            requests.append(("GET", route.path + "/console.js"))
+        else:
+            assert isinstance(route, Route)
+            requests += [(m, concrete(route.path)) for m in sorted(route.methods or ["GET"]) if m != "HEAD"]
+    assert ("GET", "/healthz") in requests and len(requests) > 10
+    with run.serve(app) as base:
+        for given in ({}, {"x-jury-token": "wrong-token-xxxxxxxxxx"}):
+            r = httpx.get(f"{base}/healthz", headers=given)
+            assert (r.status_code, r.text) == (200, "ok")
+            assert r.headers["content-type"].startswith("text/plain")
+            assert "set-cookie" not in r.headers and r.headers["cache-control"] == "no-store"
+        assert httpx.head(f"{base}/healthz").status_code == 200
+        assert httpx.post(f"{base}/healthz").status_code == 405
+        for method, path in requests:
+            if path == "/healthz":
+                continue
+            r = httpx.request(method, base + path, timeout=30)
+            assert r.status_code == 401, (method, path, r.status_code)
+            assert "acme-7" not in r.text and "FINDING" not in r.text
+        good = {"authorization": f"Bearer {TOKEN}"}
+        assert httpx.get(f"{base}/api/runs/acme-7", headers=good).status_code == 200
+
+
 def test_fleet_page_shows_spend_against_the_ceiling_and_runs_in_flight(
     shared_redis: str, tmp_path: Path
 ) -> None:
