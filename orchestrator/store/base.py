@@ -31,6 +31,16 @@ SENT_TTL = 7 * 86400  # a sent mark outlives any action the reaper may still hav
 SWEEP_TTL = 90 * 86400  # a PR head's claim, and a PR's list of swept runs, outlive many nightly sweeps
 
 
+class SentMark(NamedTuple):
+    """What the store knows of the last sending of an action's task, for the reaper (``sent_mark``)."""
+
+    age: float  # seconds since the task was due: sent, plus the countdown it was put back with (below 0
+    #             while that countdown runs)
+    taken: bool  # a worker took the task (acquired its lease) since it was last sent
+    resends: int  # how often the reaper sent it again though nobody had taken it, since it was last sent
+    #               otherwise (dispatched, put back, handed back, recovered)
+
+
 class PullHead(NamedTuple):
     """One head of one PR on one forge: what a sweep's dedupe is keyed by. ``repo`` is the forge's path,
     compared without case (forges do), so build it with ``pull_head``."""
@@ -216,13 +226,29 @@ class LiveStore(EventStore, Protocol):
         """Whether the run's cancel flag is set."""
         ...
 
-    def mark_sent(self, slug: str, key: str, ttl: int = SENT_TTL) -> None:
-        """Remember that the task of the run's action ``key`` was enqueued now (kept ``ttl`` seconds)."""
+    def mark_sent(self, slug: str, key: str, ttl: int = SENT_TTL, *, delay: float = 0.0) -> None:
+        """Remember that the task of the run's action ``key`` was enqueued now, due in ``delay`` seconds (a
+        countdown), and that nobody has taken it yet (the ``taken`` and ``resends`` of its mark start over).
+        Kept ``ttl`` seconds."""
+        ...
+
+    def mark_resent(self, slug: str, key: str, ttl: int = SENT_TTL) -> int:
+        """The reaper enqueued the action's task again though nobody had taken it (its message may be lost):
+        sent now, due now, one more resend. A ``taken`` mark set meanwhile stays. Returns the resends."""
+        ...
+
+    def mark_taken(self, slug: str, key: str, ttl: int = SENT_TTL) -> None:
+        """A worker took the action's task (acquired its lease): a lease that lapses from now on without a
+        done marker was a worker's that died, not a message still queued."""
+        ...
+
+    def sent_mark(self, slug: str, key: str) -> SentMark | None:
+        """The action's sent mark by the store's clock; None if it was never sent (or the mark expired)."""
         ...
 
     def sent_age(self, slug: str, key: str) -> float | None:
-        """Seconds since the action's task was last enqueued, by the store's clock; None if never (or the
-        mark has expired)."""
+        """Seconds since the action's task was last enqueued and due, by the store's clock, never below 0
+        (0 while its countdown runs); None if never (or the mark has expired)."""
         ...
 
     def sweep_lookup(self, heads: Sequence[PullHead]) -> list[SweptPR]:

@@ -17,7 +17,12 @@ and a test can use a random prefix and delete exactly its own keys.
     <prefix>:ledger:call:<call_id>         hash: one reservation (run, day, amount, state, ...)
     <prefix>:lease:<key>                   string: the holder's random token, with a TTL
     <prefix>:done:<key>                    string: the effect named ``key`` happened (with a TTL)
-    <prefix>:sent:<key>                    string: when an action's task was last enqueued (with a TTL)
+    <prefix>:sent:<key>                    string: when an action's task was last enqueued, plus its
+                                           countdown when it was put back (epoch seconds, with a TTL)
+    <prefix>:taken:<key>                   string: present when a worker took the action's task (its
+                                           lease) since it was last enqueued (with a TTL)
+    <prefix>:resent:<key>                  string: how often the reaper enqueued it again, untaken,
+                                           since it was last enqueued otherwise (with a TTL)
     <prefix>:runs:active                   set: slugs of the runs not yet ended (the reaper's list)
     <prefix>:runs:expiring                 sorted set: slug -> epoch second its keys expire (ended runs)
     <prefix>:schedule:<name>:since         string: epoch second the fleet first saw the schedule
@@ -45,10 +50,11 @@ Celery's broker keeps its own keys in the same database, outside the prefix: one
 (``control``, ``review`` ...), ``_kombu.binding.*`` and, while tasks run, ``unacked``, ``unacked_index``
 and ``unacked_mutex``; only Celery touches them.
 
-A run's keys: everything under ``run:<slug>:``, and the ``lease``, ``done``, ``sent`` and ``ledger:call``
-keys whose name starts with ``<slug>:`` (actions and agent calls are named ``<slug>:<key>``). A new key
-that belongs to one run must live in one of these families (``RUN_FAMILIES``), or it outlives the run's
-retention. Slugs hold no ``:`` and no glob character, so ``<family>:<slug>:`` names one run's keys only.
+A run's keys: everything under ``run:<slug>:``, and the ``lease``, ``done``, ``sent``, ``taken``,
+``resent`` and ``ledger:call`` keys whose name starts with ``<slug>:`` (actions and agent calls are named
+``<slug>:<key>``). A new key that belongs to one run must live in one of these families
+(``RUN_FAMILIES``), or it outlives the run's retention. Slugs hold no ``:`` and no glob character, so
+``<family>:<slug>:`` names one run's keys only.
 """
 
 from __future__ import annotations
@@ -145,8 +151,19 @@ def active_runs(prefix: str) -> str:
 
 
 def sent(prefix: str, key: str) -> str:
-    """When an action's task was last enqueued (epoch seconds), for the reaper."""
+    """When an action's task was last enqueued, plus the countdown it was put back with (epoch seconds:
+    when it is due), for the reaper."""
     return f"{prefix}:sent:{key}"
+
+
+def taken(prefix: str, key: str) -> str:
+    """Present when a worker took the action's task (acquired its lease) since it was last enqueued."""
+    return f"{prefix}:taken:{key}"
+
+
+def resent(prefix: str, key: str) -> str:
+    """How often the reaper enqueued the action again though no worker had taken it (an integer)."""
+    return f"{prefix}:resent:{key}"
 
 
 def expiring_runs(prefix: str) -> str:
@@ -185,7 +202,7 @@ def sweep_runs(prefix: str, forge: str, repo: str, number: int) -> str:
 
 
 # The key families that hold one run's keys, as ``<prefix>:<family>:<slug>:...``.
-RUN_FAMILIES: tuple[str, ...] = ("run", "lease", "done", "sent", "ledger:call")
+RUN_FAMILIES: tuple[str, ...] = ("run", "lease", "done", "sent", "taken", "resent", "ledger:call")
 # Keys of a run with a lifetime of their own (a lock's timeout, a lease's TTL, ...): an ended run's expiry
 # may shorten it, a resumed run must not make it permanent.
 SELF_EXPIRING: tuple[str, ...] = ("lock", "cancel")

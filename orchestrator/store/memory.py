@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 
@@ -31,6 +31,7 @@ from orchestrator.store.base import (
     SENT_TTL,
     SWEEP_TTL,
     PullHead,
+    SentMark,
     SweepClaim,
     SweptPR,
     SweptStart,
@@ -43,6 +44,7 @@ from orchestrator.store.base import (
 log = structlog.get_logger()
 
 Clock = Callable[[], float]  # epoch seconds, like time.time
+_V = TypeVar("_V")
 
 
 class ManualClock:
@@ -88,7 +90,11 @@ class MemoryStore:
         self._locks: dict[str, tuple[str, float]] = {}  # slug -> (holder token, expiry by clock)
         self._active: set[str] = set()
         self._cancel: dict[str, float] = {}  # slug -> expiry
-        self._sent: dict[tuple[str, str], tuple[float, float]] = {}  # (slug, key) -> (sent at, expiry)
+        # (slug, key) -> (value, expiry), as the three keys of an action's sent mark in Redis: when it is
+        # due (sent, plus its countdown), taken (when), resent (how often)
+        self._sent: dict[tuple[str, str], tuple[float, float]] = {}
+        self._taken: dict[tuple[str, str], tuple[float, float]] = {}
+        self._resent: dict[tuple[str, str], tuple[int, float]] = {}
         self._heads: dict[PullHead, tuple[str, float]] = {}  # a PR head -> (the run holding it, expiry)
         # a PR (forge, repo, number) -> (its swept runs: (started at, order, slug)), expiry
         self._pr_runs: dict[tuple[str, str, int], tuple[list[tuple[float, int, str]], float]] = {}
@@ -104,8 +110,9 @@ class MemoryStore:
         if run is not None and run.expires_at is not None and run.expires_at <= self.clock():
             del self._runs[slug]
             self._cancel.pop(slug, None)
-            for mark in [m for m in self._sent if m[0] == slug]:
-                del self._sent[mark]
+            for marks in (self._sent, self._taken, self._resent):
+                for mark in [m for m in marks if m[0] == slug]:
+                    del marks[mark]
             return None
         return run
 
@@ -352,23 +359,63 @@ class MemoryStore:
             expiry = self._cancel.get(slug)
             return expiry is not None and expiry > self.clock()
 
-    def mark_sent(self, slug: str, key: str, ttl: int = SENT_TTL) -> None:
-        """Remember the clock's time as when the action's task was sent."""
+    def mark_sent(self, slug: str, key: str, ttl: int = SENT_TTL, *, delay: float = 0.0) -> None:
+        """Remember the clock's time plus ``delay`` as when the action's task is due; forget its taken and
+        resent marks."""
+        check_slug(slug)
+        with self._cond:
+            now = self.clock()
+            self._sent[(slug, key)] = (now + max(0.0, delay), now + ttl)
+            self._taken.pop((slug, key), None)
+            self._resent.pop((slug, key), None)
+
+    def mark_resent(self, slug: str, key: str, ttl: int = SENT_TTL) -> int:
+        """Sent again, due now, one more resend (the taken mark stays)."""
         check_slug(slug)
         with self._cond:
             now = self.clock()
             self._sent[(slug, key)] = (now, now + ttl)
+            count = self._unexpired(self._resent, (slug, key), now)
+            self._resent[(slug, key)] = (n := (count or 0) + 1, now + ttl)
+            return n
 
-    def sent_age(self, slug: str, key: str) -> float | None:
-        """Seconds of the clock since the action's task was sent; None if never, or the mark expired."""
+    def mark_taken(self, slug: str, key: str, ttl: int = SENT_TTL) -> None:
+        """Remember that a worker took the action's task now."""
+        check_slug(slug)
+        with self._cond:
+            now = self.clock()
+            self._taken[(slug, key)] = (now, now + ttl)
+
+    def sent_mark(self, slug: str, key: str) -> SentMark | None:
+        """The action's sent mark by the clock; None without one (never sent, or it expired)."""
         check_slug(slug)
         with self._cond:
             self._live(slug)
-            mark = self._sent.get((slug, key))
             now = self.clock()
-            if mark is None or mark[1] <= now:
+            due = self._unexpired(self._sent, (slug, key), now)
+            if due is None:
                 return None
-            return now - mark[0]
+            taken = self._unexpired(self._taken, (slug, key), now) is not None
+            return SentMark(now - due, taken, self._unexpired(self._resent, (slug, key), now) or 0)
+
+    def sent_age(self, slug: str, key: str) -> float | None:
+        """Seconds of the clock since the action's task was sent and due (0 while its countdown runs);
+        None if never, or the mark expired."""
+        mark = self.sent_mark(slug, key)
+        return None if mark is None else max(0.0, mark.age)
+
+    @staticmethod
+    def _unexpired(
+        marks: dict[tuple[str, str], tuple[_V, float]], at: tuple[str, str], now: float
+    ) -> _V | None:
+        """The value of an unexpired mark (an expired one is dropped)."""
+        mark = marks.get(at)
+        if mark is None:
+            return None
+        if mark[1] <= now:
+            del marks[at]
+            return None
+        return mark[0]
 
     # -- sweeps --------------------------------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ from orchestrator.store.base import (
     SENT_TTL,
     SWEEP_TTL,
     PullHead,
+    SentMark,
     SweepClaim,
     SweptPR,
     SweptStart,
@@ -523,25 +524,60 @@ class RedisStore:
         with _errors("read the cancel flag of", slug):
             return bool(self.client.exists(keys.cancel(self.prefix, slug)))
 
-    def mark_sent(self, slug: str, key: str, ttl: int = SENT_TTL) -> None:
-        """SET the action's sent mark to this host's wall-clock time (the reaper compares it with its own)."""
+    def mark_sent(self, slug: str, key: str, ttl: int = SENT_TTL, *, delay: float = 0.0) -> None:
+        """MULTI: SET the action's sent mark to when it is due (this host's wall-clock time plus ``delay``;
+        the reaper compares it with its own), DEL its taken and resent marks. A release that reads the sent
+        mark as a plain time of sending takes a countdown's mark for one sent just now until it is due."""
         check_slug(slug)
+        name = f"{slug}:{key}"
         with _errors("mark an action sent in", slug):
-            self.client.set(keys.sent(self.prefix, f"{slug}:{key}"), f"{time.time():.3f}", ex=ttl)
+            pipe = self.client.pipeline(transaction=True)
+            pipe.set(keys.sent(self.prefix, name), f"{time.time() + max(0.0, delay):.3f}", ex=ttl)
+            pipe.delete(keys.taken(self.prefix, name), keys.resent(self.prefix, name))
+            pipe.execute()
 
-    def sent_age(self, slug: str, key: str) -> float | None:
-        """Seconds since the sent mark's time, None without a mark (or with one that does not parse); never
-        below 0 (the mark is rounded to the millisecond, and another host's clock may run ahead)."""
+    def mark_resent(self, slug: str, key: str, ttl: int = SENT_TTL) -> int:
+        """MULTI: SET the sent mark to now, INCR the resent count (EXPIRE: ``ttl``); the taken mark stays."""
         check_slug(slug)
+        name = f"{slug}:{key}"
+        with _errors("mark an action sent again in", slug):
+            pipe = self.client.pipeline(transaction=True)
+            pipe.set(keys.sent(self.prefix, name), f"{time.time():.3f}", ex=ttl)
+            pipe.incr(keys.resent(self.prefix, name))
+            pipe.expire(keys.resent(self.prefix, name), ttl)
+            replies = pipe.execute()
+        return int(replies[1])
+
+    def mark_taken(self, slug: str, key: str, ttl: int = SENT_TTL) -> None:
+        """SET the taken mark (this host's wall-clock time, for humans)."""
+        check_slug(slug)
+        with _errors("mark an action taken in", slug):
+            self.client.set(keys.taken(self.prefix, f"{slug}:{key}"), f"{time.time():.3f}", ex=ttl)
+
+    def sent_mark(self, slug: str, key: str) -> SentMark | None:
+        """One MGET of the sent, taken and resent marks; None without a sent mark (or with one that does
+        not parse: logged)."""
+        check_slug(slug)
+        name = f"{slug}:{key}"
+        marks = [keys.sent(self.prefix, name), keys.taken(self.prefix, name), keys.resent(self.prefix, name)]
         with _errors("read an action's sent mark in", slug):
-            raw = cast(bytes | None, self.client.get(keys.sent(self.prefix, f"{slug}:{key}")))
-        if raw is None:
+            due, taken, resent = cast(list[bytes | None], self.client.mget(marks))
+        if due is None:
             return None
         try:
-            return max(0.0, time.time() - float(raw))
+            age = time.time() - float(due)
+            resends = int(resent) if resent is not None else 0
         except ValueError:
             log.warning("store.bad_sent_mark", slug=slug, key=key)
             return None
+        return SentMark(age=age, taken=taken is not None, resends=resends)
+
+    def sent_age(self, slug: str, key: str) -> float | None:
+        """Seconds since the sent mark's time, None without a mark (or with one that does not parse); never
+        below 0 (a countdown runs, the mark is rounded to the millisecond, another host's clock may run
+        ahead)."""
+        mark = self.sent_mark(slug, key)
+        return None if mark is None else max(0.0, mark.age)
 
     # -- sweeps --------------------------------------------------------------------------------------------
 

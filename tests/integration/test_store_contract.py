@@ -462,6 +462,44 @@ class TestLiveContract:
         again = s.sent_age(SLUG, "review:r1:codex")
         assert again is not None and again < 1
 
+    def test_a_sent_mark_says_whether_its_task_was_taken_and_how_often_it_was_resent(
+        self, live: Live
+    ) -> None:
+        s, key = live.store, "review:r1:codex"
+        s.mark_sent(SLUG, key)
+        mark = s.sent_mark(SLUG, key)
+        assert mark is not None and 0 <= mark.age < 5 and (mark.taken, mark.resends) == (False, 0)
+        assert s.mark_resent(SLUG, key) == 1  # the reaper, with nobody having taken it
+        assert s.mark_resent(SLUG, key) == 2
+        assert (s.sent_mark(SLUG, key) or mark)[1:] == (False, 2)
+        s.mark_taken(SLUG, key)  # a worker acquired its lease
+        assert (s.sent_mark(SLUG, key) or mark)[1:] == (True, 2)
+        assert s.mark_resent(SLUG, key) == 3  # the reaper's (racing that worker): what it found stays
+        assert (s.sent_mark(SLUG, key) or mark)[1:] == (True, 3)
+        s.mark_sent(SLUG, key)  # sent again otherwise (put back, handed back, recovered): afresh
+        assert (s.sent_mark(SLUG, key) or mark)[1:] == (False, 0)
+        assert s.sent_mark(SLUG, "review:r1:claude") is None and s.sent_mark("other", key) is None
+        s.mark_taken(SLUG, "review:r1:claude")  # taken, never sent: no sent mark
+        assert s.sent_mark(SLUG, "review:r1:claude") is None
+
+    def test_a_put_back_task_is_due_when_its_countdown_ends(self, live: Live) -> None:
+        s, key = live.store, "review:r1:codex"
+        s.mark_sent(SLUG, key, delay=3600)
+        mark = s.sent_mark(SLUG, key)
+        assert mark is not None and -3600 <= mark.age < -3590  # due in an hour
+        assert s.sent_age(SLUG, key) == 0.0  # never below 0: young until it is due
+        s.mark_sent(SLUG, key, delay=1)
+        live.let_pass(1, lambda: (s.sent_mark(SLUG, key) or mark).age >= 0)
+
+    def test_taken_and_resent_marks_expire(self, live: Live) -> None:
+        s, key = live.store, "review:r1:codex"
+        s.mark_sent(SLUG, key)
+        s.mark_taken(SLUG, key, ttl=1)
+        assert s.mark_resent(SLUG, key, ttl=1) == 1
+        live.let_pass(1, lambda: s.sent_mark(SLUG, key) is None)  # the resend's sent mark, with it
+        assert s.mark_resent(SLUG, key) == 1  # counted afresh
+        assert (s.sent_mark(SLUG, key) or (0.0, True, 0))[1:] == (False, 1)  # the taken mark is gone
+
     def test_origin_names_the_log(self, live: Live) -> None:
         s = live.store
         assert s.origin(SLUG) is None
@@ -488,6 +526,8 @@ class TestLiveContract:
         s.write_state(SLUG, {"n": 1})
         s.set_cancel_flag(SLUG)
         s.mark_sent(SLUG, "review:r1:codex")
+        s.mark_taken(SLUG, "review:r1:codex")
+        s.mark_resent(SLUG, "review:r1:codex")
         first = s.origin(SLUG)
         s.append("neighbour", [round_start(1)])
         s.expire_run(SLUG, 1)
@@ -495,6 +535,8 @@ class TestLiveContract:
         assert SLUG not in s.runs() and s.read(SLUG) == [] and s.origin(SLUG) is None
         assert s.get_artifact(SLUG, "a.txt") is None and s.read_state(SLUG) is None
         assert not s.cancel_flagged(SLUG) and s.sent_age(SLUG, "review:r1:codex") is None
+        assert s.mark_resent(SLUG, "review:r1:codex") == 1  # its taken and resent marks went with it
+        assert (s.sent_mark(SLUG, "review:r1:codex") or (0.0, True, 0))[1:] == (False, 1)
         assert s.runs() == ["neighbour"] and eids(s.read("neighbour")) == ["round.start:1"]
         assert s.append(SLUG, [round_start(1)]) == 1  # its eids were forgotten with it
         assert s.origin(SLUG) not in (None, first)
@@ -599,6 +641,9 @@ class TestLiveContract:
             lambda: s.cancel_flagged(slug),
             lambda: s.mark_sent(slug, "k"),
             lambda: s.sent_age(slug, "k"),
+            lambda: s.sent_mark(slug, "k"),
+            lambda: s.mark_taken(slug, "k"),
+            lambda: s.mark_resent(slug, "k"),
             lambda: s.origin(slug),
             lambda: s.keep_run(slug),
         ):
