@@ -13,6 +13,7 @@ from collections.abc import Callable
 from rich.console import Console
 
 from orchestrator.config import Settings
+from orchestrator.domain import TERMINAL_STATES
 from orchestrator.errors import JuryError, UsageError
 
 WHO = "console"
@@ -29,14 +30,40 @@ def cancel(settings: Settings, slug: str) -> str:
     return f"cancelling {slug}"
 
 
+def no_fleet(slug: str) -> str:
+    return (
+        f"resuming from the console needs the fleet's Redis (JURY_REDIS_URL) and workers started with "
+        f"`jury worker`; without them run: jury review --resume {slug}"
+    )
+
+
+def resume_refusal(settings: Settings, slug: str, state: str) -> str | None:
+    """Why the console will not resume ``slug``, in run state ``state``; None when it will. The API refuses
+    with this (409) and the page's button is disabled with it as its title: the one rule of both.
+
+    A converged run has nothing to resume (``jury review --resume`` refuses it too). Without the fleet's
+    Redis the console resumes nothing (``resume``). On the fleet, a run that has not ended is still being
+    run: its coordinator and the reaper carry it on (an action a lost worker held is handed out again), and
+    a resume would only abandon its agents at work; what is resumed is a run that ended without converging
+    (human, failed, cancelled)."""
+    if state == "converged":
+        return f"run {slug} converged: nothing to resume"
+    if not settings.redis_url:
+        return no_fleet(slug)
+    if state not in TERMINAL_STATES:
+        return (
+            f"run {slug} is still running ({state}): the fleet carries it on; only a run that ended "
+            "without converging (human, failed, cancelled) is resumed"
+        )
+    return None
+
+
 def resume(settings: Settings, slug: str) -> str:
     """``jury review --resume SLUG --detach``: the run's workers are the fleet's, so it needs the shared
-    Redis (a console cannot keep an embedded Redis and local workers for a run it does not follow)."""
+    Redis (a console cannot keep an embedded Redis and local workers for a run it does not follow). The
+    API checks ``resume_refusal`` first."""
     if not settings.redis_url:
-        raise UsageError(
-            f"resuming from the console needs the fleet's Redis (JURY_REDIS_URL) and workers started with "
-            f"`jury worker`; without them run: jury review --resume {slug}"
-        )
+        raise UsageError(no_fleet(slug))
     from jury_cli.review import run_review
 
     quiet = Console(file=io.StringIO())

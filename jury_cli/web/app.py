@@ -83,9 +83,12 @@ def create_app(settings: Settings, store: Any, guard: Guard, loopback: bool) -> 
             if known(slug) is None:
                 return error(404, f"no run named {slug}")
             log = views.read_log(store, slug)
-            return JSONResponse(views.run_page(slug, log, views.ticks_of(store, slug)))
+            doc = views.run_page(slug, log, views.ticks_of(store, slug))
         except StoreError as exc:
             return error(503, str(exc))
+        why = actions.resume_refusal(settings, slug, doc["state"])
+        doc.update(resumable=why is None, resumeRefusal=why)
+        return JSONResponse(doc)
 
     async def events(request: Request) -> Response:
         slug = request.path_params["slug"]
@@ -125,6 +128,13 @@ def create_app(settings: Settings, store: Any, guard: Guard, loopback: bool) -> 
             return error(403, "actions need the console's token: open the URL `jury web` printed")
         if known(slug) is None:
             return error(404, f"no run named {slug}")
+        if what == "resume":
+            try:
+                state = views.folded(slug, views.read_log(store, slug).events, []).state
+            except StoreError as exc:
+                return error(503, str(exc))
+            if (why := actions.resume_refusal(settings, slug, state)) is not None:
+                return error(409, why)
         try:
             message = actions.ACTIONS[what](settings, slug)
         except actions.PublishFailed as exc:

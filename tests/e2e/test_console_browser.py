@@ -6,6 +6,7 @@
 - A run with a verified, a refuted and an open finding: the verification runs are a real table (a row a
   run: tree, command, exit code, time), the second opinions are shown, and the state filter shows only the
   findings of the state chosen.
+- Over the fleet's Redis, the resume button is enabled only on a run the resume action takes.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 import pytest
 
 from orchestrator.store.files import FileStore
+from orchestrator.store.redis import from_url as redis_store
 from tests.conftest import outside_env
 from tests.fakes import console_run as run
 
@@ -105,6 +107,11 @@ def test_a_new_finding_appears_on_the_open_run_page_without_a_reload(tmp_path: P
         expect(page.locator('.lane[data-agent="alpha"] .bar')).to_have_attribute("data-state", "running")
         running = page.locator('.lane[data-agent="beta"] .bar')
         expect(running).to_have_attribute("data-state", "running")
+
+        # Not from the console without the fleet's Redis: the button says what to run instead.
+        resume = page.locator('button[data-action="resume"]')
+        expect(resume).to_be_disabled()
+        expect(resume).to_have_attribute("title", re.compile(f"jury review --resume {slug}"))
 
         page.evaluate("window.__notReloaded = true")
 
@@ -191,3 +198,38 @@ def test_a_verified_finding_shows_its_runs_and_the_filter_shows_one_state(tmp_pa
                     f"no {choice} findings"
                 )
         assert errors == []
+
+
+def test_the_resume_button_is_enabled_only_where_resume_acts(shared_redis: str, tmp_path: Path) -> None:
+    """The rule of the /resume action (an ended run that did not converge, over the fleet's Redis)."""
+    executable = chromium()
+    from playwright.sync_api import expect
+
+    store = redis_store(shared_redis)
+    states = {
+        "queued": False,
+        "review": False,
+        "converged": False,
+        "human": True,
+        "failed": True,
+        "cancelled": True,
+    }
+    try:
+        for name in states:
+            store.append(f"acme-{name}", run.started(state=name))
+        env = {"JURY_DIR": str(tmp_path / "state"), "JURY_REDIS_URL": shared_redis}
+        with jury_web(env) as url, browser_page(executable) as (page, errors):
+            page.goto(url)
+            for name, resumable in states.items():
+                page.goto(f"{url.split('?')[0]}runs/acme-{name}")
+                expect(page.locator("h1")).to_contain_text(f"acme-{name} {name}", timeout=30_000)
+                button = page.locator('button[data-action="resume"]')
+                if resumable:
+                    expect(button).to_be_enabled()
+                else:
+                    expect(button).to_be_disabled()
+                    why = "converged" if name == "converged" else "still running"
+                    expect(button).to_have_attribute("title", re.compile(why))
+            assert errors == []
+    finally:
+        store.close()

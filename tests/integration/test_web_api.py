@@ -278,8 +278,19 @@ def test_actions_need_the_token_and_the_console_origin(shared_redis: str, tmp_pa
             assert store.cancel_flagged("acme-7")
             r = httpx.post(f"{base}/api/runs/acme-7/publish", headers=good)  # jury publish's own refusal
             assert r.status_code == 409 and "publish it once it has ended" in r.json()["error"]
-            # Resume: what `jury review --resume SLUG --detach` does, through the fleet's Redis.
+            # Resume: only a run that ended without converging (the page's button says the same).
+            for slug, why in [("acme-7", "is still running (review)"), ("acme-10", "converged")]:
+                if slug != "acme-7":
+                    store.append(slug, run.started(state="converged"))
+                page = httpx.get(f"{base}/api/runs/{slug}").json()
+                assert page["resumable"] is False and why in page["resumeRefusal"]
+                r = httpx.post(f"{base}/api/runs/{slug}/resume", headers=good)
+                assert r.status_code == 409 and why in r.json()["error"], r.text
+                assert not any(isinstance(e, RunResumed) for e in store.read(slug))
+            # What `jury review --resume SLUG --detach` does, through the fleet's Redis.
             store.append("acme-8", run.started(state="failed"))
+            page = httpx.get(f"{base}/api/runs/acme-8").json()
+            assert page["resumable"] is True and page["resumeRefusal"] is None
             r = httpx.post(f"{base}/api/runs/acme-8/resume", headers=good)
             assert r.status_code == 200, r.text
             resumed = [e for e in store.read("acme-8") if isinstance(e, RunResumed)]
@@ -301,9 +312,14 @@ def test_actions_need_the_token_and_the_console_origin(shared_redis: str, tmp_pa
 def test_resume_without_the_fleet_says_what_to_do(tmp_path: Path) -> None:
     store = FileStore(tmp_path)
     store.append("acme-7", run.started(state="failed"))
+    store.append("acme-8", run.started(state="converged"))
     with console(Settings(dir=tmp_path, redis_url=None), store) as base:
         r = httpx.post(f"{base}/api/runs/acme-7/resume", headers={"x-jury-token": TOKEN})
+        page = httpx.get(f"{base}/api/runs/acme-7").json()
+        converged = httpx.get(f"{base}/api/runs/acme-8").json()
     assert r.status_code == 409 and "jury review --resume acme-7" in r.json()["error"]
+    assert page["resumable"] is False and page["resumeRefusal"] == r.json()["error"]
+    assert converged["resumable"] is False and "converged" in converged["resumeRefusal"]
 
 
 def test_token_url_host_check_and_headers(tmp_path: Path) -> None:

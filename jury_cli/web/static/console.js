@@ -145,12 +145,13 @@
       return el("p", { class: "muted actions" },
         "actions need the console's token: open the URL `jury web` printed");
     }
-    const button = (name, label, enabled) =>
-      el("button", { type: "button", disabled: !enabled, data: { action: name }, on: { click: () => act(v.slug, name) } },
-        label);
+    const button = (name, label, enabled, why) =>
+      el("button", { type: "button", disabled: !enabled, title: enabled ? null : why, data: { action: name },
+        on: { click: () => act(v.slug, name) } }, label);
     return el("div", { class: "actions" },
       button("cancel", "cancel", !v.terminal && !v.cancelRequested),
-      button("resume", "resume", v.state !== "converged"),
+      // The server's own rule (actions.resume_refusal): an ended run that did not converge, on the fleet.
+      button("resume", "resume", v.resumable === true, v.resumeRefusal),
       s.publish ? button("publish", "re-publish", v.terminal) : null,
       ui.message ? el("span", { class: "message" }, ui.message) : null);
   }
