@@ -12,6 +12,7 @@ they use (README, "Console").
     GET  /healthz                                "ok", without the token (a health check's): nothing else
 
 The store is the one ``jury runs`` reads (``backend.reading_store``): the fleet's Redis, else the files.
+When it does not answer (Redis down), what needs it answers 503 with the store's own words, never a 500.
 """
 
 from __future__ import annotations
@@ -43,17 +44,38 @@ def error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status, headers={"cache-control": "no-store"})
 
 
+class StoreUnavailable(Exception):
+    """The store did not answer where a route had to ask it (whether a run exists, an artifact of a live
+    run): the request answers 503 (``unavailable``), wherever in the route it was raised."""
+
+    def __init__(self, cause: StoreError) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+def unavailable(exc: Exception) -> JSONResponse:
+    return error(503, f"the run store is unavailable: {exc}")
+
+
+async def on_unavailable(request: Request, exc: Exception) -> Response:
+    return unavailable(exc)
+
+
 def create_app(settings: Settings, store: Any, guard: Guard, loopback: bool) -> GuardMiddleware:
     """The console over ``store`` (an ``EventStore``; a ``LiveStore`` brings ticks and the fleet)."""
 
     list_folds = views.ListFolds()
 
     def known(slug: str) -> str | None:
+        """``slug`` when it names a run of the store, else None; StoreUnavailable when the store is down."""
         try:
             check_slug(slug)
         except StoreError:
             return None
-        return slug if store.exists(slug) else None
+        try:
+            return slug if store.exists(slug) else None
+        except StoreError as exc:
+            raise StoreUnavailable(exc) from exc
 
     def page(name: str) -> Any:
         async def endpoint(request: Request) -> Response:
@@ -75,7 +97,7 @@ def create_app(settings: Settings, store: Any, guard: Guard, loopback: bool) -> 
         try:
             return JSONResponse(views.run_list(store, list_folds))
         except StoreError as exc:
-            return error(503, str(exc))
+            return unavailable(exc)
 
     def run_page(request: Request) -> Response:
         slug = request.path_params["slug"]
@@ -85,7 +107,7 @@ def create_app(settings: Settings, store: Any, guard: Guard, loopback: bool) -> 
             log = views.read_log(store, slug)
             doc = views.run_page(slug, log, views.ticks_of(store, slug))
         except StoreError as exc:
-            return error(503, str(exc))
+            return unavailable(exc)
         why = actions.resume_refusal(settings, slug, doc["state"])
         doc.update(resumable=why is None, resumeRefusal=why)
         return JSONResponse(doc)
@@ -105,10 +127,13 @@ def create_app(settings: Settings, store: Any, guard: Guard, loopback: bool) -> 
         slug, name = request.path_params["slug"], request.path_params["name"]
         try:
             check_artifact_name(name)
-            if known(slug) is None:
-                return error(404, f"no run named {slug}")
-            data = read_artifact(store, slug, name)
         except StoreError as exc:
+            return error(404, str(exc))
+        if known(slug) is None:
+            return error(404, f"no run named {slug}")
+        try:
+            data = read_artifact(store, slug, name)
+        except StoreError as exc:  # a name that leaves the run, or no regular file
             return error(404, str(exc))
         if data is None:
             return error(404, f"run {slug} has no artifact {name!r}")
@@ -132,7 +157,7 @@ def create_app(settings: Settings, store: Any, guard: Guard, loopback: bool) -> 
             try:
                 state = views.folded(slug, views.read_log(store, slug).events, []).state
             except StoreError as exc:
-                return error(503, str(exc))
+                return unavailable(exc)
             if (why := actions.resume_refusal(settings, slug, state)) is not None:
                 return error(409, why)
         try:
@@ -141,6 +166,8 @@ def create_app(settings: Settings, store: Any, guard: Guard, loopback: bool) -> 
             return error(502, str(exc))
         except UsageError as exc:
             return error(409, str(exc))
+        except StoreError as exc:
+            return unavailable(exc)
         except JuryError as exc:
             return error(503, str(exc))
         return JSONResponse({"ok": True, "message": message})
@@ -149,7 +176,7 @@ def create_app(settings: Settings, store: Any, guard: Guard, loopback: bool) -> 
         try:
             return JSONResponse(fleet.fleet(store, settings))
         except StoreError as exc:
-            return error(503, str(exc))
+            return unavailable(exc)
 
     def healthz(request: Request) -> Response:
         """The console serves: all a health check needs, and all it is told (it has no token)."""
@@ -170,14 +197,19 @@ def create_app(settings: Settings, store: Any, guard: Guard, loopback: bool) -> 
         Route("/api/runs/{slug}/artifacts/{name:path}", artifact),
         Route("/api/runs/{slug}/{action}", act, methods=["POST"]),
     ]
-    return GuardMiddleware(Starlette(routes=routes), guard, loopback)
+    return GuardMiddleware(
+        Starlette(routes=routes, exception_handlers={StoreUnavailable: on_unavailable}), guard, loopback
+    )
 
 
 def read_artifact(store: Any, slug: str, name: str) -> bytes | None:
     """The artifact's bytes, never anything outside its run: in a files record the resolved path (every
     symlink followed) must still lie inside the run's directory, and be a regular file."""
     if not isinstance(store, FileStore):
-        return store.get_artifact(slug, name)
+        try:
+            return store.get_artifact(slug, name)  # the name was checked: a StoreError is the store down
+        except StoreError as exc:
+            raise StoreUnavailable(exc) from exc
     run_dir = (store.root / "runs" / slug).resolve()
     path = (run_dir / name).resolve()
     if not path.is_relative_to(run_dir) or path == run_dir:

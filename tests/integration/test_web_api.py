@@ -322,6 +322,33 @@ def test_resume_without_the_fleet_says_what_to_do(tmp_path: Path) -> None:
     assert converged["resumable"] is False and "converged" in converged["resumeRefusal"]
 
 
+def test_a_store_that_does_not_answer_is_a_503_that_says_so(tmp_path: Path) -> None:
+    """Redis down (nothing listens on port 1): every request that reads the store answers 503 with the
+    store's own words, never a 500 (or a 404 that says the run does not exist)."""
+    url = "redis://127.0.0.1:1/0"
+    store = redis_store(url)
+    good = {"x-jury-token": TOKEN}
+    try:
+        with console(Settings(dir=tmp_path, redis_url=url), store) as base:
+            for method, path in [
+                ("GET", "/api/runs"),
+                ("GET", "/api/runs/acme-7"),
+                ("GET", "/api/runs/acme-7/events"),
+                ("GET", "/api/runs/acme-7/artifacts/round-1.alpha.stdout.txt"),
+                ("POST", "/api/runs/acme-7/cancel"),
+                ("POST", "/api/runs/acme-7/resume"),
+                ("POST", "/api/runs/acme-7/publish"),
+            ]:
+                r = httpx.request(method, base + path, headers=good, timeout=30)
+                assert r.status_code == 503, (method, path, r.status_code, r.text)
+                assert r.headers["content-type"] == "application/json"
+                why = r.json()["error"]
+                assert why.startswith("the run store is unavailable: ") and "127.0.0.1:1" in why, why
+            assert httpx.get(f"{base}/healthz").text == "ok"  # the console itself still serves
+    finally:
+        store.close()
+
+
 def test_token_url_host_check_and_headers(tmp_path: Path) -> None:
     store = FileStore(tmp_path)
     with console(Settings(dir=tmp_path, redis_url=None), store) as base:
