@@ -8,7 +8,7 @@
   2. the reviewed repository's ``jury.toml`` as the trunk side has it (a ``RepoFile``, read by
      ``orchestrator.target`` at the merge-base, never from the working tree or the PR head), cut down
      to what the repository may set (``orchestrator.trust``: untrusted, only ``[jury]``, ``[checks]``
-     and ``model`` / ``expect_seconds`` of existing agents);
+     and ``model`` / ``expect_seconds`` of existing agents; never ``[jury] push``, trusted or not);
   3. the operator's file (``operator_config_file``: ``--config FILE``, else ``$JURY_CONFIG``, else
      ``$JURY_DIR/config.toml``), which may set everything and alone holds ``[trust]``, ``[sandbox]``,
      ``[[schedules]]`` (``load_schedules``, checked in ``orchestrator.schedules``) and ``[limits]``
@@ -61,7 +61,7 @@ OPERATOR_CONFIG_NAME = "config.toml"  # under JURY_DIR (default ~/.jury)
 DEFAULT_REVIEWERS: tuple[str, ...] = ("codex", "claude")
 DEFAULT_JUDGE = "codex"
 DEFAULT_ROUNDS = 10
-ALLOWED_JURY_KEYS: tuple[str, ...] = ("reviewers", "judge", "rounds")
+ALLOWED_JURY_KEYS: tuple[str, ...] = ("reviewers", "judge", "rounds", "push")
 LIMITS_KEYS: tuple[str, ...] = ("per_repo", "per_model")
 MAX_PATTERN = 200  # characters of a [limits] per_model pattern
 LOG_LEVELS: tuple[str, ...] = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -107,6 +107,10 @@ class Settings(BaseSettings):
     # Seconds (about: jittered, and kept under reap_after / 2) before a task that found its [limits]
     # slot full comes back; it waits in the broker, never in a worker slot.
     limit_wait: float = Field(default=5.0, gt=0)
+    # Checkouts a host keeps per repository to recycle (reset to the next task's commit instead of a new
+    # worktree, workers/worktree.py); 0: a fresh worktree for every task, removed after it.
+    worktree_pool: int = Field(default=4, ge=0, le=64)
+    worktree_idle: float = Field(default=3600.0, gt=0)  # seconds a recycled checkout waits unused, then goes
 
     @field_validator("redis_url", mode="after")
     @classmethod
@@ -174,13 +178,16 @@ def load_settings() -> Settings:
 
 
 class JuryDefaults(BaseModel):
-    """The ``[jury]`` table: who reviews and judges, and for how many rounds. Empty means not set."""
+    """The ``[jury]`` table: who reviews and judges, for how many rounds, and whether runs push their
+    fixes (``push``: the operator's file alone sets it, ``orchestrator.trust.filter_repo``). Empty means
+    not set."""
 
     model_config = ConfigDict(extra="forbid")
 
     reviewers: list[str] = Field(default_factory=list)
     judge: str | None = None
     rounds: int = DEFAULT_ROUNDS
+    push: bool = False
 
 
 class RepoFile(BaseModel):
@@ -289,6 +296,10 @@ def _check_jury(
         if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
             raise ConfigError(f"{where}.rounds: must be a whole number >= 1")
         merged.rounds = rounds
+    if "push" in table:
+        if not isinstance(table["push"], bool):
+            raise ConfigError(f"{where}.push: must be true or false")
+        merged.push = table["push"]
     return merged
 
 

@@ -39,7 +39,7 @@ from workers.proof import fixed_problem, relevant
 from workers.testcommand import added_test_names, read_test_command
 from workers.verify import OUTPUT_TAIL, run_reported
 from workers.weakening import is_test_path, name_status
-from workers.worktree import Worktrees, git
+from workers.worktree import git, host_worktrees
 
 log = structlog.get_logger()
 
@@ -240,7 +240,7 @@ def check_finding(
     else:
         timeout = (cfg.timeout if cfg and cfg.timeout else None) or DEFAULT_TIMEOUT
         name = f"{s.slug}.reverify.{f.id}.{uuid.uuid4().hex[:8]}"
-        worktrees = Worktrees(settings.dir / "worktrees")
+        worktrees = host_worktrees(settings)
         with (
             worktrees.checkout(repo, sha, name) as wt,
             tempfile.TemporaryDirectory(prefix="jury-reverify-") as tmp,

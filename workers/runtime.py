@@ -46,7 +46,7 @@ from workers.limits import MemorySlots, RedisSlots, Slots
 from workers.mirror import run_repo
 from workers.sandbox import require_sandbox
 from workers.supervise import Interrupted
-from workers.worktree import Worktrees, repo_lock
+from workers.worktree import Worktrees, host_worktrees, repo_lock
 
 log = structlog.get_logger()
 
@@ -109,7 +109,7 @@ class Runtime:
 
     @property
     def worktrees(self) -> Worktrees:
-        return Worktrees(self.settings.dir / "worktrees")
+        return host_worktrees(self.settings)
 
     def run_dir(self, slug: str) -> Path:
         """The run's record directory, private (0700, ``runs/`` too): agents write prompts and output here."""

@@ -9,7 +9,8 @@ Every such process runs under bubblewrap (``bwrap``), built here from a ``Jail``
   (a tmpfs over the worker's real HOME path) holding only the jail's ``state_dirs``, read-write;
 - the worktree read-write (or read-only: a reviewer's, enforced by the kernel), bound after the HOME
   tmpfs since worktrees may live under HOME; the worktree's git directories read-only after it, so a
-  ``conftest.py`` cannot plant a ``filter`` in the repository's ``config`` that Jury's own git would run;
+  ``conftest.py`` cannot plant a ``filter`` in the repository's ``config`` that Jury's own git would run,
+  and its ``.git`` link read-only too, so it cannot point Jury's git at a repository of its own making;
 - ``--die-with-parent`` and a pid namespace: when Jury kills bwrap (timeout, cancel) the whole namespace
   dies, ``setsid`` grandchildren included; ``--new-session`` keeps the terminal out of reach;
 - all capabilities dropped; resource limits (address space, processes, file size) set before exec;
@@ -43,6 +44,7 @@ import structlog
 from orchestrator import domain as domain_module
 from orchestrator.domain import SandboxSettings
 from orchestrator.errors import JuryError
+from workers.worktree import git_dirs
 
 log = structlog.get_logger()
 
@@ -151,7 +153,12 @@ def state_dir_path(entry: str, home: Path) -> Path:
 
 def git_dirs_of(worktree: Path) -> tuple[Path, ...]:
     """The git directories a worktree uses: its admin dir and the repository's common dir (which holds
-    ``config`` and the objects), read from ``.git`` and ``commondir`` without running git in it."""
+    ``config`` and the objects). For a checkout Jury made, the ones pinned when it was made
+    (``workers.worktree``: what ran in it since cannot move them); else read from ``.git`` and
+    ``commondir`` without running git in it."""
+    pinned = git_dirs(worktree)
+    if pinned is not None:
+        return pinned
     dot_git = worktree / ".git"
     if dot_git.is_dir():
         return (dot_git.resolve(),)
@@ -238,6 +245,12 @@ def _layout(jail: Jail, env: Mapping[str, str], *, create: bool) -> _Layout:
     binds += [("--ro-bind-try", p, p) for p in _visible(jail, home, env)]
     worktree = jail.worktree.resolve()
     binds.append(("--bind" if jail.writable else "--ro-bind", worktree, worktree))
+    # The worktree's link to its repository, read-only even where the worktree is writable: code that
+    # replaced it (``rm .git; git init``, a config naming a filter) would choose the repository, and the
+    # config, that Jury's own git reads in this checkout afterwards.
+    dot_git = worktree / ".git"
+    if jail.writable and not dot_git.is_symlink() and (dot_git.is_file() or dot_git.is_dir()):
+        binds.append(("--ro-bind", dot_git, dot_git))
     binds += [("--bind", p.resolve(), p.resolve()) for p in jail.rw_paths]
     binds += [("--ro-bind", d, d) for d in jail.git_dirs]
     return _Layout(hidden=[Path("/tmp"), Path("/run"), inside_home, *_jury_dirs(env)], binds=binds)

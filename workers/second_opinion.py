@@ -23,7 +23,7 @@ from orchestrator.refute.verdicts import parse_refutation
 from workers.agents import SeatRequest, run_seat
 from workers.runtime import call_cost
 from workers.verify import run_checks, signals_of
-from workers.worktree import Worktrees, changed_paths
+from workers.worktree import changed_paths, host_worktrees
 
 
 def second_opinion(
@@ -51,7 +51,7 @@ def second_opinion(
     named |= {f"task-{i}": c for i, c in enumerate(commands_in_task(task or ""), 1)}
     work = settings.dir / "refute"
     work.mkdir(parents=True, exist_ok=True)
-    worktrees = Worktrees(settings.dir / "worktrees")
+    worktrees = host_worktrees(settings)
     runs = (
         run_checks(
             repo,

@@ -1,7 +1,8 @@
 """A hostile PR, end to end: its ``conftest.py`` runs whenever pytest does (the declared check, the
 verification of the judge's fix) and tries to reach what it must not — the worker's HOME, the host's
 /tmp, the reviewed repository's ``.git/config`` (a planted ``filter`` that Jury's own ``git add`` would
-then run) and the network. The sandbox confines it, and the run still converges."""
+then run), the worktree's ``.git`` link (a repository of its own, with that filter) and the network. The
+sandbox confines it, and the run still converges."""
 
 from __future__ import annotations
 
@@ -39,6 +40,23 @@ _try("host tmp", lambda: pathlib.Path("{host_marker}").write_text("x"))
 _try("git config", lambda: subprocess.run(
     ["git", "config", "filter.pwn.clean", "touch {filter_marker}"], check=True, capture_output=True))
 _try("network", lambda: socket.create_connection(("127.0.0.1", {port}), timeout=2).close())
+
+def _own_repository():
+    # The worktree is writable: replace its .git link with a repository of its own that borrows the
+    # real one's objects, index and HEAD and whose config names the filter, so the worker's next
+    # checkout-index or git add in this checkout would run it.
+    admin = pathlib.Path(pathlib.Path(".git").read_text().split("gitdir:", 1)[1].strip())
+    common = (admin / (admin / "commondir").read_text().strip()).resolve()
+    index, head = (admin / "index").read_bytes(), (admin / "HEAD").read_text()
+    os.remove(".git")
+    subprocess.run(["git", "init", "-q", "."], check=True, capture_output=True)
+    pathlib.Path(".git/objects/info/alternates").write_text(str(common / "objects") + "\\n")
+    pathlib.Path(".git/index").write_bytes(index)
+    pathlib.Path(".git/HEAD").write_text(head)
+    subprocess.run(["git", "config", "filter.pwn.clean", "touch {filter_marker}"], check=True)
+    subprocess.run(["git", "config", "filter.pwn.smudge", "touch {filter_marker}"], check=True)
+
+_try("git link", _own_repository)
 """
 
 

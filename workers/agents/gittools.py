@@ -37,6 +37,7 @@ from workers.agents.toolbase import (
     tool_env,
     worktree_path,
 )
+from workers.worktree import pinned_git_dir
 
 GIT_TIMEOUT = 60.0
 MAX_PATHS = 50
@@ -135,7 +136,10 @@ class GitShowArgs(Args):
 
 
 def _base_argv(root: Path) -> list[str]:
-    argv = ["git", "--no-pager", f"--work-tree={root}"]
+    # A checkout Jury made has its git directory pinned (workers.worktree): whatever ran in it since
+    # cannot point git at a repository, and a config, of its own.
+    admin = pinned_git_dir(root)
+    argv = ["git", "--no-pager", *([f"--git-dir={admin}"] if admin else []), f"--work-tree={root}"]
     for key, value in GIT_OVERRIDES:
         argv += ["-c", f"{key}={value}"]
     return argv
