@@ -4,8 +4,9 @@
 and marks it done after its events are appended, so a task Redis delivers twice, or hands to a second
 worker while the first is still at it, runs its agent once. A task whose ``[limits]`` slot is full, or
 whose model sends it back (``RateLimited``), is put back with a countdown, undone (``put_back``).
-``reap`` hands out again the actions whose worker died (lease expired, no done marker) and kicks every
-active run.
+``reap`` hands out again the actions whose worker died (taken, then the lease expired with no done
+marker), sends again, with a growing back-off, those whose message may have been lost (never taken since
+they were sent), and kicks every active run.
 """
 
 from __future__ import annotations
@@ -55,6 +56,10 @@ from workers.worktree import commit_deterministic, update_ref
 log = structlog.get_logger()
 
 COORDINATE_LOCK_SECONDS = 20.0  # well above a coordinate pass (fold, git integration, file mirror)
+# The longest the reaper waits between two sendings of an action nobody takes (its message most likely
+# still queued behind others): its back-off doubles from ``reap_after`` up to this (or the visibility
+# timeout, if shorter).
+REQUEUE_AT_MOST = 600.0
 
 
 # --- the coordinator ---------------------------------------------------------------------------
@@ -221,6 +226,8 @@ def run_task(rt: Runtime, kind: str, slug: str, key: str) -> None:
     the action without running its agent (the coordinator then ends the run); a worker that cannot
     sandbox the action's agent or code ends the run ``human`` without running anything. It takes its
     ``[limits]`` slots under its lease's token, or none when one is full and then puts the action back.
+    Once its lease is taken, the action's sent mark says so (``mark_taken``): should the lease lapse
+    without a done marker, the reaper knows a worker died with it, not that its message waits in a queue.
     """
     handler = TASKS[kind]  # a kind no handler is bound to fails here, before any lease is taken
     name = f"{slug}:{key}"
@@ -233,6 +240,7 @@ def run_task(rt: Runtime, kind: str, slug: str, key: str) -> None:
         return None
     interrupted = TaskInterrupt(lease, throttled(lambda: rt.cancelled(slug)))
     with lease.heartbeat():
+        rt.store.mark_taken(slug, key)
         if rt.leases.is_done(name):
             return rt.kick(slug)
         admission = admit(rt.slots, load(rt, slug)[0], key, lease.token, rt.settings.lease_ttl)
@@ -284,10 +292,13 @@ def run_task(rt: Runtime, kind: str, slug: str, key: str) -> None:
         if not handed_back:
             rt.leases.mark_done(name)
             return None
+        # Marked sent (not taken) while the lease is still held: the reaper never sees it untaken-done
+        # and lease-free, which would be a dead worker's action to recover.
+        rt.store.mark_sent(slug, key)
     # This worker is shutting down and its grace is over: the lease is released (the heartbeat's exit),
     # and the action sent again, so another worker takes it now rather than the reaper after the TTL.
     log.warning("task.handed_back", slug=slug, key=key, kind=kind)
-    send(rt, kind, slug, key)
+    rt.send(kind, slug, key)
     return None
 
 
@@ -305,8 +316,9 @@ def handing_back(lease: Claim) -> bool:
 def put_back(rt: Runtime, kind: str, slug: str, deferred: ActionDeferred) -> None:
     """Put an action back, undone, to be taken again in ``deferred.seconds``: the event says why (the
     first wait for a slot of each attempt, every rate limit), the sent mark tells the reaper it is not
-    lost (the countdown stays under ``reap_after``), and the task is re-sent with the countdown. The
-    caller's lease ends with its task; no done marker is written."""
+    lost (it is due when the countdown ends: ``mark_sent(delay=...)``, written while the caller's lease
+    still holds it), and the task is re-sent with the countdown. The caller's lease ends with its task; no
+    done marker is written."""
     rt.store.append(slug, [deferred])
     log.info(
         "task.put_back",
@@ -316,7 +328,7 @@ def put_back(rt: Runtime, kind: str, slug: str, deferred: ActionDeferred) -> Non
         seconds=deferred.seconds,
         note=deferred.note,
     )
-    rt.store.mark_sent(slug, deferred.key)
+    rt.store.mark_sent(slug, deferred.key, delay=deferred.seconds)
     rt.later(kind, slug, deferred.key, deferred.seconds)
 
 
@@ -345,12 +357,22 @@ def record_no_sandbox(rt: Runtime, slug: str, key: str, reason: str, interrupted
 
 
 def reap(rt: Runtime) -> list[str]:
-    """Hand out again every action whose worker is gone, and kick every active run. Idempotent.
+    """Hand out again every action whose worker is gone, send again those whose message may be lost, and
+    kick every active run. Idempotent. Returns the actions recovered from dead workers (only those:
+    ``jury_leases_recovered_total`` counts them).
 
-    An action is handed out again when it is dispatched in the log but not done, nobody holds its lease,
-    it has no done marker, and it was last sent more than ``reap_after`` seconds ago.
+    An action dispatched in the log and not done, whose lease nobody holds and which has no done marker:
+
+    - taken since it was last sent (``SentMark.taken``: a worker acquired its lease) is a dead worker's
+      (or a frozen one's, or one cut off from Redis): it is sent again at once, whatever its age, so a
+      dead worker's actions go out again within ``lease_ttl`` and one reap period;
+    - never taken since it was sent is most likely still queued behind others (a backlog), but its
+      message may be lost (Redis restarted without its AOF, a worker died holding it prefetched): it is
+      sent again once it has been due (its put-back's countdown over) for ``reap_after``, then after twice
+      that, four times ... up to ``REQUEUE_AT_MOST`` (``requeue_after``), so a long queue is not flooded
+      with copies of what it holds; a run whose mark is gone counts as never taken.
     """
-    resent: list[str] = []
+    recovered: list[str] = []
     for slug in active_runs(rt):
         # From the coordinator's snapshot and the events after it (``load``): every worker reaps in
         # turn, every period, so a pass costs what each run logged since, not each run's whole log.
@@ -360,16 +382,32 @@ def reap(rt: Runtime) -> list[str]:
             continue
         for a in state.inflight():
             name = f"{slug}:{a.key}"
+            # The mark before the lease: a mark that says taken, read before a lease found lapsed, is the
+            # taker's that lapsed (a taker marks after it acquires; a put-back or hand-back marks the
+            # action sent again before it lets its lease go).
+            mark = rt.store.sent_mark(slug, a.key)
             if not rt.leases.expired_without_done([name]):
                 continue
-            age = rt.store.sent_age(slug, a.key)
-            if age is not None and age < rt.settings.reap_after:
+            if mark is not None and mark.taken:
+                send(rt, a.kind, slug, a.key)
+                recovered.append(name)
+                log.warning("reap.recovered", slug=slug, key=a.key, kind=a.kind)
                 continue
-            send(rt, a.kind, slug, a.key)
-            resent.append(name)
-            log.warning("reap.resent", slug=slug, key=a.key)
+            if mark is not None and mark.age < requeue_after(rt, mark.resends):
+                continue
+            resends = rt.store.mark_resent(slug, a.key)
+            rt.send(a.kind, slug, a.key)
+            log.info("reap.requeued", slug=slug, key=a.key, kind=a.kind, resends=resends)
         rt.kick(slug)
-    return resent
+    return recovered
+
+
+def requeue_after(rt: Runtime, resends: int) -> float:
+    """Seconds an action nobody took must have been due before the reaper sends it again, after it sent it
+    ``resends`` times already: ``reap_after`` x 2^resends, at most ``REQUEUE_AT_MOST`` (or the visibility
+    timeout, if shorter)."""
+    cap = min(REQUEUE_AT_MOST, float(rt.settings.visibility_timeout))
+    return min(rt.settings.reap_after * 2 ** min(resends, 32), max(cap, rt.settings.reap_after))
 
 
 def active_runs(rt: Runtime) -> list[str]:

@@ -126,7 +126,8 @@ TOOL_REFUSALS = Counter(
 )
 LEASES_RECOVERED = Counter(
     "jury_leases_recovered",
-    "Actions this worker's reaper handed out again after their worker died (lease expired, not done).",
+    "Actions this worker's reaper handed out again after their worker died (taken, lease expired, not "
+    "done); not the messages it sent again that no worker had taken.",
     registry=OWN,
 )
 
