@@ -111,10 +111,6 @@ class Settings(BaseSettings):
     # worktree, workers/worktree.py); 0: a fresh worktree for every task, removed after it.
     worktree_pool: int = Field(default=4, ge=0, le=64)
     worktree_idle: float = Field(default=3600.0, gt=0)  # seconds a recycled checkout waits unused, then goes
-    # Checkouts a host keeps per repository to recycle (reset to the next task's commit instead of a new
-    # worktree, workers/worktree.py); 0: a fresh worktree for every task, removed after it.
-    worktree_pool: int = Field(default=4, ge=0, le=64)
-    worktree_idle: float = Field(default=3600.0, gt=0)  # seconds a recycled checkout waits unused, then goes
 
     @field_validator("redis_url", mode="after")
     @classmethod
