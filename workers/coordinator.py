@@ -38,7 +38,7 @@ from workers import shutdown
 from workers.agents.run import RateLimited
 from workers.jobs import TASKS
 from workers.lease import Claim
-from workers.limits import admit, clamp, slot_wait
+from workers.limits import MAX_BACKOFFS, admit, put_back_cap, rate_limit_wait, slot_wait
 from workers.runtime import (
     BudgetExhausted,
     Job,
@@ -255,15 +255,18 @@ def run_task(rt: Runtime, kind: str, slug: str, key: str) -> None:
             try:
                 handler(rt, slug, key, interrupted)
             except RateLimited as exc:
-                # else the action is another holder's now (a worker handing back puts it back itself)
-                if not interrupted.lost() or handing_back(lease):
-                    back = f"{key}:backoff:{admission.attempt + 1}"
-                    wait = clamp(exc.seconds, rt.settings.reap_after)
-                    event = ActionDeferred(
-                        eid=back, key=key, reason="rate-limit", seconds=wait, note=exc.note
-                    )
-                    put_back(rt, kind, slug, event)
-                return None
+                leaving = handing_back(lease)
+                if interrupted.lost() and not leaving:
+                    return None  # the action is another holder's now
+                if admission.attempt + 1 < MAX_BACKOFFS:  # a worker handing back puts it back itself
+                    put_back(rt, kind, slug, rate_limited(rt, key, admission.attempt, exc))
+                    return None
+                if leaving:
+                    handed_back = True  # its next attempt, on another worker, ends it
+                else:  # refused MAX_BACKOFFS times: a spent quota, not a pause; it ends, as a failure
+                    log.warning("task.rate_limit_spent", slug=slug, key=key, refusals=MAX_BACKOFFS)
+                    reason = f"rate-limited {MAX_BACKOFFS} times, the last: {exc.note}"
+                    record_failure(rt, slug, key, None, interrupted, reason=reason)
             except (StoreError, redis.RedisError) as exc:
                 # The log itself is out of reach (Redis restarting?): record nothing, mark nothing; the
                 # lease lapses and the reaper hands the action out again once the store is back.
@@ -302,6 +305,17 @@ def run_task(rt: Runtime, kind: str, slug: str, key: str) -> None:
     return None
 
 
+def rate_limited(rt: Runtime, key: str, attempt: int, exc: RateLimited) -> ActionDeferred:
+    """The put-back of an action whose model refused it for the ``attempt``-th time (0: the first): its
+    countdown the model's Retry-After, honoured up to ``put_back_cap``, or the back-off of a 429 that named
+    none (``limits.rate_limit_wait``)."""
+    cap = put_back_cap(rt.settings.visibility_timeout)
+    wait = rate_limit_wait(exc.seconds, attempt, rt.settings.limit_wait, cap)
+    return ActionDeferred(
+        eid=f"{key}:backoff:{attempt + 1}", key=key, reason="rate-limit", seconds=wait, note=exc.note
+    )
+
+
 def handing_back(lease: Claim) -> bool:
     """Whether this worker is handing its actions back (``workers.shutdown``) and the lease is still ours
     to hand (False when Redis cannot say)."""
@@ -333,13 +347,24 @@ def put_back(rt: Runtime, kind: str, slug: str, deferred: ActionDeferred) -> Non
 
 
 def record_failure(
-    rt: Runtime, slug: str, key: str, exc: BaseException | None, interrupted: TaskInterrupt | None = None
+    rt: Runtime,
+    slug: str,
+    key: str,
+    exc: BaseException | None,
+    interrupted: TaskInterrupt | None = None,
+    *,
+    reason: str | None = None,
 ) -> None:
+    """The action ends undone: with its kind's failure events for ``exc`` (or ``reason``), else none."""
     state = read_state(rt.store, slug)[0]
     action = state.actions.get(key)
     if action is not None and not action.done:
         job = Job(slug=slug, state=state, action=action, interrupted=interrupted or (lambda: False))
-        finish(rt, job, failure_events(job, exc) if exc is not None else [], ok=False)
+        if exc is not None:
+            events = failure_events(job, exc)
+        else:
+            events = failure_of(action, reason) if reason is not None else []
+        finish(rt, job, events, ok=False)
     else:
         rt.kick(slug)
 

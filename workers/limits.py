@@ -45,12 +45,19 @@ from orchestrator.target import repo_identity
 
 log = structlog.get_logger()
 
-# The longest a task sleeps in its worker slot for a model's Retry-After; a model that asks for longer
-# sends the task back to the queue (``workers.agents.run.RateLimited``).
+# The longest a task sleeps in its worker slot for a model's Retry-After; a model that asks for longer, or
+# answers 429 without saying how long, sends the task back to the queue (``workers.agents.run.RateLimited``).
 SLEEP_AT_MOST = 5.0
-# Put-backs of one action by its model after which its Retry-After is slept (capped) instead, and the
-# agent fails as any whose models keep failing: a quota that never comes back ends the run, in time.
+# A model's refusals (``RateLimited``) of one action after which it is not put back again: the action fails
+# as any whose models keep failing (``workers.coordinator.run_task``), so a quota that never comes back ends
+# the run in time, and no wait is slept out in a worker slot. (``workers.seating.defer_after`` stops
+# deferring at this count; ``run_task`` gives up at it first.)
 MAX_BACKOFFS = 30
+# The longest countdown a rate-limited task is put back with: a longer Retry-After is cut to it. The message
+# waits that long in a worker's ETA queue, which must stay within the visibility timeout (``put_back_cap``).
+PUT_BACK_AT_MOST = 900.0
+# The longest countdown of a 429 that names no wait (no Retry-After): its back-off doubles up to it.
+BACKOFF_AT_MOST = 300.0
 
 
 @dataclass(frozen=True)
@@ -349,11 +356,29 @@ def admit(slots: Slots, state: RunState, key: str, holder: str, ttl: float) -> A
 
 def slot_wait(limit_wait: float, reap_after: float) -> float:
     """The countdown of a task put back for a full slot: ``limit_wait`` jittered by up to half either way
-    (the tasks of a sweep do not come back in step), and under ``reap_after / 2``, so the reaper, which
-    hands out again what was last sent longer than ``reap_after`` ago, never takes it for lost."""
+    (the tasks of a sweep do not come back in step), and under ``reap_after / 2``: a slot frees within one
+    task, so the task is soon back in the queue (its sent mark carries the countdown for the reaper)."""
     return clamp(limit_wait * random.uniform(0.5, 1.5), reap_after)
 
 
 def clamp(seconds: float, reap_after: float) -> float:
-    """A put-back's countdown: at least a tenth of a second, under ``reap_after / 2``."""
+    """A slot's put-back countdown: at least a tenth of a second, under ``reap_after / 2``."""
     return round(max(0.1, min(seconds, reap_after / 2)), 3)
+
+
+def put_back_cap(visibility_timeout: float) -> float:
+    """The longest countdown a task is put back with: ``PUT_BACK_AT_MOST``, and under half the broker's
+    visibility timeout (after which Redis hands an unacknowledged message, an ETA one too, out again)."""
+    return min(PUT_BACK_AT_MOST, visibility_timeout / 2)
+
+
+def rate_limit_wait(asked: float | None, attempt: int, limit_wait: float, cap: float) -> float:
+    """The countdown of a task whose model refused it (``RateLimited``) for the ``attempt``-th time (0: the
+    first): the model's Retry-After when it named one, honoured up to ``cap`` (``put_back_cap``); else,
+    a 429 that named no wait, the ``attempt``-th of ``limit_wait`` x 2^n (jittered by up to half either way:
+    a storm's tasks do not come back in step), under ``BACKOFF_AT_MOST`` and ``cap``. The task's sent mark
+    carries the countdown, so the reaper does not take it for lost before it ends."""
+    if asked is None:
+        asked = min(limit_wait * 2 ** min(attempt, 32), BACKOFF_AT_MOST) * random.uniform(0.5, 1.5)
+        asked = min(asked, BACKOFF_AT_MOST)
+    return round(max(0.1, min(asked, cap)), 3)

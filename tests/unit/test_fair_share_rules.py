@@ -278,8 +278,8 @@ def test_a_rate_limited_model_puts_its_action_back_numbering_each_attempt(
     assert attempts == [0, 1]
     backs = [e for e in tw.store.read("one") if isinstance(e, ActionDeferred)]
     assert [(e.eid, e.reason, e.seconds) for e in backs] == [
-        (f"{KEY}:backoff:1", "rate-limit", REAP_AFTER / 2),  # 600 s asked: kept under reap_after / 2
-        (f"{KEY}:backoff:2", "rate-limit", REAP_AFTER / 2),
+        (f"{KEY}:backoff:1", "rate-limit", 600.0),  # 600 s asked: 600 s it is (the sent mark says so)
+        (f"{KEY}:backoff:2", "rate-limit", 600.0),
     ]
     assert [x[:3] for x in tw.later] == [("review", "one", KEY)] * 2
     state = tw.state("one")
@@ -292,9 +292,10 @@ def test_a_rate_limited_model_puts_its_action_back_numbering_each_attempt(
     assert tw.state("one").actions[KEY].deferred is None
 
 
-def test_a_model_that_never_stops_refusing_is_waited_for_in_the_slot_in_the_end() -> None:
-    """After MAX_BACKOFFS put-backs the seat is asked to sleep (capped) rather than send the action back
-    once more: a spent quota ends the run in time instead of holding it for ever."""
+def test_the_seat_is_told_to_defer_until_max_backoffs() -> None:
+    """``defer_after`` stops deferring after MAX_BACKOFFS put-backs; ``run_task`` never gets there: it ends
+    the action at its MAX_BACKOFFS-th refusal instead of a sleep in the slot
+    (tests/unit/test_reap_backoff.py, ``test_a_spent_quota_ends_the_action_after_max_backoffs...``)."""
     state = run_state(Target(path="/src/app", state="review"), Limits())
     events = [
         ActionDeferred(eid=f"k:backoff:{n}", key="k", reason="rate-limit", seconds=1) for n in range(1, 40)

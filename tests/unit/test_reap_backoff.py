@@ -1,5 +1,6 @@
 """What the reaper sends again, and when, on the in-memory twins: a dead worker's action at once, a merely
-queued one with a growing back-off.
+queued one with a growing back-off; and the countdowns a model's rate limit puts an action back with (a
+long Retry-After honoured, a 429 without one backed off), which the reaper waits for.
 
 The sent mark's contract (Redis and memory alike) is tests/integration/test_store_contract.py; a worker
 really killed, end to end, tests/e2e/test_fleet_ops.py.
@@ -15,6 +16,7 @@ import pytest
 
 from orchestrator.config import Settings
 from orchestrator.domain import (
+    ActionDeferred,
     AgentLaunch,
     AgentReport,
     AgentSpec,
@@ -28,12 +30,13 @@ from orchestrator.domain import (
 from orchestrator.fold import RunState, fold
 from orchestrator.store.files import FileStore
 from orchestrator.store.memory import ManualClock, MemoryStore
-from workers import coordinator
+from workers import coordinator, limits
 from workers.agents.run import RateLimited
 from workers.lease import MemoryLease, MemoryLeases
 from workers.ledger import MemoryLedger
-from workers.limits import MemorySlots
-from workers.runtime import Runtime, finish, load_job
+from workers.limits import BACKOFF_AT_MOST, MAX_BACKOFFS, PUT_BACK_AT_MOST, SLEEP_AT_MOST, MemorySlots
+from workers.runtime import Job, Runtime, finish, load_job
+from workers.seating import defer_after
 
 SLUG = "acme-widgets-pr-7"
 KEY = "review:r1:a"
@@ -234,3 +237,97 @@ def test_run_task_marks_its_action_taken_and_a_put_back_marks_it_sent_again(
     assert mark is not None and not mark.taken  # put back: a new message, not taken yet
     tw.clock.advance(LEASE_TTL)
     assert coordinator.reap(tw.rt) == []  # no lease, no done marker, but no dead worker either
+
+
+# -- a model's rate limit ---------------------------------------------------------------------------------
+
+
+def rate_limited(seconds: float | None) -> Callable[..., None]:
+    def handler(rt: Runtime, slug: str, key: str, stop: Callable[[], bool]) -> None:
+        said = f"with Retry-After {seconds:.0f}s" if seconds is not None else "without Retry-After"
+        raise RateLimited(seconds, f"acme/x answered 429 {said}")
+
+    return handler
+
+
+def deferred(tw: Twins) -> list[ActionDeferred]:
+    return [e for e in tw.store.read(SLUG) if isinstance(e, ActionDeferred)]
+
+
+def test_a_long_retry_after_is_honoured_and_the_reaper_waits_for_it(
+    tw: Twins, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A provider that asks for 600 s gets 600 s (not a retry every reap_after / 2), and the reaper sends
+    nothing again before the countdown is over and reap_after more has passed."""
+    start(tw)
+    tw.sent.clear()
+    monkeypatch.setattr(coordinator, "TASKS", {"review": rate_limited(600.0)})
+    coordinator.run_task(tw.rt, "review", SLUG, KEY)
+    assert tw.later == [("review", SLUG, KEY, 600.0)]
+    assert [e.seconds for e in deferred(tw)] == [600.0]
+    for _ in range(int((600 + REAP_AFTER) / 30) - 1):
+        tw.clock.advance(30)
+        assert coordinator.reap(tw.rt) == [] and tw.sent == [], tw.clock()
+    tw.clock.advance(30)  # due for reap_after now: its message may have been lost with a worker
+    assert coordinator.reap(tw.rt) == [] and tw.sent == [("review", SLUG, KEY)]
+
+
+def test_a_retry_after_past_the_cap_is_cut_to_it(tw: Twins, monkeypatch: pytest.MonkeyPatch) -> None:
+    start(tw)
+    monkeypatch.setattr(coordinator, "TASKS", {"review": rate_limited(86400.0)})
+    coordinator.run_task(tw.rt, "review", SLUG, KEY)
+    assert [x[3] for x in tw.later] == [PUT_BACK_AT_MOST]
+    mark = tw.store.sent_mark(SLUG, KEY)
+    assert mark is not None and mark.age == -PUT_BACK_AT_MOST
+    # ... and under half a short visibility timeout: an ETA message must not be handed out again
+    tw.rt.settings = tw.rt.settings.model_copy(update={"visibility_timeout": 600})
+    coordinator.run_task(tw.rt, "review", SLUG, KEY)
+    assert [x[3] for x in tw.later] == [PUT_BACK_AT_MOST, 300.0]
+
+
+def test_a_429_without_retry_after_is_put_back_on_a_doubling_back_off(
+    tw: Twins, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No Retry-After: not slept in the slot (the seat raises at once), put back after LIMIT_WAIT, then
+    twice that, four times ... up to BACKOFF_AT_MOST (the jitter held at its middle here)."""
+    start(tw)
+    monkeypatch.setattr(limits.random, "uniform", lambda a, b: (a + b) / 2)
+    monkeypatch.setattr(coordinator, "TASKS", {"review": rate_limited(None)})
+    for _ in range(10):
+        coordinator.run_task(tw.rt, "review", SLUG, KEY)
+    waits = [x[3] for x in tw.later]
+    assert waits == [min(LIMIT_WAIT * 2**n, BACKOFF_AT_MOST) for n in range(10)]
+    assert [e.seconds for e in deferred(tw)] == waits
+    assert deferred(tw)[0].note == "acme/x answered 429 without Retry-After"
+
+
+def test_a_spent_quota_ends_the_action_after_max_backoffs_and_never_sleeps_in_the_slot(
+    tw: Twins, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model that refuses for ever: the action is put back MAX_BACKOFFS - 1 times, each attempt's seat
+    told to defer (never to sleep the wait out in the worker's slot), and the next refusal ends it as a
+    failed review, so the run does not wait for ever."""
+    start(tw)
+    told: list[float | None] = []
+
+    def refuses(rt: Runtime, slug: str, key: str, stop: Callable[[], bool]) -> None:
+        state = fold(rt.store.read(slug), slug)
+        told.append(defer_after(Job(slug=slug, state=state, action=state.actions[key])))
+        raise RateLimited(600.0, "acme/x answered 429 with Retry-After 600s")
+
+    monkeypatch.setattr(coordinator, "TASKS", {"review": refuses})
+    for _ in range(MAX_BACKOFFS):
+        coordinator.run_task(tw.rt, "review", SLUG, KEY)
+    assert told == [SLEEP_AT_MOST] * MAX_BACKOFFS
+    assert len(tw.later) == MAX_BACKOFFS - 1
+    action = tw.state().actions[KEY]
+    assert action.done and not action.ok and action.backoffs == MAX_BACKOFFS - 1
+    (report,) = [e for e in tw.store.read(SLUG) if isinstance(e, AgentReport)]
+    assert report.verdict == "error"
+    assert (
+        report.error
+        == f"rate-limited {MAX_BACKOFFS} times, the last: acme/x answered 429 with Retry-After 600s"
+    )
+    assert tw.leases.is_done(NAME)
+    coordinator.run_task(tw.rt, "review", SLUG, KEY)  # a late copy of its message: nothing more
+    assert len(told) == MAX_BACKOFFS

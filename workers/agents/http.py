@@ -7,11 +7,12 @@ the wall clock runs out. Requests are retried with backoff (429, 5xx, timeouts, 
 malformed answers), then the next model of ``spec.fallback`` is tried. Every call reserves its projected
 cost first (``reserve``) and reports its usage and cost.
 
-A 429 whose Retry-After asks for more than ``defer_after`` seconds (a worker's task: a few seconds) is
-not slept in the worker's slot: the next model of ``spec.fallback`` is tried at once, and when there is
-none the run ends with ``RateLimited`` (the call's reservation dropped), so the task puts its action back
-with that countdown and the slot goes to other work. Without ``defer_after`` (a command run outside a
-worker) the wait is slept, capped at ``RETRY_AFTER_CAP``.
+A 429 whose Retry-After asks for more than ``defer_after`` seconds (a worker's task: a few seconds), or
+that names no wait at all, is not slept in the worker's slot: the next model of ``spec.fallback`` is tried
+at once, and when there is none the run ends with ``RateLimited`` (the call's reservation dropped), so the
+task puts its action back with that countdown (or, without a Retry-After, its own back-off) and the slot
+goes to other work. Without ``defer_after`` (a command run outside a worker) the wait is slept, capped at
+``RETRY_AFTER_CAP`` (1, 2, 4 ... seconds without a Retry-After).
 
 The API key is read from the environment variable the spec names and sent only in the Authorization
 header. A model may still echo it — in its answers, its tool-call arguments, its error bodies — so it is
@@ -75,9 +76,10 @@ _RULES = {
 
 
 class _Deferred(Exception):
-    """The model asked to be called again in ``seconds``, longer than the session may sleep."""
+    """The model asked to be called again in ``seconds``, longer than the session may sleep (None: a 429
+    that named no wait)."""
 
-    def __init__(self, seconds: float, note: str) -> None:
+    def __init__(self, seconds: float | None, note: str) -> None:
         super().__init__(note)
         self.seconds, self.note = seconds, note
 
@@ -356,17 +358,22 @@ class _Session:
         raise _LoopEnd(f"every model failed; last error: {last}")
 
     def sent_back(self, model: str, outcome: _Attempt) -> bool:
-        """Whether a 429 asks for a longer wait than this session may sleep: True when another model of
-        the fallback list is to be tried at once; ``_Deferred`` when none is left (the reserved call is
-        dropped, unmade); False when the wait is short enough to sleep here."""
+        """Whether a 429 asks for a longer wait than this session may sleep, or names none (no
+        Retry-After: no telling how long the model needs, so no guess is slept in a worker's slot): True
+        when another model of the fallback list is to be tried at once; ``_Deferred`` when none is left
+        (the reserved call is dropped, unmade); False when the wait is short enough to sleep here, or the
+        session sleeps every wait (no ``defer_after``)."""
         asked = outcome.asked
-        if outcome.status != 429 or self.defer_after is None or asked is None or asked <= self.defer_after:
+        if outcome.status != 429 or self.defer_after is None:
+            return False
+        if asked is not None and asked <= self.defer_after:
             return False
         self.emit("http.rate_limited", model=model, retry_after=asked)
         if self.model_index + 1 < len(self.models):
             return True
         self.emit(CALL_DROPPED, model=model, status=429)
-        raise _Deferred(asked, f"{model} answered 429 with Retry-After {asked:.0f}s")
+        said = f"with Retry-After {asked:.0f}s" if asked is not None else "without Retry-After"
+        raise _Deferred(asked, f"{model} answered 429 {said}")
 
     def account(self, model: str, data: dict[str, Any]) -> None:
         usage = _obj(data.get("usage"))
@@ -494,7 +501,8 @@ def run_http_agent(
     ``cost_usd`` is the sum of the calls' costs, None when any call's cost is unknown, 0.0 when no call
     was made; ``model`` is the model that gave the last answer. The declared checks the model runs are
     confined as ``sandbox`` says (default: bubblewrap, no network). ``RateLimited`` when a 429 asks for
-    longer than ``defer_after`` seconds and no fallback model is left (see the module's docstring).
+    longer than ``defer_after`` seconds, or names no wait, and no fallback model is left (see the module's
+    docstring).
     """
     started = time.monotonic()
     out_dir.mkdir(parents=True, exist_ok=True)

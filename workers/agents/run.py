@@ -33,11 +33,12 @@ class AgentRun:
 
 class RateLimited(Exception):
     """Not a failure but "not now": the agent's model asked it to come back in ``seconds`` (an HTTP 429
-    whose Retry-After is longer than a task should sleep in its worker slot, ``SeatRequest.defer_after``)
-    and no other model of the agent could answer instead. The seat raises it, with nothing run to an
-    end; the task records no result and puts its action back with a countdown (``run_task``)."""
+    whose Retry-After is longer than a task should sleep in its worker slot, ``SeatRequest.defer_after``),
+    or answered 429 without saying when (``seconds`` None: the task's own back-off decides), and no other
+    model of the agent could answer instead. The seat raises it, with nothing run to an end; the task
+    records no result and puts its action back with a countdown (``run_task``)."""
 
-    def __init__(self, seconds: float, note: str) -> None:
+    def __init__(self, seconds: float | None, note: str) -> None:
         super().__init__(note)
         self.seconds = seconds
         self.note = note
