@@ -2,7 +2,8 @@
 
 - A run is in progress (its first events in the store); the page is open; the test appends a reviewer's
   report and finding to the store, and the finding appears on the page without a reload, as text (the
-  claim carries markup that must not run). A screenshot is saved under the test's tmp_path.
+  claim carries markup that must not run). Between server events the page's own clock moves the running
+  bars and the elapsed figure on. A screenshot is saved under the test's tmp_path.
 - A run with a verified, a refuted and an open finding: the verification runs are a real table (a row a
   run: tree, command, exit code, time), the second opinions are shown, and the state filter shows only the
   findings of the state chosen.
@@ -86,6 +87,13 @@ def browser_page(executable: Path) -> Iterator[tuple[Any, list[str]]]:
             browser.close()
 
 
+def as_seconds(text: str) -> int:
+    """The page's figure ("1m32s", "45s") in seconds."""
+    m = re.search(r"(?:(\d+)m)?(\d+)s", text)
+    assert m is not None, text
+    return int(m.group(1) or 0) * 60 + int(m.group(2))
+
+
 def test_a_new_finding_appears_on_the_open_run_page_without_a_reload(tmp_path: Path) -> None:
     executable = chromium()
     from playwright.sync_api import expect
@@ -96,6 +104,17 @@ def test_a_new_finding_appears_on_the_open_run_page_without_a_reload(tmp_path: P
     store.append(slug, run.started(title=f"parser {run.HOSTILE}"))
     with jury_web({"JURY_DIR": str(state)}) as url, browser_page(executable) as (page, errors):
         base = url.split("?")[0]
+        # The run's page as the server first answers it, and only that, while the clock is looked at: what
+        # moves then is the page's own doing, not a new answer.
+        frozen: dict[str, str] = {}
+
+        def freeze(route: Any) -> None:
+            if "body" not in frozen:
+                frozen["body"] = route.fetch().text()
+            route.fulfill(status=200, content_type="application/json", body=frozen["body"])
+
+        view = f"{base}api/runs/{slug}"
+        page.route(view, freeze)
         page.goto(url)  # the token URL: a cookie, then the run list without the token
         assert "token" not in page.url
         page.get_by_role("link", name=slug).click()
@@ -107,6 +126,16 @@ def test_a_new_finding_appears_on_the_open_run_page_without_a_reload(tmp_path: P
         expect(page.locator('.lane[data-agent="alpha"] .bar')).to_have_attribute("data-state", "running")
         running = page.locator('.lane[data-agent="beta"] .bar')
         expect(running).to_have_attribute("data-state", "running")
+
+        # Between server events the running bars and the elapsed figure still move on, every second.
+        elapsed = page.get_by_test_id("elapsed")
+        first, width = elapsed.inner_text(), running.evaluate("b => b.style.width")
+        expect(elapsed).not_to_have_text(first, timeout=15_000)
+        assert as_seconds(elapsed.inner_text()) > as_seconds(first)
+        page.wait_for_function(
+            "w => document.querySelector('.lane[data-agent=\"beta\"] .bar').style.width !== w", arg=width
+        )
+        page.unroute(view)
 
         # Not from the console without the fleet's Redis: the button says what to run instead.
         resume = page.locator('button[data-action="resume"]')

@@ -123,7 +123,13 @@
 
   // --- one run -----------------------------------------------------------------------------------------
 
-  const ui = { filter: "all", session: null, view: null, message: null };
+  // fetchedAt: when (the page's clock, performance.now()) the view was last read from the server.
+  const ui = { filter: "all", session: null, view: null, message: null, fetchedAt: null };
+
+  // Seconds since the view was read: the server's "now" has moved on by that much since it answered.
+  function sinceFetch() {
+    return ui.fetchedAt === null ? 0 : Math.max(0, (performance.now() - ui.fetchedAt) / 1000);
+  }
 
   function header(v) {
     const t = v.target || {};
@@ -185,33 +191,53 @@
 
   function timelinePanel(v) {
     const tl = v.timeline;
-    const span = Math.max(tl.seconds || 0, 1);
-    const pct = (x) => `${Math.max(0, Math.min(100, (100 * (x || 0)) / span))}%`;
     const lanes = tl.lanes.map((lane) =>
       el("div", { class: "lane", data: { agent: lane.agent } },
         el("div", { class: "who" }, lane.agent),
-        el("div", { class: "track" }, lane.bars.map((b) => {
-          const bar = el("div", {
-            class: `bar r-${b.role} st-${b.state} o-${String(b.outcome || "").replace(/[^a-z]/g, "")}`,
-            title: `${b.role} · round ${b.round}${b.finding ? ` · ${b.finding}` : ""} · ${b.state}` +
-              `${b.outcome ? ` (${b.outcome})` : ""} · ${seconds((b.end || 0) - (b.start || 0))}`,
-            data: { state: b.state },
-          });
-          bar.style.left = pct(b.start);
-          bar.style.width = `max(3px, ${pct((b.end || 0) - (b.start || 0))})`;
-          return bar;
-        }))));
-    const marks = tl.marks.map((m) => {
-      const mark = el("div", { class: "mark", title: m.label }, m.label);
-      mark.style.left = pct(m.at);
-      return mark;
-    });
-    return section("timeline",
-      el("p", { class: "muted" }, `${seconds(tl.seconds)} elapsed`, tl.live ? " · live" : "",
+        el("div", { class: "track" }, lane.bars.map((b) => el("div", {
+          class: `bar r-${b.role} st-${b.state} o-${String(b.outcome || "").replace(/[^a-z]/g, "")}`,
+          data: {
+            state: b.state, start: b.start || 0, end: b.end || 0,
+            label: `${b.role} · round ${b.round}${b.finding ? ` · ${b.finding}` : ""} · ${b.state}` +
+              `${b.outcome ? ` (${b.outcome})` : ""}`,
+          },
+        })))));
+    const marks = tl.marks.map((m) => el("div", { class: "mark", title: m.label, data: { at: m.at || 0 } }, m.label));
+    const panel = section("timeline",
+      el("p", { class: "muted" }, el("span", { data: { testid: "elapsed" } }), " elapsed", tl.live ? " · live" : "",
         " · ", el("span", { class: "key st-running" }, "running"), " ", el("span", { class: "key st-abandoned" },
           "abandoned"), " ", el("span", { class: "key st-done" }, "done")),
       lanes.length ? el("div", { class: "timeline" }, el("div", { class: "marks" }, marks), lanes)
         : el("p", { class: "muted" }, "no agent has started yet"));
+    panel.dataset.panel = "timeline";
+    placeTimeline(panel, v);
+    return panel;
+  }
+
+  // Lays the timeline out at the page's "now": the server's figures, with the running bars' ends and the
+  // elapsed figure moved on by the time since the view was read (a run that ended does not move). Called on
+  // each render and every second in between, so the bars grow without an event and without a refetch.
+  function placeTimeline(panel, v) {
+    const tl = v.timeline;
+    const grow = tl.live ? sinceFetch() : 0;
+    const elapsed = (tl.seconds || 0) + grow;
+    const span = Math.max(elapsed, 1);
+    const pct = (x) => `${Math.max(0, Math.min(100, (100 * (x || 0)) / span))}%`;
+    for (const bar of panel.querySelectorAll(".bar")) {
+      const start = Number(bar.dataset.start);
+      const end = Number(bar.dataset.end) + (bar.dataset.state === "running" ? grow : 0);
+      bar.style.left = pct(start);
+      bar.style.width = `max(3px, ${pct(end - start)})`;
+      bar.title = `${bar.dataset.label} · ${seconds(end - start)}`;
+    }
+    for (const mark of panel.querySelectorAll(".mark")) mark.style.left = pct(Number(mark.dataset.at));
+    const figure = panel.querySelector('[data-testid="elapsed"]');
+    if (figure) figure.textContent = seconds(elapsed);
+  }
+
+  function tickTimeline() {
+    const panel = main.querySelector('section[data-panel="timeline"]');
+    if (ui.view && ui.view.timeline.live && panel) placeTimeline(panel, ui.view);
   }
 
   function roundsPanel(v) {
@@ -348,6 +374,7 @@
       pending = null;
       try {
         ui.view = await getJSON(`/api/runs/${encodeURIComponent(ui.slug)}`);
+        ui.fetchedAt = performance.now();
         renderRun();
       } catch (e) {
         replace(main, problem(`cannot read run ${ui.slug}: ${e.message}`));
@@ -361,11 +388,13 @@
     try {
       ui.session = await getJSON("/api/session");
       ui.view = await getJSON(`/api/runs/${encodeURIComponent(ui.slug)}`);
+      ui.fetchedAt = performance.now();
     } catch (e) {
       replace(main, problem(`cannot read run ${ui.slug}: ${e.message}`));
       return;
     }
     renderRun();
+    setInterval(tickTimeline, 1000);
     const after = ui.view.position ? `?after=${encodeURIComponent(ui.view.position)}` : "";
     const source = new EventSource(`/api/runs/${encodeURIComponent(ui.slug)}/events${after}`);
     source.addEventListener("open", () => { liveBadge.textContent = "live"; liveBadge.className = "live on"; });
