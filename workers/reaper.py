@@ -5,9 +5,10 @@ and a reaper thread. Every quarter of ``JURY_REAP_EVERY`` (with jitter, so the f
 step) the reaper thread tries the reaper's lock, ``SET <prefix>:reaper <worker id> NX PX <period>``:
 whoever sets it runs ``workers.coordinator.reap`` and nobody else does until it lapses a period later.
 So with N workers up, N-1 may die and reaping goes on, about once per period; a dead worker's actions
-are handed out again within ``JURY_LEASE_TTL`` + ``JURY_REAP_EVERY`` (+ a quarter period), since its
-leases lapse at most one TTL after its last heartbeat. ``reap`` is idempotent, so a reap run twice
-(clocks, a slow pass outliving the lock) costs a pass and changes nothing.
+are handed out again within ``JURY_LEASE_TTL`` + ``JURY_REAP_EVERY`` + a quarter period
+(``recovery_bound``: under a minute by default), since its leases lapse at most one TTL after its last
+heartbeat and ``reap`` sends a taken action whose lease lapsed again at once. ``reap`` is idempotent,
+so a reap run twice (clocks, a slow pass outliving the lock) costs a pass and changes nothing.
 
 The threads touch Redis only: nothing a task does (a CPU-bound parser, an agent blocking its thread)
 holds anything they wait for.
@@ -34,6 +35,20 @@ log = structlog.get_logger()
 PRESENCE_EVERY = 5.0  # seconds between presence refreshes
 PRESENCE_TTL = 20.0  # a worker silent this long is no longer listed
 TRIES_PER_PERIOD = 4  # the reaper's lock is tried this often per reap period
+
+
+def next_try(period: float) -> float:
+    """Seconds until a worker tries the reaper's lock again: a ``TRIES_PER_PERIOD``-th of the period,
+    jittered down by up to half (the fleet does not move in step)."""
+    return period / TRIES_PER_PERIOD * random.uniform(0.5, 1.0)
+
+
+def recovery_bound(lease_ttl: float, reap_every: float) -> float:
+    """The longest a dead worker's action waits before a reaper sends it out again: its lease lapses at
+    most ``lease_ttl`` after the worker's last heartbeat; the reaper's lock, taken at most then, lapses a
+    period later, and some worker tries it within one ``next_try`` after (the longest: a quarter period);
+    that reap sends the action again at once (``coordinator.reap``: taken, lease lapsed)."""
+    return lease_ttl + reap_every + reap_every / TRIES_PER_PERIOD
 
 
 def take_reaper_lock(
@@ -105,18 +120,17 @@ class FleetDuties:
         if not take_reaper_lock(self.rt.client, self.presence.id, self.period, self.rt.prefix):
             return False
         started = time.time()
-        resent = self.reap(self.rt)
+        recovered = self.reap(self.rt)
         self.presence.update(reaped_at=started)
         log.info(
             "reap.done",
             worker=self.presence.id,
-            resent=len(resent) if isinstance(resent, list) else None,
+            recovered=len(recovered) if isinstance(recovered, list) else None,
             seconds=round(time.time() - started, 3),
         )
         return True
 
     def _reaper_loop(self) -> None:
-        tick = self.period / TRIES_PER_PERIOD
         while True:  # a first try at once: a worker that starts looks for work the dead left behind
             try:
                 self.reap_turn()
@@ -124,5 +138,5 @@ class FleetDuties:
                 log.warning("reap.failed", worker=self.presence.id, error=str(exc))
             except Exception:  # a reaper that dies is a fleet that stops recovering: log and go on
                 log.exception("reap.crashed", worker=self.presence.id)
-            if self.stopping.wait(tick * random.uniform(0.5, 1.0)):
+            if self.stopping.wait(next_try(self.period)):
                 return
