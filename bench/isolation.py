@@ -1,7 +1,8 @@
-"""Isolation: what a worktree from a warm mirror saves over a fresh clone, and what the sandbox costs.
+"""Isolation: what a checkout from a warm mirror saves over a fresh clone, and what the sandbox costs.
 
-Every agent runs in a checkout of its own; Jury adds a detached worktree to the repository a worker keeps
-(``workers.worktree.Worktrees``) instead of cloning. The clone here is ``git clone file://`` (git's pack
+Every agent runs in a checkout of its own; a host recycles checkouts of the mirrors it keeps
+(``workers.worktree.Worktrees`` with a pool: reset to the task's commit) instead of cloning, and adds a
+detached worktree to a local target's repository. The clone here is ``git clone file://`` (git's pack
 transport, no hard links): a lower bound on what a clone from a forge costs. Every command an agent or a
 verification runs starts in bubblewrap (``workers.sandbox``); the figure is one ``true`` through
 ``workers.supervise.run_supervised`` with and without its ``Jail``.
@@ -31,8 +32,9 @@ def git(cwd: Path, *args: str) -> str:
     ).stdout
 
 
-def generated_repo(where: Path, files: int) -> tuple[Path, str]:
-    """A repository of ``files`` small Python files in 50 packages, one commit; its path and head."""
+def generated_repo(where: Path, files: int) -> tuple[Path, str, str]:
+    """A repository of ``files`` small Python files in 50 packages: a trunk commit and a PR head on it
+    that changes 10 of them; its path and both shas."""
     repo = where / "repo"
     repo.mkdir()
     git(repo, "init", "-q", "-b", "main")
@@ -42,35 +44,74 @@ def generated_repo(where: Path, files: int) -> tuple[Path, str]:
         (pkg / f"mod{i:05d}.py").write_text(f'"""Module {i}."""\n\n\ndef f{i}(x):\n    return x + {i}\n' * 8)
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "generated")
-    return repo, git(repo, "rev-parse", "HEAD").strip()
+    trunk = git(repo, "rev-parse", "HEAD").strip()
+    for i in range(0, files, max(1, files // 10)):
+        path = repo / f"pkg{i % 50:02d}" / f"mod{i:05d}.py"
+        path.write_text(path.read_text() + f"\n\ndef g{i}(x):\n    return -x\n")
+    git(repo, "commit", "-q", "-am", "a PR")
+    return repo, trunk, git(repo, "rev-parse", "HEAD").strip()
 
 
 def worktree_vs_clone(repeat: int, files: int = 5_000) -> list[Figure]:
+    """A task's checkout, three ways: a recycled one (``Worktrees`` with a pool, as a host checks out its
+    mirrors: taken, reset to the commit, released), a fresh ``git worktree add`` (and its removal, as for
+    a local target) and a ``git clone`` (and its removal). Each sample is the whole cycle, the checkout
+    made and given up; the commits alternate between trunk and a PR head 10 files apart, as successive
+    tasks of a fleet do."""
     with tempfile.TemporaryDirectory() as d:
         base = Path(d)
-        repo, sha = generated_repo(base, files)
-        trees = Worktrees(base / "worktrees")
-        with trees.checkout(repo, sha, "warm"):  # the mirror is warm: its objects and index are in cache
-            pass
-        wt_samples, clone_samples = [], []
+        repo, trunk, head = generated_repo(base, files)
+        recycled = Worktrees(base / "recycled", pool=1)
+        fresh = Worktrees(base / "worktrees")
+        with recycled.checkout(repo, trunk, "warm"), fresh.checkout(repo, trunk, "warm"):
+            pass  # the repository's objects and index in the page cache, the recycled checkout made
+        pool_samples, wt_samples, clone_samples = [], [], []
         for i in range(repeat):
+            sha = head if i % 2 == 0 else trunk
             t = time.perf_counter()
-            with trees.checkout(repo, sha, f"w{i}"):
-                wt_samples.append(time.perf_counter() - t)
+            with recycled.checkout(repo, sha, f"r{i}"):
+                pass
+            pool_samples.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            with fresh.checkout(repo, sha, f"w{i}"):
+                pass
+            wt_samples.append(time.perf_counter() - t)
             dst = base / f"clone{i}"
             t = time.perf_counter()
             subprocess.run(
-                ["git", "clone", "-q", "--no-hardlinks", f"file://{repo}", str(dst)],
+                ["git", "clone", "-q", "--no-hardlinks", "--no-checkout", f"file://{repo}", str(dst)],
                 check=True,
                 capture_output=True,
             )
-            clone_samples.append(time.perf_counter() - t)
+            subprocess.run(
+                ["git", "checkout", "-q", "--detach", sha], cwd=dst, check=True, capture_output=True
+            )
             shutil.rmtree(dst)
-    wt = figure("isolation", f"worktree add ({files:,} files)", "s", wt_samples, note="warm repository")
-    clone = figure(
-        "isolation", f"git clone ({files:,} files)", "s", clone_samples, note="file://, no hard links"
+            clone_samples.append(time.perf_counter() - t)
+    pool = figure(
+        "isolation",
+        f"recycled checkout ({files:,} files)",
+        "s",
+        pool_samples,
+        note="taken, reset to the commit, released",
     )
-    return [wt, clone, ratio("isolation", "clone / worktree", clone, wt, note="target >= 10x")]
+    wt = figure(
+        "isolation", f"worktree add + remove ({files:,} files)", "s", wt_samples, note="a local target"
+    )
+    clone = figure(
+        "isolation",
+        f"git clone + remove ({files:,} files)",
+        "s",
+        clone_samples,
+        note="file://, no hard links",
+    )
+    return [
+        pool,
+        wt,
+        clone,
+        ratio("isolation", "clone / recycled checkout", clone, pool, note="target >= 10x"),
+        ratio("isolation", "clone / worktree add", clone, wt),
+    ]
 
 
 def sandbox_startup(repeat: int) -> list[Figure]:
@@ -154,4 +195,4 @@ def sandbox_startup(repeat: int) -> list[Figure]:
 
 
 def measure(*, quick: bool, repeat: int) -> list[Figure]:
-    return worktree_vs_clone(2 if quick else repeat) + sandbox_startup(5 if quick else 10)
+    return worktree_vs_clone(4 if quick else 2 * repeat) + sandbox_startup(5 if quick else 10)
