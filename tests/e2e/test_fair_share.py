@@ -6,8 +6,10 @@ local chat server).
   each: the other repository's run is never waiting behind both (it converges while the busy
   repository's first review is still held), and the busy repository's two reviews never overlap.
 - a 429 storm from one HTTP model (Retry-After: 30) on a worker of one slot: the rate-limited review is
-  put back with a countdown, again and again, and meanwhile a run using another model converges on that
-  same worker; once the storm ends the first run converges too, its spend and ledger true.
+  put back with a countdown (the 30 s asked for), and meanwhile a run using another model converges on
+  that same worker; once the storm ends the first run converges too, its spend and ledger true;
+- the same storm without Retry-After: nothing is slept in the slot (one request an attempt), the review
+  is put back on its doubling back-off from ``JURY_LIMIT_WAIT``, the other run converges meanwhile.
 
 The assertions are about order (what had or had not happened when something else was seen), never
 about how long anything took; the waits have deadlines far above what the runs need.
@@ -117,17 +119,19 @@ def test_a_busy_repository_never_holds_another_back(
 
 
 class Storm:
-    """A model that answers 429 with Retry-After: 30 until ``calm()``, then finds nothing."""
+    """A model that answers 429 (with ``retry_after``, or no Retry-After when None) until ``over`` is set,
+    then finds nothing."""
 
-    def __init__(self) -> None:
+    def __init__(self, retry_after: str | None = "30") -> None:
         self.over = threading.Event()
         self.refused = 0
+        self.retry_after = retry_after
 
     def __call__(self, _request: Recorded) -> Reply:
         if self.over.is_set():
             return answer("NO NEW FINDINGS", usage={"prompt_tokens": 1000, "completion_tokens": 100})
         self.refused += 1
-        return status(429, retry_after="30", body='{"error": "rate limited"}')
+        return status(429, retry_after=self.retry_after, body='{"error": "rate limited"}')
 
 
 def http_agent(name: str, url: str, model: str) -> str:
@@ -181,3 +185,46 @@ def test_a_429_storm_holds_no_worker_slot(
     assert state.total_spent == pytest.approx(1000 * 1.0 / 1e6 + 100 * 2.0 / 1e6)
     assert totals.spent == pytest.approx(state.total_spent)
     assert storm.refused >= len(backs)
+
+
+def test_a_429_storm_without_retry_after_holds_no_worker_slot(
+    fleet: Fleet, sample_repo: Path, write_config, fake_state: Path
+) -> None:
+    """No Retry-After: not a guess slept in the slot (1, 2, 4 s, then "every model failed"), but put back
+    at once, on a back-off that doubles from JURY_LIMIT_WAIT (0.5 s here), while the slot does other work."""
+    storm = Storm(retry_after=None)
+    with ChatServer() as server:
+        server.think("acme/stormy-1", storm)
+        server.think("acme/calm-1", lambda _r: answer("NO NEW FINDINGS"))
+        config = write_config(
+            http_agent("stormy", server.url, "acme/stormy-1"),
+            http_agent("calm", server.url, "acme/calm-1"),
+            agent("judge", "clean", fake_state, judge_mode="fix"),
+        )
+        git(sample_repo, "branch", "feature2", "feature")
+        fleet.worker(concurrency=1)  # one slot for everything
+        stormy = fleet.start(sample_repo, config, "--reviewer", "stormy")
+        key = f"{REVIEW}:stormy"
+
+        def sent_back() -> list[ActionDeferred]:
+            return [e for e in of(fleet.events(stormy), ActionDeferred) if e.reason == "rate-limit"]
+
+        wait_for("the rate-limited review to be put back twice", lambda: len(sent_back()) >= 2, 60)
+        calm = fleet.start(sample_repo, config, "--reviewer", "calm", branch="feature2")
+        assert fleet.wait_ended(calm, timeout=90).state == "converged"
+        state = fleet.state(stormy)
+        assert not state.actions[key].done and state.state == "review"
+        refused = storm.refused  # before the put-backs are read: each refusal's put-back is then in
+        backs = sent_back()  # but perhaps the one attempt running
+        assert {b.note for b in backs} == {"acme/stormy-1 answered 429 without Retry-After"}
+        # the back-off of attempt n: 0.5 s x 2^n, jittered by up to half either way
+        for n, b in enumerate(backs):
+            assert 0.25 * 2**n <= b.seconds <= 0.75 * 2**n, (n, b.seconds)
+        # one request an attempt: no retry was slept in the slot
+        assert refused <= len(backs) + 1, (refused, len(backs))
+
+        storm.over.set()
+        state = fleet.wait_ended(stormy, timeout=180)
+    assert state.state == "converged", state.target.state_note
+    assert_log_is_clean(fleet.events(stormy))
+    assert Ledger(fleet.client).spent(stormy).reserved == 0

@@ -10,7 +10,8 @@ What each test proves:
 
 - two workers, both reaping in turn; the one that reaped last is SIGKILLed while it runs a review: the
   survivor reaps on, takes the review over within lease TTL + one reap period (+ the start of its agent),
-  finishes the run, and the log holds no duplicate event, report or finding;
+  finishes the run, and the log holds no duplicate event, report or finding; its metrics endpoint counts
+  each review it recovered in ``jury_leases_recovered_total``, once;
 - a rolling restart (SIGTERM each worker in turn while an agent runs, a new one started beside it): an
   agent that ends within the grace is recorded by its worker; one that does not is handed back and runs
   at once on another worker, with a 600 s lease the run never waits for; the run converges, no worker is
@@ -26,6 +27,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.e2e.test_fleet import (
@@ -36,9 +38,11 @@ from tests.e2e.test_fleet import (
     assert_converged_with_the_fix,
     assert_log_is_clean,
     assert_no_agent_left,
+    free_port,
     pids_of,
     wait_for,
 )
+from tests.e2e.test_metrics import parse, value
 from workers.ledger import Ledger
 from workers.presence import WorkerPresence, live_workers
 from workers.reaper import TRIES_PER_PERIOD
@@ -77,7 +81,15 @@ def test_the_worker_that_reaped_last_killed_mid_review_the_survivor_finishes_the
     fleet.extra.update(
         {"JURY_LEASE_TTL": str(lease_ttl), "JURY_REAP_EVERY": str(REAP_EVERY), "JURY_REAP_AFTER": "2"}
     )
-    workers = {p.pid: p for p in (fleet.worker(concurrency=2), fleet.worker(concurrency=2))}
+    ports = [free_port(), free_port()]
+    started = [fleet.worker(2, "--metrics-port", str(port)) for port in ports]
+    workers = {p.pid: p for p in started}
+    metrics_of = {p.pid: f"http://127.0.0.1:{port}/metrics" for p, port in zip(started, ports, strict=True)}
+
+    def recovered(pid: int) -> float:
+        """``jury_leases_recovered_total`` as the worker ``pid`` serves it."""
+        return value(parse(httpx.get(metrics_of[pid], timeout=30).text), "jury_leases_recovered_total")
+
     # both are listed, and both take turns at reaping (the reaper's lock goes to whoever tries first)
     wait_for(
         "both workers to have reaped",
@@ -118,6 +130,7 @@ def test_the_worker_that_reaped_last_killed_mid_review_the_survivor_finishes_the
 
     victim = wait_for("the reaper to be a worker running a review", reaper_to_kill, 60, fleet.why(slug))
     assert victim is not None
+    assert [recovered(pid) for pid in workers] == [0.0, 0.0]  # nobody died yet: nothing recovered
     killed_at = time.monotonic()
     os.kill(victim, signal.SIGKILL)
     workers[victim].wait()
@@ -130,6 +143,7 @@ def test_the_worker_that_reaped_last_killed_mid_review_the_survivor_finishes_the
     for key in lost:
         tag = key.rsplit(":", 1)[1]
         fleet.wait_launched(slug, key, tag, nth=2, timeout=deadline - (time.monotonic() - killed_at))
+    assert recovered(survivor) == len(lost)  # what the survivor's reaper handed out again, each once
     go.touch()  # the reviews may end now
 
     state = fleet.wait_ended(slug, timeout=90)
@@ -141,6 +155,7 @@ def test_the_worker_that_reaped_last_killed_mid_review_the_survivor_finishes_the
     assert_no_agent_left(fake_state)
     assert Ledger(fleet.client).spent(slug).reserved == 0
     assert survivor in present(fleet)
+    assert recovered(survivor) == len(lost)  # the rest of the run recovered nothing more
 
 
 def test_rolling_restart_hands_running_actions_back_at_once(
