@@ -177,14 +177,11 @@ def config_for(d: Durations | None, path: Path) -> Path:
     """The operator's file for one PR: three reviewers (r1 finds one thing) and a judge, as fake agents."""
     lines = []
     for i, name in enumerate(REVIEWERS):
-        opts = (
-            ["--review", f"{d.review1[i]},{d.review2[i]}", "--reply", str(d.reply)]
-            if d
-            else ["--review", "0"]
-        )
-        if d and i == 0:
-            opts.append("--find")
-        argv = [sys.executable, str(AGENT), *opts, "{prompt_file}"]
+        if d is None:  # an agent that exits at once: a clean review, no interpreter to start
+            argv = ["sh", "-c", "echo NO NEW FINDINGS", "agent", "{prompt_file}"]
+        else:
+            opts = ["--review", f"{d.review1[i]},{d.review2[i]}", "--reply", str(d.reply)]
+            argv = [sys.executable, str(AGENT), *opts, *(["--find"] if i == 0 else []), "{prompt_file}"]
         lines.append(f"[agents.{name}]\nargv = {json.dumps(argv)}\nexpect_seconds = 60\n")
     judge = [sys.executable, str(AGENT), "--triage", str(d.triage if d else 0), "{prompt_file}"]
     lines.append(

@@ -136,14 +136,45 @@ def _leader_exited(pid: int) -> bool:
     return info is not None and info.si_pid == pid
 
 
-def _wait_leader(pid: int, seconds: float) -> bool:
+class _ExitWatch:
+    """Waits for the group's leader to exit, waking the moment it does: a pidfd polled with a timeout
+    (Linux 5.3+), else a plain sleep. Either way the leader stays unreaped (``_leader_exited``), and an
+    agent that exits at once costs no poll period."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        try:
+            self.fd: int | None = os.pidfd_open(pid)
+        except (AttributeError, OSError):
+            self.fd = None
+
+    def wait(self, seconds: float) -> None:
+        """Return after ``seconds``, or as soon as the leader has exited."""
+        if self.fd is None:
+            time.sleep(seconds)
+            return
+        poller = select.poll()
+        poller.register(self.fd, select.POLLIN)
+        poller.poll(max(0, int(seconds * 1000)))
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def _wait_leader(pid: int, seconds: float, watch: _ExitWatch | None = None) -> bool:
     deadline = time.monotonic() + seconds
     while True:
         if _leader_exited(pid):
             return True
         if time.monotonic() >= deadline:
             return False
-        time.sleep(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
+        pause = min(POLL_SECONDS, max(0.0, deadline - time.monotonic()))
+        if watch is None:
+            time.sleep(pause)
+        else:
+            watch.wait(pause)
 
 
 def drop_marker(dropped: int) -> bytes:
@@ -455,6 +486,7 @@ def run_supervised(
     sizes = (0, 0)
     last_growth = started
     next_tick = started + tick_every
+    watch = _ExitWatch(pid)
     try:
         while not _leader_exited(pid):
             now = time.monotonic()
@@ -480,13 +512,14 @@ def run_supervised(
                 cancelled, timed_out = cancel, not cancel
                 log.warning("proc.stopping", pid=pid, reason="cancel" if cancel else "timeout", grace=grace)
                 _killpg(pid, signal.SIGTERM)
-                if not _wait_leader(pid, grace):
+                if not _wait_leader(pid, grace, watch):
                     log.warning("proc.sigkill", pid=pid)
                 break
-            time.sleep(POLL_SECONDS)
+            watch.wait(POLL_SECONDS)
     finally:
         # The leader is exited but unreaped (or being killed): its pgid still names our group.
         _killpg(pid, signal.SIGKILL)
+        watch.close()
         proc.wait()
         for output in outputs:
             output.finish()

@@ -222,6 +222,8 @@ class Worktrees:
         between the removal and the prune."""
         if os.path.lexists(path):
             _git(["worktree", "remove", "--force", "--force", str(path)], repo, check=False)
+            if not os.path.lexists(path):
+                return  # git removed the directory and its record: nothing left to prune
         remove_tree(path)
         _git(["worktree", "prune"], repo, check=False)
 
@@ -230,8 +232,9 @@ class Worktrees:
         with repo_lock(repo, self.lock_dir):
             if os.path.lexists(path):
                 log.warning("worktree.stale", repo=str(repo), path=str(path))
-            self.clear(repo, path)
-            _git(["worktree", "add", "--detach", str(path), sha], repo)
+                self.clear(repo, path)
+            # --force: a record git kept of a directory of this name that is gone is taken over
+            _git(["worktree", "add", "--force", "--detach", str(path), sha], repo)
         admin = genuine_link(path, repo)
         if admin is None:  # git made it a moment ago: nothing but Jury has run in it
             raise CheckoutTampered(f"git made no worktree link at {path}")
