@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 from typing import Annotated
 
@@ -15,6 +16,30 @@ DEFAULT_PORT = 3080
 
 def url_host(host: str) -> str:
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def unspecified(host: str) -> bool:
+    """Whether ``host`` is the address of every interface (0.0.0.0, ::): a bind address, not a place."""
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_unspecified
+    except ValueError:
+        return False
+
+
+def where_to_open(host: str, port: int) -> str:
+    """What ``jury web`` says to open when listening beyond loopback (with the operator's token, which it
+    never echoes). A browser cannot open 0.0.0.0 or ::: on those it names this machine's loopback and its
+    host name instead."""
+    token = "with the console's token (--token / JURY_WEB_TOKEN)"
+    if not unspecified(host):
+        return f"open http://{url_host(host)}:{port}/ {token}"
+    loopback = "[::1]" if ":" in host else "127.0.0.1"
+    name = socket.gethostname()
+    elsewhere = f", or http://{url_host(name)}:{port}/ from another" if name else ""
+    return (
+        f"listening on all addresses ({host}) port {port}: open http://{loopback}:{port}/ on this machine"
+        f"{elsewhere}, {token}"
+    )
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -70,13 +95,13 @@ def web(
     store = reading_store(settings)
     guard = Guard(token=token or new_token(), reads_need_token=not loopback)
     sock = listen(host, port)
-    base = f"http://{url_host(host)}:{sock.getsockname()[1]}/"
+    bound = sock.getsockname()[1]
     where = "the fleet's Redis" if settings.redis_url else f"the files under {settings.dir}"
     out.print(f"jury console: runs from {where}", markup=False)
     if token:  # the operator's own token is not echoed
-        out.print(f"open {base} with the console's token (--token / JURY_WEB_TOKEN)", markup=False)
-    else:
-        out.print(f"open {base}?token={guard.token}", markup=False)
+        out.print(where_to_open(host, bound), markup=False)
+    else:  # a new token: on loopback only (beyond it, one must be given)
+        out.print(f"open http://{url_host(host)}:{bound}/?token={guard.token}", markup=False)
     app = create_app(settings, store, guard, loopback)
     config = uvicorn.Config(
         app,

@@ -508,6 +508,43 @@ def test_jury_web_binds_loopback_prints_the_token_url_and_refuses_other_addresse
     assert os.path.exists(tmp_path / "runs" / "acme-7")
 
 
+def test_jury_web_beyond_loopback_prints_addresses_a_browser_can_open_and_never_the_token(
+    tmp_path: Path,
+) -> None:
+    env = {**outside_env(), "JURY_DIR": str(tmp_path), "NO_COLOR": "1", "JURY_WEB_TOKEN": TOKEN}
+    p = subprocess.Popen(
+        [sys.executable, "-m", "jury_cli", "web", "--host", "0.0.0.0", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        assert p.stdout is not None
+        printed: list[str] = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not any("open http" in line for line in printed):
+            if not (line := p.stdout.readline()):
+                break
+            printed.append(line)
+        text = "".join(printed)
+        m = re.search(r"open (http://127\.0\.0\.1:\d+/) on this machine", text)
+        assert m is not None, f"jury web printed no URL to open: {text}"
+        url = m.group(1)
+        assert "listening on all addresses (0.0.0.0)" in text
+        assert "http://0.0.0.0" not in text  # no browser opens that
+        assert f"http://{socket.gethostname()}:{url.rsplit(':', 1)[1]}" in text
+        assert TOKEN not in text and "?token=" not in text  # the operator's token is not echoed
+        assert httpx.get(f"{url}api/runs").status_code == 401
+        assert httpx.get(f"{url}api/runs", headers={"authorization": f"Bearer {TOKEN}"}).status_code == 200
+    finally:
+        p.terminate()
+        p.wait(timeout=30)
+        if p.stdout is not None:
+            p.stdout.close()
+
+
 def test_the_run_list_folds_what_is_new_only(backing) -> None:
     """The list keeps its folds between requests and reads only what each log gained (a live run starts
     from the coordinator's snapshot); a new event still shows at once."""
