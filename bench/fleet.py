@@ -2,7 +2,7 @@
 
 Every figure here runs whole reviews through Redis: ``jury review --detach``'s own path (``new_run``,
 ``run_review``) starts each run, W ``jury worker --concurrency 1`` subprocesses work them, the bench's
-fake agent (``bench/fakes/agent.py``) sleeps durations drawn from a fixed seed and answers, in Jury's
+fake agent (``bench/fakes/agent.sh``) sleeps durations drawn from a fixed seed and answers, in Jury's
 sandbox. The Redis database is one of the test databases, held with the tests' own lock file so no test
 session flushes it meanwhile; it is flushed before and after.
 
@@ -37,7 +37,7 @@ from orchestrator.domain import Event
 from orchestrator.fold import fold
 
 FAKES = Path(__file__).resolve().parent / "fakes"
-AGENT = FAKES / "agent.py"
+AGENT = FAKES / "agent.sh"
 DBS = range(15, 0, -1)  # the tests take theirs from 1 up; the bench from 15 down
 REVIEWERS = ("r1", "r2", "r3")
 
@@ -180,10 +180,18 @@ def config_for(d: Durations | None, path: Path) -> Path:
         if d is None:  # an agent that exits at once: a clean review, no interpreter to start
             argv = ["sh", "-c", "echo NO NEW FINDINGS", "agent", "{prompt_file}"]
         else:
-            opts = ["--review", f"{d.review1[i]},{d.review2[i]}", "--reply", str(d.reply)]
-            argv = [sys.executable, str(AGENT), *opts, *(["--find"] if i == 0 else []), "{prompt_file}"]
+            find = "1" if i == 0 else "0"
+            argv = [
+                str(AGENT),
+                str(d.review1[i]),
+                str(d.review2[i]),
+                str(d.reply),
+                "0",
+                find,
+                "{prompt_file}",
+            ]
         lines.append(f"[agents.{name}]\nargv = {json.dumps(argv)}\nexpect_seconds = 60\n")
-    judge = [sys.executable, str(AGENT), "--triage", str(d.triage if d else 0), "{prompt_file}"]
+    judge = [str(AGENT), "0", "0", "0", str(d.triage if d else 0), "0", "{prompt_file}"]
     lines.append(
         f"[agents.j]\nargv = {json.dumps(judge)}\njudge_argv = {json.dumps(judge)}\nexpect_seconds = 60\n"
     )
