@@ -161,8 +161,14 @@ def review(
         ),
     ] = None,
     push: Annotated[
-        bool, typer.Option(help="Push accepted fixes: to the reviewed branch, or a PR's jury/SLUG branch.")
-    ] = False,
+        bool | None,
+        typer.Option(
+            "--push/--no-push",
+            help="Push accepted fixes: to the reviewed branch, or a PR's jury/SLUG branch "
+            "(default: the operator's [jury] push, else no).",
+            show_default=False,
+        ),
+    ] = None,
     publish: Annotated[
         bool, typer.Option(help="Publish the run to its PR when it ends: a review and the `jury` check.")
     ] = False,

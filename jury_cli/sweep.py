@@ -75,6 +75,15 @@ def sweep(
     publish: Annotated[
         bool, typer.Option("--publish", help="Each run publishes itself when it ends.")
     ] = False,
+    push: Annotated[
+        bool | None,
+        typer.Option(
+            "--push/--no-push",
+            help="Each run pushes its fixes to the PR's repository as the branch jury/SLUG when it "
+            "converges (default: the operator's [jury] push, else no).",
+            show_default=False,
+        ),
+    ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Say what would be enqueued and skipped; change nothing.")
     ] = False,
@@ -110,6 +119,7 @@ def sweep(
         config=config,
         budget=budget,
         publish=publish,
+        push=push,
     )
     filters = SweepFilters(labels=tuple(label or ()), base=base, include_drafts=include_drafts)
     with backend(settings, concurrency) as b:

@@ -44,6 +44,7 @@ from orchestrator.errors import ConfigError
 from orchestrator.schedules import Schedule, parse_schedules
 from orchestrator.trust import (
     HOST_RE,
+    OPERATOR_ONLY_JURY_KEYS,
     OPERATOR_TABLES,
     Ignored,
     check_tables,
@@ -264,14 +265,18 @@ def _check_jury(
     agents: dict[str, AgentSpec],
     current: JuryDefaults,
     ignored_agents: set[str],
+    *,
+    operator: bool,
 ) -> JuryDefaults:
-    """``current`` with the ``[jury]`` table of ``source`` applied, its agents checked against ``agents``."""
+    """``current`` with the ``[jury]`` table of ``source`` applied, its agents checked against ``agents``
+    (a repository's table is cut down already: ``filter_repo`` set its operator-only keys aside)."""
     where = f"{source}: [jury]"
     if not isinstance(table, dict):
         raise ConfigError(f"{where}: must be a table")
+    allowed = [k for k in ALLOWED_JURY_KEYS if operator or k not in OPERATOR_ONLY_JURY_KEYS]
     for key in table:
-        if key not in ALLOWED_JURY_KEYS:
-            raise ConfigError(f"{where}: unknown key {key!r} (allowed: {', '.join(ALLOWED_JURY_KEYS)})")
+        if key not in allowed:
+            raise ConfigError(f"{where}: unknown key {key!r} (allowed: {', '.join(allowed)})")
     merged = current.model_copy()
     if "reviewers" in table:
         try:
@@ -445,7 +450,7 @@ def load_config(repo_file: RepoFile | None = None, operator_file: Path | None = 
     trusted: bool | None = None
     ignored_agents: set[str] = set()
     checks: dict[str, str] = {}
-    jury_tables: list[tuple[str, object]] = []
+    jury_tables: list[tuple[str, object, bool]] = []  # (source, table, the operator's)
     if repo_file is not None:
         notes.extend(repo_file.notes)
         if repo_file.text is not None:
@@ -464,7 +469,7 @@ def load_config(repo_file: RepoFile | None = None, operator_file: Path | None = 
                     continue
                 agents[name] = check_agent(repo_file.source, name, table, agents.get(name))
             if "jury" in kept:
-                jury_tables.append((repo_file.source, kept["jury"]))
+                jury_tables.append((repo_file.source, kept["jury"], False))
             if "checks" in kept:
                 checks = check_checks(repo_file.source, kept["checks"], checks)
             source.append(repo_file.source)
@@ -472,13 +477,13 @@ def load_config(repo_file: RepoFile | None = None, operator_file: Path | None = 
         for name, table in op_tables.items():
             agents[name] = check_agent(operator.source, name, table, agents.get(name))
         if "jury" in operator.data:
-            jury_tables.append((operator.source, operator.data["jury"]))
+            jury_tables.append((operator.source, operator.data["jury"], True))
         if "checks" in operator.data:
             checks = check_checks(operator.source, operator.data["checks"], checks)
         source.append(operator.source)
     jury = JuryDefaults()
-    for layer_source, table in jury_tables:  # checked against every agent any layer defines
-        jury = _check_jury(layer_source, table, agents, jury, ignored_agents)
+    for layer_source, table, by_operator in jury_tables:  # checked against every agent any layer defines
+        jury = _check_jury(layer_source, table, agents, jury, ignored_agents, operator=by_operator)
     return RepoConfig(
         agents=agents,
         jury=jury,

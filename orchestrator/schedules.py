@@ -38,6 +38,7 @@ REVIEW_KEYS: tuple[str, ...] = (
     "base",
     "include_drafts",
     "publish",
+    "push",
     "retry",
     "reviewers",
     "judge",
@@ -65,6 +66,7 @@ class Schedule(BaseModel):
     base: str | None = None
     include_drafts: bool = False
     publish: bool = False
+    push: bool | None = None  # the runs push jury/<slug> to the PR's repository; None: the [jury] push
     retry: bool = False  # a head whose run ended human/failed/cancelled is swept again (`jury sweep --retry`)
     reviewers: tuple[str, ...] | None = None
     judge: str | None = None
@@ -157,7 +159,7 @@ def _parse_one(source: str, index: int, table: dict[str, Any], now: float | None
     for key in ("base", "judge", "trunk"):
         if key in table:
             fields[key] = _string(table[key], lambda why, k=key: bad(k, why))
-    for key in ("include_drafts", "publish", "retry"):
+    for key in ("include_drafts", "publish", "push", "retry"):
         if key in table:
             if not isinstance(table[key], bool):
                 raise bad(key, "must be true or false")

@@ -34,7 +34,9 @@ class RunOptions:
     rounds: int | None = None
     timeout: float | None = None
     config: Path | None = None
-    push: bool = False
+    # Push the fixes when the run converges: a local target's branch moved, a PR URL's jury/<slug> pushed
+    # to its repository. None: the operator's ``[jury] push`` (default false).
+    push: bool | None = None
     refute: bool = True
     refuter: str | None = None
     refute_rejections: bool = False
@@ -81,7 +83,7 @@ def jury_config(settings: Settings, cfg: RepoConfig, target: Target, opts: RunOp
         judge=judge_name,
         rounds=n_rounds,
         timeout=opts.timeout,
-        push=opts.push,
+        push=opts.push if opts.push is not None else cfg.jury.push,
         publish=opts.publish,
         agents={
             n: cfg.agents[n] for n in dict.fromkeys([*names, judge_name, *([refuter] if refuter else [])])

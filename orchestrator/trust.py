@@ -36,6 +36,9 @@ OPERATOR_ONLY_TABLES: tuple[str, ...] = ("trust", "sandbox", "schedules", "limit
 OPERATOR_TABLES: tuple[str, ...] = (*REPO_TABLES, *OPERATOR_ONLY_TABLES)
 # What an untrusted repository may set on an agent that already exists (catalog or operator).
 UNTRUSTED_AGENT_KEYS: tuple[str, ...] = ("model", "expect_seconds")
+# What no repository's file may set in its [jury], trusted or not: pushing writes to the forge (or moves
+# a local branch) with the operator's credentials, so whether runs push is the operator's word alone.
+OPERATOR_ONLY_JURY_KEYS: tuple[str, ...] = ("push",)
 TRUST_KEYS: tuple[str, ...] = ("repos",)
 SANDBOX_KEYS: tuple[str, ...] = tuple(SandboxSettings.model_fields)
 
@@ -52,7 +55,7 @@ class Ignored:
     """One thing a repository's file set that did not take effect, and why."""
 
     source: str
-    table: str  # "agents.NAME", "trust", "sandbox"
+    table: str  # "agents.NAME", "trust", "sandbox", "jury"
     key: str | None  # None: the whole table
     reason: str
 
@@ -185,9 +188,10 @@ def filter_repo(
 ) -> tuple[dict[str, Any], list[Ignored]]:
     """What of a repository's ``jury.toml`` may take effect, and what was set aside.
 
-    Operator-only tables (``[trust]``, ``[sandbox]``, ``[limits]``) never apply from a repository.
-    Untrusted, only ``[jury]``, ``[checks]`` and ``UNTRUSTED_AGENT_KEYS`` of the ``known`` agents pass; an
-    unknown table is an error as in any file. The values that pass are checked later, like the operator's.
+    Operator-only tables (``[trust]``, ``[sandbox]``, ``[limits]``, ``[[schedules]]``) and operator-only
+    ``[jury]`` keys (``push``) never apply from a repository, trusted or not. Untrusted, only ``[jury]``,
+    ``[checks]`` and ``UNTRUSTED_AGENT_KEYS`` of the ``known`` agents pass; an unknown table is an error as
+    in any file. The values that pass are checked later, like the operator's.
     """
     for key in data:
         if key not in REPO_TABLES and key not in OPERATOR_ONLY_TABLES:
@@ -198,6 +202,14 @@ def filter_repo(
         if name in data
     ]
     kept = {k: v for k, v in data.items() if k in REPO_TABLES}
+    jury = kept.get("jury")
+    if isinstance(jury, dict) and any(k in jury for k in OPERATOR_ONLY_JURY_KEYS):
+        kept["jury"] = {k: v for k, v in jury.items() if k not in OPERATOR_ONLY_JURY_KEYS}
+        ignored += [
+            Ignored(source, "jury", key, "only the operator's configuration may set it")
+            for key in OPERATOR_ONLY_JURY_KEYS
+            if key in jury
+        ]
     agents = kept.get("agents", {})
     if trusted or not isinstance(agents, dict):
         return kept, ignored  # a malformed [agents] is reported by the agent checks

@@ -263,6 +263,7 @@ def fire_review(firing: Firing) -> str:
         budget=s.budget,
         config=firing.config_file,
         publish=s.publish,
+        push=s.push,
     )
     report = sweep_fleet(
         firing.settings,

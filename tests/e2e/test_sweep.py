@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,8 +14,11 @@ from pathlib import Path
 import pytest
 import redis
 
-from orchestrator.domain import RoundStart, RunCarried
+from orchestrator.domain import TERMINAL_STATES, JuryConfig, JuryConfigEvent, RoundStart, RunCarried
+from orchestrator.fold import fold
 from orchestrator.store.redis import from_url
+from tests.conftest import fake_agent, outside_env
+from tests.e2e.test_fleet import stop_group
 from tests.e2e.test_review import standard_jury
 from tests.e2e.test_review import workers as workers_fixture
 from tests.fakes.forge_server import FakePR, ForgeServer
@@ -199,3 +203,98 @@ def test_a_hundred_prs_are_enqueued_by_one_process(
     print(f"\nsweep of 100 PRs: {sweep_seconds:.2f} s in the sweep, {wall:.2f} s for the whole command")
     again = swept(jury(*args, env=env))
     assert {row["outcome"] for row in again.values()} == {"skipped"}
+
+
+def test_the_sweeps_options_reach_the_runs_it_starts(
+    jury, shared_redis, forge, remote, sample_repo, write_config, tmp_path
+) -> None:
+    """No workers: each detached sweep's runs are read back from Redis. Drafts only with
+    --include-drafts; --rounds, --budget, --publish and --push (or the operator's [jury] push, which
+    --no-push overrides) in each run's jury.config."""
+    work = sample_repo
+    repo = forge.github_repo("acme/sample")
+    tree = git(work, "rev-parse", "feature^{tree}")
+    heads = {n: git(work, "commit-tree", tree, "-p", "feature", "-m", f"pr {n}") for n in (1, 2)}
+    git(work, "push", "--quiet", str(remote), *(f"{sha}:refs/pull/{n}/head" for n, sha in heads.items()))
+    repo.add(FakePR(1, "ready", heads[1]))
+    repo.add(FakePR(2, "a draft", heads[2], draft=True))
+    env = forge_env(forge, tmp_path, shared_redis)
+    config = write_config(
+        fake_agent("finder", "find"), fake_agent("judge", "clean", "fix"), "[jury]\npush = true\n"
+    )
+    args = ["sweep", "acme/sample", "--reviewer", "finder", "--judge", "judge", "--config", str(config)]
+    args += ["--detach", "--json"]
+    store = from_url(shared_redis)
+
+    def jury_config(slug: str) -> JuryConfig:
+        (event,) = [e for e in store.read(slug) if isinstance(e, JuryConfigEvent)]
+        return event.config
+
+    first = swept(jury(*args, "--rounds", "3", "--budget", "1.5", "--publish", env=env))
+    assert sorted(first) == [1]  # the draft is left out
+    cfg = jury_config(first[1]["slug"])
+    assert (cfg.rounds, cfg.budget, cfg.publish, cfg.push) == (3, 1.5, True, True)  # push: the file's
+
+    second = swept(jury(*args, "--include-drafts", "--rounds", "2", "--no-push", env=env))
+    assert {n: row["outcome"] for n, row in second.items()} == {1: "skipped", 2: "enqueued"}
+    cfg = jury_config(second[2]["slug"])
+    assert (cfg.rounds, cfg.budget, cfg.publish, cfg.push) == (2, None, False, False)
+    store.close()
+
+
+@pytest.fixture
+def git_worker(shared_redis, state_dir, fake_state, tmp_path) -> Iterator[Path]:
+    """One ``jury worker`` on the shared Redis that reaches github.com/acme/* as the local bare
+    repositories (git's insteadOf, for its fetches and its pushes); its log's path."""
+    gitconfig = tmp_path / "gitconfig"
+    gitconfig.write_text(f'[url "file://{tmp_path}/remotes/"]\n\tinsteadOf = https://github.com/\n')
+    env = outside_env()
+    env.update(
+        {
+            "JURY_REDIS_URL": shared_redis,
+            "JURY_DIR": str(state_dir),
+            "FAKE_STATE": str(fake_state),
+            "GIT_CONFIG_GLOBAL": str(gitconfig),
+        }
+    )
+    log = tmp_path / "worker.log"
+    with log.open("wb") as out:
+        p = subprocess.Popen(
+            [sys.executable, "-m", "jury_cli", "worker", "--concurrency", "2", "--loglevel", "WARNING"],
+            env=env,
+            stdout=out,
+            stderr=out,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    yield log
+    stop_group(p)
+
+
+def test_a_sweep_with_push_pushes_each_runs_branch_to_the_prs_repository(
+    jury, shared_redis, git_worker, forge, remote, sample_repo, write_config, tmp_path
+) -> None:
+    """``jury sweep --push``: the run of PR 1 (the median bug, fixed by the judge) converges and its
+    ``jury/<slug>`` branch is on the PR's repository at the fix; the PR's own ref is untouched."""
+    buggy = git(sample_repo, "rev-parse", "feature")
+    publish_pr(remote, sample_repo, 1, buggy)
+    forge.github_repo("acme/sample").add(FakePR(1, "median", buggy))
+    env = forge_env(forge, tmp_path, shared_redis)
+    config = write_config(fake_agent("finder", "find"), fake_agent("judge", "clean", "fix"))
+    args = ["sweep", "acme/sample", "--reviewer", "finder", "--judge", "judge", "--config", str(config)]
+    rows = swept(jury(*args, "--push", "--detach", "--json", env=env))
+    slug = rows[1]["slug"]
+    store = from_url(shared_redis)
+    ended = wait_for(
+        f"{slug} ended",
+        lambda: (s := fold(store.read(slug), slug)).state in TERMINAL_STATES and s,
+        240,
+    )
+    assert ended.state == "converged", f"{ended.target.state_note}\n{git_worker.read_text()[-3000:]}"
+    (fix,) = [c for c in ended.commits if not c.pushed]
+    assert any(c.pushed and c.branch == f"jury/{slug}" for c in ended.commits)
+    refs = git(remote, "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads/jury/")
+    assert refs == f"refs/heads/jury/{slug} {fix.sha}"
+    assert git(remote, "rev-parse", f"jury/{slug}~1") == buggy
+    assert git(remote, "rev-parse", "refs/pull/1/head") == buggy  # never the PR's own branch
+    store.close()
