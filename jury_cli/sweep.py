@@ -107,6 +107,7 @@ def sweep(
     dir: DirOpt = None,
 ) -> None:
     """Review every matching open PR of some repositories: one run per PR head not reviewed yet."""
+    from workers.forge_cache import fleet_etag_cache
     from workers.sweep import SweepFilters, SweepOptions, celery_kick
     from workers.sweep import sweep as run_sweep
 
@@ -139,6 +140,8 @@ def sweep(
             store=b.store,
             kick=celery_kick(b.celery),
             dry_run=dry_run,
+            # The fleet's Redis keeps the listings' ETags for the next sweep; an embedded one would not.
+            etag_cache=fleet_etag_cache(b.store) if settings.redis_url else None,
         )
         if as_json and (detach or dry_run):
             sys.stdout.write(report.model_dump_json(indent=2) + "\n")

@@ -40,7 +40,14 @@ from orchestrator.decide import carry_over
 from orchestrator.domain import TERMINAL_STATES, Event, RunCarried, Target
 from orchestrator.errors import JuryError, UsageError
 from orchestrator.fold import fold
-from orchestrator.forge import ForgeError, ForgeRef, ForgeSettings, PullRequest, load_forge_settings
+from orchestrator.forge import (
+    ETagCache,
+    ForgeError,
+    ForgeRef,
+    ForgeSettings,
+    PullRequest,
+    load_forge_settings,
+)
 from orchestrator.forge.select import make_forge, parse_ref
 from orchestrator.start import RunOptions, check_options, first_events, jury_config
 from orchestrator.store.base import LiveStore, PullHead, SweptStart, pull_head
@@ -144,10 +151,12 @@ def sweep(
     dry_run: bool = False,
     forge_settings: ForgeSettings | None = None,
     http: httpx.Client | None = None,
+    etag_cache: ETagCache | None = None,
 ) -> SweepReport:
     """Enqueue one run per matching open PR of ``repos`` whose head has no run yet (see the module
     docstring); ``kick`` sends the coordinator of each started run. ``dry_run``: say what would be enqueued
-    and skipped, and change nothing (no fetch, no claim, no run)."""
+    and skipped, and change nothing (no fetch, no claim, no run). ``etag_cache``: where the listings'
+    ETags are kept between sweeps (``workers.forge_cache``; None: in memory, for this sweep only)."""
     t0 = time.monotonic()
     check_options(options.run)
     fs = forge_settings or load_forge_settings()
@@ -158,7 +167,7 @@ def sweep(
     client = http or httpx.Client(timeout=30.0)
     try:
         for ref in refs:
-            forge = make_forge(ref.kind, fs, client)
+            forge = make_forge(ref.kind, fs, client, cache=etag_cache)
             try:
                 prs = forge.list_open(
                     ref.repo, base=filters.base, labels=filters.labels, include_drafts=filters.include_drafts
@@ -318,9 +327,11 @@ def sweep_fleet(
     *,
     dry_run: bool = False,
 ) -> SweepReport:
-    """``sweep`` onto the fleet of ``JURY_REDIS_URL`` (the scheduler's firings): its store, its broker."""
+    """``sweep`` onto the fleet of ``JURY_REDIS_URL`` (the scheduler's firings): its store, its broker, and
+    the listings' ETags kept in it (``workers.forge_cache``), so the next firing asks "changed since?"."""
     from orchestrator.store.redis import from_url
     from workers.app import make_app
+    from workers.forge_cache import fleet_etag_cache
 
     if not settings.redis_url:
         raise UsageError("a sweep onto the fleet needs JURY_REDIS_URL")
@@ -334,6 +345,7 @@ def sweep_fleet(
             store=store,
             kick=celery_kick(make_app(settings)),
             dry_run=dry_run,
+            etag_cache=fleet_etag_cache(store),
         )
     finally:
         store.close()

@@ -27,6 +27,7 @@ import pytest
 import redis
 
 from orchestrator.config import Settings
+from orchestrator.domain import JuryConfigEvent
 from orchestrator.schedules import Schedule, parse_schedules, slot_after
 from orchestrator.store import keys
 from orchestrator.store.redis import from_url
@@ -333,7 +334,8 @@ def test_a_review_schedule_sweeps_and_its_next_firing_enqueues_nothing_again(
 ) -> None:
     """The review firing is a real sweep (a fake GitHub lists the PRs, a bare repository stands for
     github.com): the first slot enqueues a run per PR, the next finds every head taken: a slot fired
-    twice would do no harm either."""
+    twice would do no harm either. The schedule's options reach the runs (``push = true``), and the next
+    firing's listing is a conditional request the forge answers 304 (the ETags kept in Redis)."""
     remote = tmp_path / "remotes" / "acme" / "sample.git"
     remote.parent.mkdir(parents=True)
     git(tmp_path, "clone", "--bare", "--quiet", str(sample_repo), str(remote))
@@ -351,7 +353,7 @@ def test_a_review_schedule_sweeps_and_its_next_firing_enqueues_nothing_again(
     config = tmp_path / "config.toml"
     config.write_text(
         '[[schedules]]\nname = "prs"\ncron = "* * * * * */2"\nkind = "review"\nrepos = ["acme/sample"]\n'
-        'base = "main"\nreviewers = ["codex"]\njudge = "codex"\nrounds = 2\n'
+        'base = "main"\nreviewers = ["codex"]\njudge = "codex"\nrounds = 2\npush = true\n'
     )
     with ForgeServer() as forge:
         repo = forge.github_repo("acme/sample")
@@ -385,4 +387,10 @@ def test_a_review_schedule_sweeps_and_its_next_firing_enqueues_nothing_again(
     assert second.slot > first.slot
     runs = from_url(shared_redis)
     assert len(runs.runs()) == 2  # one run per PR head, whatever the number of firings
+    configs = [e.config for slug in runs.runs() for e in runs.read(slug) if isinstance(e, JuryConfigEvent)]
+    assert [(c.rounds, c.push) for c in configs] == [(2, True), (2, True)]
     runs.close()
+    listings = forge.calls("GET", "/repos/acme/sample/pulls")
+    assert len(listings) >= 2 and "if-none-match" not in listings[0].headers
+    assert all(r.headers.get("if-none-match") and r.status == 304 for r in listings[1:]), listings
+    assert forge.full["GET /github/repos/acme/sample/pulls"] == 1
