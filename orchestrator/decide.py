@@ -222,7 +222,7 @@ def decide(s: RunState) -> list[Action]:
             return [DispatchAction(kind="publish", key=publish_key(s), round=n, sha=s.target.head)]
         return []
     if s.cancel_requested:
-        return [end(s, "cancelled", "cancelled by the user")]
+        return [end(s, "cancelled", s.cancel_reason or "cancelled by the user")]
     if s.budget_refused:
         return [end(s, "human", f"budget exhausted: {s.budget_refused}; spent ${s.total_spent:.4f}")]
     if s.state == "queued":

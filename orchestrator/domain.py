@@ -639,6 +639,7 @@ class RunPublished(EventBase):
 class RunCancel(EventBase):
     t: Literal["run.cancel"] = "run.cancel"
     who: str = "user"
+    reason: str | None = None  # the run's end note; None: "cancelled by the user" (a sweep says why)
 
 
 Event = Annotated[

@@ -189,6 +189,7 @@ class RunState(Model):
     unknown_costs: int = 0  # calls whose cost is unknown (never counted as zero)
     budget_refused: str | None = None
     cancel_requested: bool = False
+    cancel_reason: str | None = None  # why, when not the user's word (a sweep superseding the run)
     tool_refusals: list[dict[str, Any]] = Field(default_factory=list)  # tools refused to http agents
     final_check: RefutationRecord | None = None  # the second opinion on the converged claim
     published: list[dict[str, Any]] = Field(default_factory=list)  # run.published, oldest first
@@ -387,6 +388,7 @@ def apply(s: RunState, e: Event) -> None:
             s.budget_refused = e.reason
         case RunCancel():
             s.cancel_requested = True
+            s.cancel_reason = s.cancel_reason or e.reason
         case RunPublished():
             s.published.append({k: v for k, v in e.wire().items() if k not in ("eid", "t")})
         case ToolRefused():

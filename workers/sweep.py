@@ -17,6 +17,11 @@ What a sweep does with a PR whose head (forge, repository, PR, head sha) already
   and a nightly sweep would pay for the same outcome every night;
 - no longer in the store (its keys expired after ``JURY_RETENTION``): skipped, reviewed before.
 
+A PR whose head moved while a run of an earlier head is still in flight (queued or reviewing) gets its new
+run, and the earlier run is cancelled (superseded, ``_supersede``): it would go on paying for a head
+nobody will merge. Its end note says ``superseded by <new run>: the PR's head moved to <sha>``, the row
+lists it in ``superseded``.
+
 A PR whose head moved since its last converged run gets a new run that starts from what that run settled:
 a ``run.carried`` event names the earlier run and carries its settled findings (and what it carried
 itself), which every round's prompt lists as settled.
@@ -37,7 +42,7 @@ from pydantic import BaseModel
 
 from orchestrator.config import RepoConfig, Settings, load_config, operator_config_file
 from orchestrator.decide import carry_over
-from orchestrator.domain import TERMINAL_STATES, Event, RunCarried, Target
+from orchestrator.domain import TERMINAL_STATES, Event, RunCancel, RunCarried, Target
 from orchestrator.errors import JuryError, UsageError
 from orchestrator.fold import fold
 from orchestrator.forge import (
@@ -88,6 +93,9 @@ class SweepRow(BaseModel):
     reason: str = ""
     carried_from: str | None = None
     carried: int = 0
+    # The PR's runs still in flight for an earlier head, cancelled because a run holds this head now
+    # (a dry run: the ones it would cancel).
+    superseded: list[str] = []
 
 
 class SweepReport(BaseModel):
@@ -103,11 +111,15 @@ class SweepReport(BaseModel):
         return [r.slug for r in self.rows if r.outcome == "enqueued" and r.slug]
 
     def summary(self) -> str:
-        """One line: how many PRs were enqueued (would be, in a dry run), skipped, and failed."""
+        """One line: how many PRs were enqueued (would be, in a dry run), skipped, and failed, and how many
+        runs of earlier heads were cancelled (would be)."""
         word: Outcome = "would enqueue" if self.dry_run else "enqueued"
+        superseded = sum(len(r.superseded) for r in self.rows)
         return (
             f"{word} {len(self.having(word))}, skipped {len(self.having('skipped'))}, "
-            f"errors {len(self.having('error'))} ({self.seconds:.2f} s)"
+            f"errors {len(self.having('error'))}"
+            + (f", {'would cancel' if self.dry_run else 'cancelled'} {superseded}" if superseded else "")
+            + f" ({self.seconds:.2f} s)"
         )
 
 
@@ -123,6 +135,14 @@ class _Plan:
     target: Target | None = None
     events: list[Event] = field(default_factory=list)
     slug: str = ""
+
+
+@dataclass
+class _Stale:
+    """A listed PR's runs in flight for heads other than its current one (``_plan``)."""
+
+    row: SweepRow
+    runs: list[str]
 
 
 def parse_repos(repos: Sequence[str], forge_settings: ForgeSettings) -> list[ForgeRef]:
@@ -153,10 +173,11 @@ def sweep(
     http: httpx.Client | None = None,
     etag_cache: ETagCache | None = None,
 ) -> SweepReport:
-    """Enqueue one run per matching open PR of ``repos`` whose head has no run yet (see the module
-    docstring); ``kick`` sends the coordinator of each started run. ``dry_run``: say what would be enqueued
-    and skipped, and change nothing (no fetch, no claim, no run). ``etag_cache``: where the listings'
-    ETags are kept between sweeps (``workers.forge_cache``; None: in memory, for this sweep only)."""
+    """Enqueue one run per matching open PR of ``repos`` whose head has no run yet, and cancel the PR's
+    runs still in flight for an earlier head (see the module docstring); ``kick`` sends the coordinator
+    of each run started or cancelled. ``dry_run``: say what would be enqueued, skipped and cancelled, and
+    change nothing (no fetch, no claim, no run, no cancel). ``etag_cache``: where the listings' ETags
+    are kept between sweeps (``workers.forge_cache``; None: in memory, for this sweep only)."""
     t0 = time.monotonic()
     check_options(options.run)
     fs = forge_settings or load_forge_settings()
@@ -179,10 +200,11 @@ def sweep(
     finally:
         if http is None:
             client.close()
-    plans = _plan(store, listed, options, rows, dry_run=dry_run)
+    plans, stale = _plan(store, listed, options, rows, dry_run=dry_run)
     if not dry_run and plans:
         _prepare(settings, plans, options.run, operator_file)
         _start(settings, store, kick, [p for p in plans if p.events])
+    _supersede(store, kick, stale, dry_run=dry_run)
     return SweepReport(rows=rows, dry_run=dry_run, seconds=round(time.monotonic() - t0, 3))
 
 
@@ -193,16 +215,22 @@ def _plan(
     rows: list[SweepRow],
     *,
     dry_run: bool,
-) -> list[_Plan]:
+) -> tuple[list[_Plan], list[_Stale]]:
     """Which PRs get a run, and what the others are skipped for: one lookup of every head, one read of
-    the states of the runs it names."""
+    the states of the runs it names. Also each PR's swept runs in flight for another head than its
+    current one (the holder of a head is the only run of it that can be in flight: a retry replaces an
+    ended one), for ``_supersede``."""
     heads = [_head(ref, pr) for ref, pr in listed]
     found = store.sweep_lookup(heads)
     named = {s for f in found for s in [f.holder, *f.runs] if s}
     states = store.run_states(sorted(named))
     plans: list[_Plan] = []
+    stale: list[_Stale] = []
     for (ref, pr), swept in zip(listed, found, strict=True):
         row = SweepRow(repo=str(ref), number=pr.number, head=pr.head_sha, title=pr.title, outcome="skipped")
+        earlier_live = [s for s in swept.runs if s != swept.holder and _in_flight(states.get(s))]
+        if earlier_live:
+            stale.append(_Stale(row, earlier_live))
         replace = None
         if swept.holder is not None:
             state = states.get(swept.holder)
@@ -236,7 +264,59 @@ def _plan(
             row.reason = "new head"
         rows.append(row)
         plans.append(plan)
-    return plans
+    return plans, stale
+
+
+def _in_flight(state: str | None) -> bool:
+    return state is not None and state not in TERMINAL_STATES
+
+
+def _note(row: SweepRow, text: str) -> None:
+    row.reason = f"{row.reason}; {text}" if row.reason else text
+
+
+def _supersede(store: LiveStore, kick: Kick, stale: list[_Stale], *, dry_run: bool) -> None:
+    """Cancel each listed PR's runs still in flight for an earlier head, once a run holds its current
+    head (started now, or before: a sweep that died between the two steps is made good by the next one).
+    A PR whose current head has no run (its row is an error) keeps its earlier run going.
+
+    As ``jury cancel`` does it: a ``run.cancel`` event whose reason becomes the run's end note, the cancel
+    flag (the run's agents stop at their next look), the coordinator kicked (it ends the run
+    ``cancelled``, under the run's lock). The event's id names the run that supersedes, so two sweeps at
+    once (which agree on it: the head's claim is atomic) append it once; a run flagged already is left to
+    end. Only swept runs are superseded: a ``jury review`` of the PR's URL is somebody's own run."""
+    if dry_run:
+        for x in stale:
+            if x.row.outcome != "error":
+                x.row.superseded = list(x.runs)
+                _note(x.row, f"would cancel run {', '.join(x.runs)}, in flight for an earlier head")
+        return
+    todo = [x for x in stale if x.row.slug and x.row.outcome in ("enqueued", "skipped")]
+    if not todo:
+        return
+    states = store.run_states(sorted({s for x in todo for s in x.runs}))  # again: some may have ended
+    cancelled: list[str] = []
+    for x in todo:
+        holder, sha = x.row.slug or "", x.row.head or "?"
+        event = RunCancel(
+            eid=f"cancel:superseded:{holder}",
+            who="sweep",
+            reason=f"superseded by {holder}: the PR's head moved to {sha}",
+        )
+        for slug in (s for s in x.runs if _in_flight(states.get(s))):
+            try:
+                if store.cancel_flagged(slug):
+                    continue  # cancelled already (an earlier sweep, a person): it is ending
+                store.append(slug, [event])  # first: a flag without its event would end nothing
+                store.set_cancel_flag(slug)
+            except JuryError as exc:
+                _note(x.row, f"could not cancel run {slug}, in flight for an earlier head: {exc}")
+                continue
+            x.row.superseded.append(slug)
+            cancelled.append(slug)
+        if x.row.superseded:
+            _note(x.row, f"cancelled run {', '.join(x.row.superseded)}, in flight for an earlier head")
+    kick(cancelled)
 
 
 def _head(ref: ForgeRef, pr: PullRequest, sha: str | None = None) -> PullHead:

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from orchestrator.config import load_settings
-from orchestrator.decide import carry_over, settled_items
-from orchestrator.domain import FindingRaised, FindingResolved, RunCarried
+from orchestrator.decide import Emit, carry_over, decide, settled_items
+from orchestrator.domain import FindingRaised, FindingResolved, RunCancel, RunCarried, TargetEvent
 from orchestrator.fold import fold
 from orchestrator.forge import ForgeSettings
 from orchestrator.start import RunOptions
@@ -62,6 +63,18 @@ def run(
     retry: bool = False,
 ) -> SweepReport:
     opts = SweepOptions(run=RunOptions(reviewers="finder", judge="judge", config=config), retry=retry)
+    return sweep_with(server, store, kicked, opts, SweepFilters(labels=("jury",)), dry_run=dry_run)
+
+
+def sweep_with(
+    server: ForgeServer,
+    store: MemoryStore,
+    kicked: list[str],
+    opts: SweepOptions,
+    filters: SweepFilters,
+    *,
+    dry_run: bool = False,
+) -> SweepReport:
     fs = ForgeSettings.model_construct(
         github_api="http://127.0.0.1:9/none",
         gitlab_api=server.gitlab_api,
@@ -76,7 +89,7 @@ def run(
     return sweep(
         load_settings(),
         [f"gitlab:{PROJECT}"],
-        SweepFilters(labels=("jury",)),
+        filters,
         opts,
         store=store,
         kick=kicked.extend,
@@ -135,3 +148,97 @@ def test_carry_over_chains_and_names_the_run() -> None:
     assert later.carried_from == "run-1"
     assert [s.id for s in settled_items(later)] == ["run-1:r1-a-1"]
     assert [i.id for i in carry_over(later)] == ["run-1:r1-a-1"]  # carried on by the next run
+
+
+def test_a_moved_head_supersedes_the_run_still_in_flight(
+    setup: tuple[ForgeServer, Path, str], sample_repo: Path, tmp_path: Path
+) -> None:
+    """PR 1's run is still queued when its head moves: the next sweep starts the new head's run and
+    cancels the old one (the cancel flag, a run.cancel saying why, its coordinator kicked), and the old
+    run ends with that reason. A sweep that cannot start the new head's run leaves the old one going."""
+    server, config, feature = setup
+    bare = tmp_path / "remotes" / f"{PROJECT}.git"
+    store, kicked = MemoryStore(), list[str]()
+    first = run(server, config, store, kicked)
+    old = first.rows[0].slug
+    assert old is not None and first.rows[0].superseded == []
+
+    # the head moves on the forge, but its ref cannot be fetched: no new run, so the old one goes on
+    identity = ["-c", "user.name=T", "-c", "user.email=t@example.invalid", "-c", "commit.gpgsign=false"]
+    git = ["git", "-C", str(sample_repo), *identity]
+    subprocess.run([*git, "checkout", "--quiet", "--detach", feature], check=True)
+    (sample_repo / "more.md").write_text("more\n")
+    subprocess.run([*git, "add", "more.md"], check=True)
+    subprocess.run([*git, "commit", "--quiet", "-m", "more"], check=True)
+    moved = subprocess.run(
+        [*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    server.gitlab[PROJECT].prs[1].push(moved)
+    subprocess.run(["git", "-C", str(bare), "update-ref", "-d", "refs/merge-requests/1/head"], check=True)
+    failed = run(server, config, store, kicked)
+    assert failed.rows[0].outcome == "error" and failed.rows[0].superseded == []
+    assert not store.cancel_flagged(old) and not any(isinstance(e, RunCancel) for e in store.read(old))
+
+    # a dry run says what it would cancel, and cancels nothing
+    subprocess.run([*git, "push", "--quiet", str(bare), f"{moved}:refs/merge-requests/1/head"], check=True)
+    dry = run(server, config, store, kicked, dry_run=True)
+    assert dry.rows[0].outcome == "would enqueue" and dry.rows[0].superseded == [old]
+    assert f"would cancel run {old}, in flight for an earlier head" in dry.rows[0].reason
+    assert "would cancel 1" in dry.summary() and not store.cancel_flagged(old)
+
+    before = list(kicked)
+    second = run(server, config, store, kicked)
+    row = second.rows[0]
+    new = row.slug
+    assert row.outcome == "enqueued" and row.head == moved and new not in (None, old)
+    assert row.superseded == [old] and f"cancelled run {old}, in flight for an earlier head" in row.reason
+    assert "cancelled 1" in second.summary()
+    assert kicked == [*before, new, old]  # the new run's coordinator, then the old one's, to end it
+    assert store.cancel_flagged(old) and not store.cancel_flagged(new)
+    (cancel,) = [e for e in store.read(old) if isinstance(e, RunCancel)]
+    reason = f"superseded by {new}: the PR's head moved to {moved}"
+    assert (cancel.who, cancel.reason) == ("sweep", reason)
+    (end,) = decide(fold(store.read(old), old))  # the old run's coordinator ends it, saying why
+    assert isinstance(end, Emit) and isinstance(end.event, TargetEvent)
+    assert (end.event.target.state, end.event.target.state_note) == ("cancelled", reason)
+
+    # the next sweep finds the new head in flight and the old run ending: nothing more to do
+    third = run(server, config, store, kicked)
+    assert third.rows[0].outcome == "skipped" and third.rows[0].slug == new
+    assert (
+        third.rows[0].superseded == [] and len([e for e in store.read(old) if isinstance(e, RunCancel)]) == 1
+    )
+
+
+def test_two_sweeps_at_once_start_one_run_and_supersede_once(
+    setup: tuple[ForgeServer, Path, str], sample_repo: Path, tmp_path: Path
+) -> None:
+    """Whatever their interleaving: the new head's claim is atomic, so one sweep starts its run and the
+    other finds it; both name that run as the one that supersedes, so the old run gets one run.cancel."""
+    server, config, feature = setup
+    store, kicked = MemoryStore(), list[str]()
+    old = run(server, config, store, kicked).rows[0].slug
+    identity = ["-c", "user.name=T", "-c", "user.email=t@example.invalid", "-c", "commit.gpgsign=false"]
+    git = ["git", "-C", str(sample_repo), *identity]
+    moved = subprocess.run(
+        [*git, "commit-tree", f"{feature}^{{tree}}", "-p", feature, "-m", "moved"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    bare = tmp_path / "remotes" / f"{PROJECT}.git"
+    subprocess.run([*git, "push", "--quiet", str(bare), f"{moved}:refs/merge-requests/1/head"], check=True)
+    server.gitlab[PROJECT].prs[1].push(moved)
+
+    reports: list[SweepReport] = []
+    with ThreadPoolExecutor(2) as pool:
+        for done in [pool.submit(run, server, config, store, list[str]()) for _ in range(2)]:
+            reports.append(done.result(timeout=120))
+    rows = [r.rows[0] for r in reports]
+    assert sorted(r.outcome for r in rows) == ["enqueued", "skipped"]
+    (new,) = {r.slug for r in rows}
+    assert new != old and [s for s in store.runs() if s not in (old, new)] == []
+    (cancel,) = [e for e in store.read(old) if isinstance(e, RunCancel)]
+    assert cancel.reason == f"superseded by {new}: the PR's head moved to {moved}"
+    assert store.cancel_flagged(old) and not store.cancel_flagged(new)
+    assert [s for r in rows for s in r.superseded] in ([old], [old, old])  # each one names it, at most
