@@ -92,3 +92,131 @@ def test_one_publish_action_per_end() -> None:
     s.published.append({"key": action.key, "ok": False})
     assert not awaiting_publish(s)  # a failure is a record too: nobody waits for ever
     assert decide(run("converged", "clean", publish=False)) == []
+
+
+def section(body: str, title: str) -> list[str]:
+    """The items of the summary's section ``title`` (its ``- `` lines), [] when the body has none."""
+    lines = body.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith(f"**{title}** (")), None)
+    if start is None:
+        return []
+    items = []
+    for line in lines[start + 1 :]:
+        if not line.startswith("- "):
+            break
+        items.append(line[2:])
+    assert lines[start] == f"**{title}** ({len(items)})"
+    return items
+
+
+def test_the_summary_lists_deferred_refuted_and_verified_findings_with_their_evidence() -> None:
+    """Folded from the events a run writes: an acceptance verified by its named test (passed with the fix,
+    failed without), one verified by its command's exit codes, a deferral, and a rejection the second
+    opinion refuted (reopened, then rejected again)."""
+    from orchestrator.domain import (
+        CommitPushed,
+        FindingRaised,
+        FindingReopened,
+        FindingResolved,
+        JuryConfigEvent,
+        RefuteVerdict,
+        RoundStart,
+        TargetEvent,
+        VerifyRan,
+        VerifyTable,
+    )
+    from orchestrator.fold import fold
+
+    cfg = JuryConfig(reviewers=["a"], judge="j", agents={"a": AgentSpec(name="a"), "j": AgentSpec(name="j")})
+    fix, other = "f" * 40, "e" * 40
+    test_id = "tests/test_stats.py::test_median_even"
+    events = [
+        TargetEvent(
+            eid="target:0",
+            target=Target(url="https://github.com/o/r/pull/1", head="h" * 40, trunk="main", state="review"),
+        ),
+        JuryConfigEvent(eid="config:0", config=cfg),
+        RoundStart(eid="round.start:1", n=1, sha="h" * 40, prompt="p"),
+        *(
+            FindingRaised(eid=f"raise:{i}", id=i, round=1, agent="a", claim=f"claim {i}", loc=f"stats.py:{n}")
+            for n, i in enumerate(("f1", "f2", "f3", "f4"), start=10)
+        ),
+        FindingResolved(
+            eid="v1",
+            id="f1",
+            verdict="accepted",
+            reason="off by one",
+            test=test_id,
+            test_command="pytest",
+            who="j",
+        ),
+        VerifyTable(
+            eid="t1",
+            id="f1",
+            ok=True,
+            runner="pytest",
+            tests=[{"id": test_id, "fixed": "passed", "reverted": "failed"}],
+        ),
+        CommitPushed(eid="c1", sha=fix, subject="fix f1", branch="jury/s-1", finding="f1"),
+        FindingResolved(
+            eid="v4",
+            id="f4",
+            verdict="accepted",
+            reason="leak",
+            test="t4",
+            test_command="make check",
+            who="j",
+        ),
+        VerifyRan(eid="r4a", id="f4", command="make check", tree="fixed", exit_code=0),
+        VerifyRan(eid="r4b", id="f4", command="make check", tree="reverted", exit_code=2),
+        CommitPushed(eid="c4", sha=other, subject="fix f4", branch="jury/s-1", finding="f4"),
+        FindingResolved(eid="v2", id="f2", verdict="deferred", reason="needs a product decision", who="j"),
+        FindingResolved(eid="v3", id="f3", verdict="rejected", reason="not a bug", who="j"),
+        RefuteVerdict(
+            eid="rf3", id="f3", outcome="refuted", reason="the test fails on the head", source="refuter"
+        ),
+        FindingReopened(
+            eid="re3", id="f3", reason="the test fails on the head", who="refuter", source="refuter"
+        ),
+        FindingResolved(eid="v3b", id="f3", verdict="rejected", reason="the head is not what ships", who="j"),
+        TargetEvent(eid="end", target=Target(state="human", state_note="a finding deferred")),
+    ]
+    s = fold(events, "s-1")
+    p = plan(s, {"stats.py": {10, 11, 12, 13}})
+    assert p.conclusion == "failure"  # one deferred
+
+    (first, second) = section(p.body, "Accepted")
+    assert first.startswith("`f1` `stats.py:10` claim f1: fixed in `ffffffffffff`, test `" + test_id + "`")
+    assert f"`{test_id}`: passed with the fix, failed without it" in first
+    assert second.startswith("`f4` `stats.py:13` claim f4: fixed in `eeeeeeeeeeee`, test `t4`")
+    assert "`make check` on the fixed tree: exit 0; `make check` on the reverted tree: exit 2" in second
+    assert section(p.body, "Deferred") == ["`f2` `stats.py:11` claim f2: needs a product decision"]
+    assert section(p.body, "Refuted by the second opinion") == [
+        "`f3` `stats.py:12` claim f3: refuter: the test fails on the head"
+    ]
+    assert section(p.body, "Rejected") == ["`f3` `stats.py:12` claim f3: the head is not what ships"]
+    assert section(p.body, "Open") == []
+
+    comments = {n.key: n.body for n in p.comments}
+    assert set(comments) == {"f1", "f2", "f4"}  # rejected: the summary only
+    assert "**Accepted and fixed** in `ffffffffffff` on `jury/s-1`" in comments["f1"]
+    assert f"- `{test_id}`: passed with the fix, failed without it" in comments["f1"]
+    assert "**Deferred**, left for a human: needs a product decision" in comments["f2"]
+
+    # a refutation still standing (not reopened yet) is listed with its own reason, and an unverified
+    # acceptance says so instead of passing for verified
+    s.findings["f2"].refutation = RefutationRecord.from_verdict(
+        ParsedRefutation(outcome="refuted", reason="deferring hides a crash")
+    )
+    s.findings["f1"].verification_table = {
+        "ok": False,
+        "reason": "the test passed without the fix",
+        "tests": [],
+    }
+    s.findings["f1"].verification = []
+    body = plan(s, None).body
+    assert "`f2` `stats.py:11` claim f2: deferring hides a crash" in section(
+        body, "Refuted by the second opinion"
+    )
+    (first, _) = section(body, "Accepted")
+    assert first.endswith("not verified: the test passed without the fix")
