@@ -29,6 +29,13 @@ scheduler to see it writes ``since`` (now), and no slot before it fires. A firin
 is down, a repository is gone) is recorded as fired, with its error: the next slot tries again, a retry
 loop would hammer the forge.
 
+**celery beat.** ``JuryBeat`` is this scheduler as a celery beat scheduler class (``celery -A workers.app
+beat -S workers.scheduler:JuryBeat``): beat runs the loop, the claims and the firings are the ones above,
+so beats and ``jury scheduler`` processes mix. Beat's own entries and its schedule file are not used: a
+shelve file per beat is exactly the state several beats cannot share, which is why Jury claims each
+slot in Redis itself rather than through beat (or a beat scheduler package, which would add a dependency
+to do what one Lua script does).
+
 **Where the firing runs.** In the scheduler process, in a thread per firing (one at a time per schedule):
 the sweep enqueues runs from one process (``workers.sweep``), and verify runs the regression tests in the
 sandbox (``workers.reverify``), both designed to run from a command. What each kind does is a ``FireFn`` in
@@ -51,6 +58,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import redis
 import structlog
+from celery import beat
 from redis.exceptions import RedisError
 
 from orchestrator.config import Settings
@@ -441,22 +449,28 @@ class Scheduler:
         )
         return record
 
-    def run(self, stop: threading.Event) -> None:
-        """Tick until ``stop`` is set, then wait for the firings in flight (their records matter: an
-        unrecorded firing is fired again by another scheduler once its claim expires)."""
-        log.info("scheduler.start", who=self.who, schedules=[s.name for s in self.schedules])
-        while not stop.is_set():
-            try:
-                delay = self.tick()
-            except StoreError as exc:  # Redis away: try again soon, the slots wait in the cron
-                log.warning("scheduler.store_error", error=str(exc))
-                delay = BACKOFF
-            except Exception:  # a bug must not silence every schedule of the fleet: say it, go on
-                log.exception("scheduler.tick_failed")
-                delay = BACKOFF
-            stop.wait(delay)
+    def step(self) -> float:
+        """``tick``, never raising: Redis away or a bug is logged, and the next look is soon."""
+        try:
+            return self.tick()
+        except StoreError as exc:  # Redis away: try again soon, the slots wait in the cron
+            log.warning("scheduler.store_error", error=str(exc))
+        except Exception:  # a bug must not silence every schedule of the fleet: say it, go on
+            log.exception("scheduler.tick_failed")
+        return BACKOFF
+
+    def join(self) -> None:
+        """Wait for the firings in flight (their records matter: an unrecorded firing is fired again by
+        another scheduler once its claim expires)."""
         for thread in list(self._busy.values()):
             thread.join()
+
+    def run(self, stop: threading.Event) -> None:
+        """Tick until ``stop`` is set, then wait for the firings in flight."""
+        log.info("scheduler.start", who=self.who, schedules=[s.name for s in self.schedules])
+        while not stop.is_set():
+            stop.wait(self.step())
+        self.join()
         log.info("scheduler.stop", who=self.who)
 
 
@@ -484,3 +498,48 @@ def run_scheduler(
         store or store_for(settings), schedules, settings=settings, config_file=config_file, firings=firings
     )
     scheduler.run(stop)
+
+
+class JuryBeat(beat.Scheduler):
+    """The scheduler as a celery beat scheduler class: ``celery -A workers.app beat -S
+    workers.scheduler:JuryBeat`` fires the operator's ``[[schedules]]`` (``JURY_CONFIG``, else
+    ``$JURY_DIR/config.toml``) against ``JURY_REDIS_URL`` with the very ``Scheduler`` of ``jury
+    scheduler``: the same claim per schedule and slot, the same firings in the beat's process. Any number
+    of beats and ``jury scheduler`` processes share a fleet, each slot fired once (at least once, see the
+    module docstring).
+
+    Beat's own machinery is not used: its entries (``beat_schedule``; Jury's app has none) and its
+    persistence (a shelve file per beat process, which is what several beats cannot share) stay out;
+    beat only runs the loop, calling ``tick`` and sleeping for what it answers.
+    """
+
+    jury: Scheduler | None = None
+
+    def setup_schedule(self) -> None:
+        from orchestrator.config import load_schedules, load_settings, operator_config_file
+
+        settings = load_settings()
+        path = operator_config_file(settings)
+        schedules = load_schedules(path)
+        if not schedules:
+            where = str(path) if path else f"{settings.dir / 'config.toml'} (not found)"
+            log.warning("scheduler.nothing", reason=f"no [[schedules]] in the operator's config {where}")
+        self.jury = Scheduler(store_for(settings), schedules, settings=settings, config_file=path)
+        log.info("scheduler.start", who=self.jury.who, schedules=[s.name for s in schedules], via="beat")
+
+    def tick(self, *args: Any, **kwargs: Any) -> float:
+        if self.jury is None:  # built lazily (``lazy=True``), or closed: (again) now
+            self.setup_schedule()
+        assert self.jury is not None
+        return self.jury.step()
+
+    def close(self) -> None:  # beat calls it on SIGTERM, and again as its loop ends
+        jury, self.jury = self.jury, None
+        if jury is not None:
+            jury.join()
+            log.info("scheduler.stop", who=jury.who, via="beat")
+
+    @property
+    def info(self) -> str:
+        names = ", ".join(s.name for s in self.jury.schedules) if self.jury else "JURY_CONFIG's"
+        return f"    . jury schedules -> {names} (one claim per schedule and slot in JURY_REDIS_URL)"

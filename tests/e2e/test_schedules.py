@@ -4,6 +4,8 @@
   slot every three seconds (a seconds field in the cron): every slot is fired exactly once across both
   (the ``firings`` stream, where a slot fired twice would show twice), over at least three consecutive
   slots; the one that fired the latest slot is SIGKILLed, and the next slot is fired by the other.
+- The same with two ``celery beat`` processes running Jury's scheduler class (``-S
+  workers.scheduler:JuryBeat``).
 - In one process, with a clock the test moves: a new schedule does not fire its past; after an outage
   of several slots only the latest fires, once; a slot whose claimer died (a claim nobody renews) is
   taken over once the claim expires; a failed firing is recorded as such and not retried.
@@ -177,6 +179,92 @@ def test_two_schedulers_fire_each_slot_once_and_the_survivor_takes_over(
                 p.kill()
                 p.wait()
     assert procs[survivor].returncode == 0, why()  # SIGTERM: a clean stop
+
+
+def spawn_beat(name: str, tmp_path: Path, url: str, config: Path) -> subprocess.Popen[bytes]:
+    """``celery -A workers.app beat -S workers.scheduler:JuryBeat``: celery beat running Jury's scheduler,
+    in a directory of its own (where beat would keep a schedule file)."""
+    home = tmp_path / f"beat-{name}"
+    home.mkdir()
+    env = outside_env()
+    env.update(
+        {
+            "JURY_REDIS_URL": url,
+            "JURY_DIR": str(home / "state"),
+            "JURY_SCHEDULE_CLAIM_TTL": "20",
+            "JURY_CONFIG": str(config),
+            "NO_COLOR": "1",
+        }
+    )
+    log = open(tmp_path / f"scheduler-beat-{name}.log", "wb")
+    argv = [sys.executable, "-m", "celery", "-A", "workers.app", "beat", "-S", "workers.scheduler:JuryBeat"]
+    p = subprocess.Popen(
+        [*argv, "--loglevel", "INFO"],
+        cwd=home,
+        env=env,
+        stdout=log,
+        stderr=log,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    log.close()
+    return p
+
+
+def test_two_celery_beats_fire_each_slot_once_and_the_survivor_takes_over(
+    tmp_path: Path, shared_redis: str, store: ScheduleStore
+) -> None:
+    """The issue's "several beat processes": two ``celery beat`` processes with Jury's scheduler class
+    fire every slot once between them (the same claim as ``jury scheduler``); kill the one that fired,
+    and the next slot is fired by the other."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    config = config_file(tmp_path, f"* * * * * */{EVERY}", repo)
+    procs = {name: spawn_beat(name, tmp_path, shared_redis, config) for name in ("a", "b")}
+    pid_of = {p.pid: name for name, p in procs.items()}
+
+    def why() -> str:
+        logs = "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in tmp_path.glob("scheduler-*.log"))
+        return f"firings: {store.firings('tick')}\n{logs}"
+
+    try:
+        for name in procs:
+            log = tmp_path / f"scheduler-beat-{name}.log"
+            wait_for(f"beat {name} to start", lambda: b"scheduler.start" in log.read_bytes(), 60, why)  # noqa: B023
+        started = time.time()
+
+        def two_slots() -> list[FiringRecord] | None:
+            found = [r for r in store.firings("tick") if r.slot >= started]
+            return found if len({r.slot for r in found}) >= 2 else None
+
+        fired = wait_for("two slots fired while both beats run", two_slots, 60, why)
+        assert Counter(r.slot for r in store.firings("tick")).most_common(1)[0][1] == 1, why()
+        assert all(r.ok and r.outcome.startswith("0 regression test(s) of 0 run(s)") for r in fired), why()
+        assert {pid_of.get(int(r.by.rsplit(":", 1)[1])) for r in fired} <= {"a", "b"}, why()
+
+        latest = max(store.firings("tick"), key=lambda r: r.slot)
+        victim = pid_of[int(latest.by.rsplit(":", 1)[1])]
+        procs[victim].send_signal(signal.SIGKILL)
+        procs[victim].wait()
+        survivor = "b" if victim == "a" else "a"
+        after = wait_for(
+            "a slot fired after the kill",
+            lambda: [r for r in store.firings("tick") if r.slot > latest.slot],
+            30,
+            why,
+        )
+        assert {pid_of[int(r.by.rsplit(":", 1)[1])] for r in after} == {survivor}, why()
+        assert Counter(r.slot for r in store.firings("tick")).most_common(1)[0][1] == 1, why()
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in procs.values():
+            try:
+                p.wait(15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
 
 
 class Clock:
