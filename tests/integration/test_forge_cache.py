@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -60,7 +61,9 @@ def settings_for(server: ForgeServer, token: str | None) -> ForgeSettings:
     )
 
 
-def dry_sweep(server: ForgeServer, cache: RedisETagCache, tmp_path, token: str | None = TOKEN) -> SweepReport:  # type: ignore[no-untyped-def]
+def dry_sweep(
+    server: ForgeServer, cache: RedisETagCache, tmp_path: Path, token: str | None = TOKEN
+) -> SweepReport:
     return sweep(
         Settings(dir=tmp_path / "state"),
         [REPO],
@@ -75,8 +78,8 @@ def dry_sweep(server: ForgeServer, cache: RedisETagCache, tmp_path, token: str |
 
 
 def test_the_next_sweep_asks_changed_since_and_uses_the_304(
-    forge: ForgeServer, client: redis.Redis, tmp_path
-) -> None:  # type: ignore[no-untyped-def]
+    forge: ForgeServer, client: redis.Redis, tmp_path: Path
+) -> None:
     cache = RedisETagCache(client, PREFIX)
     first = dry_sweep(forge, cache, tmp_path)
     assert [(r.number, r.outcome) for r in first.rows] == [(1, "would enqueue")]
@@ -101,8 +104,8 @@ def test_the_next_sweep_asks_changed_since_and_uses_the_304(
 
 
 def test_entries_are_per_credential_bounded_and_hold_no_secret(
-    forge: ForgeServer, client: redis.Redis, tmp_path
-) -> None:  # type: ignore[no-untyped-def]
+    forge: ForgeServer, client: redis.Redis, tmp_path: Path
+) -> None:
     cache = RedisETagCache(client, PREFIX)
     dry_sweep(forge, cache, tmp_path)
     (key,) = client.keys(f"{PREFIX}:forge:etag:*")

@@ -218,6 +218,7 @@ def test_two_sweeps_at_once_start_one_run_and_supersede_once(
     server, config, feature = setup
     store, kicked = MemoryStore(), list[str]()
     old = run(server, config, store, kicked).rows[0].slug
+    assert old is not None
     identity = ["-c", "user.name=T", "-c", "user.email=t@example.invalid", "-c", "commit.gpgsign=false"]
     git = ["git", "-C", str(sample_repo), *identity]
     moved = subprocess.run(
@@ -237,7 +238,7 @@ def test_two_sweeps_at_once_start_one_run_and_supersede_once(
     rows = [r.rows[0] for r in reports]
     assert sorted(r.outcome for r in rows) == ["enqueued", "skipped"]
     (new,) = {r.slug for r in rows}
-    assert new != old and [s for s in store.runs() if s not in (old, new)] == []
+    assert new is not None and new != old and [s for s in store.runs() if s not in (old, new)] == []
     (cancel,) = [e for e in store.read(old) if isinstance(e, RunCancel)]
     assert cancel.reason == f"superseded by {new}: the PR's head moved to {moved}"
     assert store.cancel_flagged(old) and not store.cancel_flagged(new)

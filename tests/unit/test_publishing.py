@@ -115,6 +115,7 @@ def test_the_summary_lists_deferred_refuted_and_verified_findings_with_their_evi
     opinion refuted (reopened, then rejected again)."""
     from orchestrator.domain import (
         CommitPushed,
+        Event,
         FindingRaised,
         FindingReopened,
         FindingResolved,
@@ -130,7 +131,7 @@ def test_the_summary_lists_deferred_refuted_and_verified_findings_with_their_evi
     cfg = JuryConfig(reviewers=["a"], judge="j", agents={"a": AgentSpec(name="a"), "j": AgentSpec(name="j")})
     fix, other = "f" * 40, "e" * 40
     test_id = "tests/test_stats.py::test_median_even"
-    events = [
+    events: list[Event] = [
         TargetEvent(
             eid="target:0",
             target=Target(url="https://github.com/o/r/pull/1", head="h" * 40, trunk="main", state="review"),

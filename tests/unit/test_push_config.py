@@ -69,7 +69,7 @@ def test_push_must_be_a_boolean(tmp_path: Path) -> None:
 
 
 def test_a_review_schedules_push_reaches_its_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    tables = [
+    tables: list[dict[str, object]] = [
         {"name": "n", "cron": "0 3 * * *", "kind": "review", "repos": ["acme/app"], "push": True},
         {"name": "m", "cron": "0 3 * * *", "kind": "review", "repos": ["acme/app"]},
     ]
