@@ -6,7 +6,7 @@ worker while the first is still at it, runs its agent once. A task whose ``[limi
 whose model sends it back (``RateLimited``), is put back with a countdown, undone (``put_back``).
 ``reap`` hands out again the actions whose worker died (taken, then the lease expired with no done
 marker), sends again, with a growing back-off, those whose message may have been lost (never taken since
-they were sent), and kicks every active run.
+they were sent), and kicks every active run with nothing in flight.
 """
 
 from __future__ import annotations
@@ -74,6 +74,10 @@ def coordinate(rt: Runtime, slug: str) -> RunState:
             rt.store.deactivate(slug)
             log.warning("run.vanished", slug=slug)
             return state
+        # What decide emits is folded here at once and appended in one batch with the dispatches that
+        # follow from it, before any task is sent: a task reads the log, which then holds all of it. A
+        # pass that dies before the append leaves nothing; the next one decides the same again.
+        pending: list[Event] = []
         for _ in range(200):
             actions = decide(state)
             emits = [a.event for a in actions if isinstance(a, Emit)]
@@ -84,10 +88,10 @@ def coordinate(rt: Runtime, slug: str) -> RunState:
             for event in emits:
                 if isinstance(event, RoundStart) and event.prompt_file:
                     rt.store.put_artifact(slug, event.prompt_file, event.prompt.encode())
-            rt.store.append(slug, emits)
-            for event in emits:
                 apply(state, event)
-        for d in (a for a in actions if isinstance(a, DispatchAction)):
+            pending += emits
+        dispatches = [a for a in actions if isinstance(a, DispatchAction)]
+        for d in dispatches:
             ev = ActionDispatched(
                 eid=f"dispatch:{d.key}",
                 key=d.key,
@@ -99,8 +103,11 @@ def coordinate(rt: Runtime, slug: str) -> RunState:
                 findings=d.findings,
                 sha=d.sha,
             )
-            rt.store.append(slug, [ev])
             apply(state, ev)
+            pending.append(ev)
+        if pending:
+            rt.store.append(slug, pending)
+        for d in dispatches:
             send(rt, d.kind, slug, d.key)
             log.info("action.dispatched", slug=slug, key=d.key, kind=d.kind)
         state, position, new = catch_up(rt, state, position, new)
@@ -383,8 +390,8 @@ def record_no_sandbox(rt: Runtime, slug: str, key: str, reason: str, interrupted
 
 def reap(rt: Runtime) -> list[str]:
     """Hand out again every action whose worker is gone, send again those whose message may be lost, and
-    kick every active run. Idempotent. Returns the actions recovered from dead workers (only those:
-    ``jury_leases_recovered_total`` counts them).
+    kick every active run that has nothing in flight. Idempotent. Returns the actions recovered from dead
+    workers (only those: ``jury_leases_recovered_total`` counts them).
 
     An action dispatched in the log and not done, whose lease nobody holds and which has no done marker:
 
@@ -405,7 +412,13 @@ def reap(rt: Runtime) -> list[str]:
         if state.state in TERMINAL_STATES and not awaiting_publish(state):
             rt.store.deactivate(slug)
             continue
-        for a in state.inflight():
+        inflight = state.inflight()
+        if not inflight:
+            # Nothing of it is in flight: no task will kick its coordinator when it ends, so a kick that
+            # was lost (or a pass that died before it dispatched) would leave it waiting. A run with
+            # actions in flight is kicked by each of them as it ends (or, lost, sent again below).
+            rt.kick(slug)
+        for a in inflight:
             name = f"{slug}:{a.key}"
             # The mark before the lease: a mark that says taken, read before a lease found lapsed, is the
             # taker's that lapsed (a taker marks after it acquires; a put-back or hand-back marks the
@@ -423,7 +436,6 @@ def reap(rt: Runtime) -> list[str]:
             resends = rt.store.mark_resent(slug, a.key)
             rt.send(a.kind, slug, a.key)
             log.info("reap.requeued", slug=slug, key=a.key, kind=a.kind, resends=resends)
-        rt.kick(slug)
     return recovered
 
 

@@ -301,13 +301,18 @@ class RedisStore:
         if position is not None and not STREAM_ID_RE.fullmatch(position):
             return None
         with _errors("read", slug):
-            if position is not None and not self.client.xrange(key, position, position, 1):
-                return None
             start: bytes | str = "-" if position is None else "(" + position
+            if position is None:
+                first = self.client.xrange(key, start, "+", XRANGE_PAGE)
+            else:  # one round trip: is the position there, and the first page after it
+                pipe = self.client.pipeline(transaction=False)
+                pipe.xrange(key, position, position, 1)
+                pipe.xrange(key, start, "+", XRANGE_PAGE)
+                there, first = pipe.execute()
+                if not there:
+                    return None
+            page = cast(list[tuple[bytes, dict[bytes, bytes]]], first)
             while True:
-                page = cast(
-                    list[tuple[bytes, dict[bytes, bytes]]], self.client.xrange(key, start, "+", XRANGE_PAGE)
-                )
                 for entry_id, event in zip(
                     (_text(i) for i, _ in page), self._parse_entries(slug, page), strict=True
                 ):
@@ -316,6 +321,9 @@ class RedisStore:
                 if len(page) < XRANGE_PAGE:
                     return found
                 start = b"(" + _bytes(page[-1][0])
+                page = cast(
+                    list[tuple[bytes, dict[bytes, bytes]]], self.client.xrange(key, start, "+", XRANGE_PAGE)
+                )
 
     def _parse_entries(self, slug: str, page: list[tuple[bytes, dict[bytes, bytes]]]) -> list[Event | None]:
         out: list[Event | None] = []

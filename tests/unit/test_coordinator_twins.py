@@ -17,6 +17,7 @@ import pytest
 
 from orchestrator.config import Settings
 from orchestrator.domain import (
+    ActionDone,
     AgentLaunch,
     AgentReport,
     AgentSpec,
@@ -295,6 +296,17 @@ def test_a_crashing_handler_records_its_failure_and_is_done(
 # -- reap ----------------------------------------------------------------------------------------------------
 
 
+def test_reap_kicks_only_a_run_with_nothing_in_flight(tw: Twins) -> None:
+    """A run whose actions are in flight is kicked by each of them as it ends; one with nothing in flight
+    (a lost kick, a coordinator pass that died before it dispatched) only by the reaper."""
+    start(tw)
+    assert coordinator.reap(tw.rt) == [] and tw.kicked == []  # both reviews in flight
+    for _kind, slug, key in deliver(tw):  # both reviews end (their kicks are lost: nobody coordinates)
+        tw.store.append(slug, [ActionDone(eid=f"{key}:done", key=key, ok=True)])
+    assert tw.state().inflight() == []
+    assert coordinator.reap(tw.rt) == [] and tw.kicked == [SLUG]
+
+
 def test_reap_resends_an_action_whose_lease_expired_without_a_done_marker(
     tw: Twins, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -311,7 +323,7 @@ def test_reap_resends_an_action_whose_lease_expired_without_a_done_marker(
     tw.clock.advance(LEASE_TTL + 1)  # past the lease
     assert coordinator.reap(tw.rt) == [NAME]
     assert tw.sent == [("review", SLUG, KEY)]
-    assert tw.kicked == [SLUG, SLUG]  # every pass kicks every active run
+    assert tw.kicked == []  # its actions are in flight: each kicks the run as it ends
     assert tw.store.sent_age(SLUG, KEY) == 0.0  # sent again: a new message, not taken yet
     assert coordinator.reap(tw.rt) == []  # so the next pass does not send it a third time
 
