@@ -71,9 +71,9 @@ def run_agent(
 
 def defer_after(job: Job) -> float | None:
     """How long the job's model may make it sleep in its worker slot before the action is put back
-    (``RateLimited``): ``SLEEP_AT_MOST``; None once a model sent it back ``MAX_BACKOFFS`` times, so a
-    model that never stops refusing (a spent quota) does not hold its run for ever: the wait is then
-    slept, capped, as outside a worker, and the agent fails as it always did when its models fail."""
+    (``RateLimited``): ``SLEEP_AT_MOST``. None (sleep every wait, capped, as outside a worker) only past
+    ``MAX_BACKOFFS`` put-backs, which a worker never reaches: ``run_task`` ends the action as a failure at
+    that refusal, so a spent quota ends its run instead of holding a slot."""
     return SLEEP_AT_MOST if job.action.backoffs < MAX_BACKOFFS else None
 
 
