@@ -239,8 +239,11 @@ def run_task(rt: Runtime, kind: str, slug: str, key: str) -> None:
     handler = TASKS[kind]  # a kind no handler is bound to fails here, before any lease is taken
     name = f"{slug}:{key}"
     if rt.leases.is_done(name):
+        # A copy of a message whose action ran (a redelivery, the reaper's re-send of a queued one): the
+        # run was kicked when the action ended (and a lost kick is the reaper's, once nothing is in
+        # flight), so another coordinate task here would only add to a busy queue.
         log.info("task.already_done", slug=slug, key=key)
-        return rt.kick(slug)
+        return None
     lease = rt.leases.lease(name, ttl=rt.settings.lease_ttl)
     if not lease.acquire():
         log.info("task.busy", slug=slug, key=key)  # another worker holds it; its heartbeat keeps it alive
