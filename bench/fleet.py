@@ -243,7 +243,7 @@ def jury_workers(procs: Processes, w: int) -> None:
         procs.spawn([sys.executable, "-m", "jury_cli", "worker", "--concurrency", "1", "--loglevel", "INFO"])
         for _ in range(w)
     ]
-    procs.ready(logs)
+    procs.ready(logs, timeout=60 + 10 * w)  # many interpreters starting at once on two cores
 
 
 def makespan(url: str, n: int, scale: float, workers: tuple[int, ...], repeat: int) -> list[Figure]:
@@ -290,7 +290,8 @@ def makespan(url: str, n: int, scale: float, workers: tuple[int, ...], repeat: i
                 f"{n} PRs, W={w}: speed-up over codejury",
                 "x",
                 [codejury / x for x in walls],
-                note=f"codejury schedule {codejury:.0f} s (simulated)",
+                # Every slot busy with agents, the wall is total / W: no schedule does better than this.
+                note=f"codejury schedule {codejury:.0f} s (simulated); at most {w * codejury / total:.2g}x",
             )
         )
         rates[w] = figure("scaling", f"throughput W={w}", "PRs/min", [n * 60 / x for x in walls])
@@ -391,4 +392,8 @@ def measure(base_url: str, *, quick: bool, repeat: int) -> list[Figure]:
             return dispatch(url, runs=10, repeat=1) + makespan(
                 url, n=20, scale=0.06, workers=(2, 4, 8), repeat=1
             )
-        return dispatch(url, runs=50, repeat=3) + makespan(url, n=200, scale=1.0, workers=(2, 4, 8), repeat=1)
+        # W = 24 beyond the 2, 4, 8: the codejury comparison's target (8x) lies past what 8 slots
+        # can give on this workload (W x codejury / total agent time, about 3.9x at W = 8).
+        return dispatch(url, runs=50, repeat=3) + makespan(
+            url, n=200, scale=1.0, workers=(2, 4, 8, 24), repeat=1
+        )
