@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from rich.console import Console, Group
+from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
@@ -133,7 +133,7 @@ def live_view(s: RunState, started: float) -> Group:
             )
     judging = [f.id for f in s.findings.values() if f.judging]
     c = counts(s)
-    lines = [
+    lines: list[RenderableType] = [
         head,
         Text(
             f"round {r.n if r else '-'} of {s.config.rounds if s.config else '?'}"
@@ -205,9 +205,9 @@ def summary(console: Console, s: RunState, where: str | None = None) -> None:
                 console.print(f"    {a}: {slot.error}", markup=False)
             if slot.wrote:
                 console.print(f"    {a} changed files (discarded): {', '.join(slot.wrote)}", markup=False)
-    for a in s.inflight():
-        if a.deferred:  # put back with a countdown, not yet running again
-            console.print(f"  {a.key} waiting ({a.deferred})", markup=False, highlight=False)
+    for waiting in s.inflight():
+        if waiting.deferred:  # put back with a countdown, not yet running again
+            console.print(f"  {waiting.key} waiting ({waiting.deferred})", markup=False, highlight=False)
     if s.findings:
         table = Table(title="findings", box=None, header_style="bold")
         for col in ("id", "status", "loc", "claim", "reason"):
@@ -234,10 +234,9 @@ def summary(console: Console, s: RunState, where: str | None = None) -> None:
                     console.print(line, markup=False, highlight=False)
             if f.refutation is not None:
                 console.print(f"  {f.id} second opinion: {f.refutation.words()}", markup=False)
-    for r in s.tool_refusals:
-        console.print(
-            f"  refused {r['agent']} ({r['role']}) the tool {r['tool']}: {r['reason']}", markup=False
-        )
+    for refusal in s.tool_refusals:
+        who, tool, why = f"{refusal['agent']} ({refusal['role']})", refusal["tool"], refusal["reason"]
+        console.print(f"  refused {who} the tool {tool}: {why}", markup=False)
     if s.final_check is not None:
         console.print(f"  second opinion on the converged claim: {s.final_check.words()}", markup=False)
     if s.spent or s.unknown_costs or s.budget_refused:

@@ -113,10 +113,10 @@ def publish_state(
         secrets = _secrets(settings)
         for secret in secrets:
             add_secret(secret)  # whatever is logged from here on never shows it
-        forge, repo, number = forge_for(url, settings, client=http)
+        forge, project, number = forge_for(url, settings, client=http)
         if number is None:
             raise UsageError(f"{url} names no pull or merge request")
-        found |= {"forge": forge.kind, "repo": repo, "number": number}
+        found |= {"forge": forge.kind, "repo": project, "number": number}
     except (JuryError, httpx.HTTPError, ValueError) as exc:
         failed("the forge", exc)
         if own:
@@ -131,7 +131,7 @@ def publish_state(
                 InlineComment(path=n.path, line=n.line, body=n.body, key=n.key) for n in draft_plan.comments
             ),
         )
-        review = forge.publish_review(repo, number, head, draft)
+        review = forge.publish_review(project, number, head, draft)
         counts: dict[str, int] = {}
         for c in review.comments:
             counts[c.action] = counts.get(c.action, 0) + 1
@@ -145,7 +145,7 @@ def publish_state(
         failed("the review", exc)
     try:
         check = forge.set_check(
-            repo,
+            project,
             head,
             name="jury",
             conclusion=draft_plan.conclusion,

@@ -161,12 +161,15 @@ def compare(head: SuiteSide, fixed: SuiteSide) -> tuple[list[Weakened], list[str
     for tid, outcome in sorted(head.outcomes.items()):
         if outcome != "passed":
             continue
-        now = fixed.outcomes.get(tid)
-        if now == "passed":
+        after = fixed.outcomes.get(tid)
+        if after == "passed":
             continue
-        if now is None:
+        now: str
+        if after is None:
             moved = appeared.get(_test_name(tid))
             now = f"renamed to {moved[0]}" if moved else "missing"
+        else:
+            now = after
         weakened.append(Weakened(id=tid, head=outcome, fixed=now))
     failing = sorted(t for t, o in head.outcomes.items() if o in ("failed", "error"))
     return weakened, failing

@@ -84,6 +84,7 @@ class TestReport(BaseModel):
 
 
 _ORDER: tuple[Outcome, ...] = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
+_GO_OUTCOMES: dict[str, Outcome] = {"pass": "passed", "fail": "failed", "skip": "skipped"}  # go test -json
 
 
 def unread(why: str) -> TestReport:
@@ -211,7 +212,7 @@ def parse_go_json(text: str) -> TestReport:
         if action not in ("pass", "fail", "skip"):
             continue
         if test:
-            final[f"{pkg}.{test}"] = {"pass": "passed", "fail": "failed", "skip": "skipped"}[action]
+            final[f"{pkg}.{test}"] = _GO_OUTCOMES[action]
         elif action == "fail":
             failed_packages.append(pkg)
     results = [TestResult(id=k, outcome=v) for k, v in final.items()]

@@ -509,12 +509,13 @@ def verify_fix(
         if problem is not None:
             return verdict(problem, weak)
         if measured:
+            data = fixed.coverage_data
             cov = coverage_check.measure(
                 wt,
                 code,
                 fixed_tree,
-                fixed.coverage_data,
-                lambda f: v.coverage_json(tc, fixed.coverage_data, fixed_tree, f),
+                data,
+                lambda f: v.coverage_json(tc, data, fixed_tree, f) if data else (None, "no coverage data"),
             )
             table["coverage"] = cov
             if (problem := coverage_check.coverage_problem(cov)) is not None:
