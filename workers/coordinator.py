@@ -69,6 +69,7 @@ def coordinate(rt: Runtime, slug: str) -> RunState:
     """Fold the log, append what decide emits until it only dispatches, dispatch each action once."""
     # A short lock: a coordinator that dies holding it stalls the run only this long.
     with rt.store.lock(slug, timeout=COORDINATE_LOCK_SECONDS):
+        rt.store.clear_kick(slug)  # before reading: what is appended from now on gets a pass of its own
         state, position, origin, new = load(rt, slug)
         if state.events == 0:  # its keys were deleted (or expired): nothing to decide, nothing to keep alive
             rt.store.deactivate(slug)
@@ -252,7 +253,7 @@ def run_task(rt: Runtime, kind: str, slug: str, key: str) -> None:
     with lease.heartbeat():
         rt.store.mark_taken(slug, key)
         if rt.leases.is_done(name):
-            return rt.kick(slug)
+            return rt.wake(slug)
         admission = admit(rt.slots, load(rt, slug)[0], key, lease.token, rt.settings.lease_ttl)
         if admission.full is not None:
             wait = slot_wait(rt.settings.limit_wait, rt.settings.reap_after)
@@ -376,7 +377,7 @@ def record_failure(
             events = failure_of(action, reason) if reason is not None else []
         finish(rt, job, events, ok=False)
     else:
-        rt.kick(slug)
+        rt.wake(slug)
 
 
 def record_no_sandbox(rt: Runtime, slug: str, key: str, reason: str, interrupted: TaskInterrupt) -> None:
@@ -384,7 +385,7 @@ def record_no_sandbox(rt: Runtime, slug: str, key: str, reason: str, interrupted
     state = read_state(rt.store, slug)[0]
     action = state.actions.get(key)
     if action is None or action.done:
-        return rt.kick(slug)
+        return rt.wake(slug)
     job = Job(slug=slug, state=state, action=action, interrupted=interrupted)
     end = TargetEvent(eid=f"{key}:no-sandbox", target=Target(state="human", state_note=reason))
     finish(rt, job, [end], ok=False)
@@ -420,7 +421,7 @@ def reap(rt: Runtime) -> list[str]:
             # Nothing of it is in flight: no task will kick its coordinator when it ends, so a kick that
             # was lost (or a pass that died before it dispatched) would leave it waiting. A run with
             # actions in flight is kicked by each of them as it ends (or, lost, sent again below).
-            rt.kick(slug)
+            rt.wake(slug)
         for a in inflight:
             name = f"{slug}:{a.key}"
             # The mark before the lease: a mark that says taken, read before a lease found lapsed, is the

@@ -121,7 +121,7 @@ def this_host() -> str:
 def review(rt: Runtime, slug: str, key: str, interrupted: Interrupted) -> None:
     job = load_job(rt, slug, key, interrupted)
     if job is None:
-        return rt.kick(slug)
+        return rt.wake(slug)
     a, s = job.action, job.state
     agent, n = a.agent or "", a.round
     rnd = s.round(n)
@@ -168,7 +168,7 @@ def review(rt: Runtime, slug: str, key: str, interrupted: Interrupted) -> None:
 def triage(rt: Runtime, slug: str, key: str, interrupted: Interrupted) -> None:
     job = load_job(rt, slug, key, interrupted)
     if job is None:
-        return rt.kick(slug)
+        return rt.wake(slug)
     a, s = job.action, job.state
     assert a.finding is not None and a.sha is not None and a.agent is not None
     f = s.findings[a.finding]
@@ -299,7 +299,7 @@ def accept(rt: Runtime, job: Job, patch: bytes, verdict: JudgeVerdict) -> list[E
 def reply(rt: Runtime, slug: str, key: str, interrupted: Interrupted) -> None:
     job = load_job(rt, slug, key, interrupted)
     if job is None:
-        return rt.kick(slug)
+        return rt.wake(slug)
     a, s = job.action, job.state
     agent, n = a.agent or "", a.round
     spec = job.spec
@@ -364,7 +364,7 @@ def push(rt: Runtime, slug: str, key: str, interrupted: Interrupted) -> None:
     """
     job = load_job(rt, slug, key, interrupted)
     if job is None:
-        return rt.kick(slug)
+        return rt.wake(slug)
     t = job.state.target
     if t.url:
         branch = jury_branch(slug)
@@ -457,7 +457,7 @@ def refute(rt: Runtime, slug: str, key: str, interrupted: Interrupted) -> None:
 
     job = load_job(rt, slug, key, interrupted)
     if job is None:
-        return rt.kick(slug)
+        return rt.wake(slug)
     a, s, cfg = job.action, job.state, job.state.config
     assert cfg is not None
     f = s.findings.get(a.finding or "")

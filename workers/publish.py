@@ -213,7 +213,7 @@ def publish_action(rt: Runtime, slug: str, key: str, interrupted: Interrupted) -
     s = fold(rt.store.read(slug), slug)
     action = s.actions.get(key)
     if action is None or action.done:
-        return rt.kick(slug)
+        return rt.wake(slug)
     job = Job(slug=slug, state=s, action=action, interrupted=interrupted)
     try:  # the diff's lines from this host's mirror of the PR (no host reads another's disk)
         repo: Path | None = rt.repo(slug, s.target, [s.target.base, s.target.head])

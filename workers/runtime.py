@@ -86,6 +86,14 @@ class Runtime:
             slots_backend = RedisSlots(self.client, self.prefix) if redis_store else MemorySlots()
         self.slots = slots_backend
 
+    def wake(self, slug: str) -> None:
+        """Have the run's coordinator make a pass: ``kick``, unless a coordinate task of the run is already
+        queued and not yet started (``LiveStore.claim_kick``). However many of its actions end, or reapers
+        look at it, before that pass starts, it takes one pass, and the control queue holds one task per
+        run at the most. The mark lapses after ``2 x reap_after``, so a lost message is sent again."""
+        if self.store.claim_kick(slug, 2 * self.settings.reap_after):
+            self.kick(slug)
+
     def later(self, kind: str, slug: str, key: str, seconds: float) -> None:
         """Enqueue the task of ``kind`` to be taken in ``seconds`` (``send_later``, else at once)."""
         if self.send_later is not None:
@@ -377,7 +385,7 @@ def ensure_held(job: Job) -> None:
 def finish(rt: Runtime, job: Job, events: list[Event], ok: bool = True) -> None:
     ensure_held(job)
     rt.store.append(job.slug, [*events, job.done(ok)])
-    rt.kick(job.slug)
+    rt.wake(job.slug)
 
 
 def throttled(check: Callable[[], bool], every: float = 1.0) -> Callable[[], bool]:

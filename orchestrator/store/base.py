@@ -226,6 +226,17 @@ class LiveStore(EventStore, Protocol):
         """Whether the run's cancel flag is set."""
         ...
 
+    def claim_kick(self, slug: str, ttl: float) -> bool:
+        """Mark a coordinate task of the run as queued, unless one already is: True when this caller is to
+        send it. The mark lasts ``ttl`` seconds (a lost message is sent again after it) or until the pass
+        starts (``clear_kick``), so a run has at most one coordinate task waiting, however many of its
+        actions end or reapers look at it meanwhile."""
+        ...
+
+    def clear_kick(self, slug: str) -> None:
+        """A coordinate pass of the run starts: whatever happens from now on needs another pass."""
+        ...
+
     def mark_sent(self, slug: str, key: str, ttl: int = SENT_TTL, *, delay: float = 0.0) -> None:
         """Remember that the task of the run's action ``key`` was enqueued now, due in ``delay`` seconds (a
         countdown), and that nobody has taken it yet (the ``taken`` and ``resends`` of its mark start over).

@@ -13,6 +13,7 @@ and a test can use a random prefix and delete exactly its own keys.
     <prefix>:run:<slug>:lock               string: redis-py Lock token
     <prefix>:run:<slug>:ledger             hash: the run's budget (spent, reserved, unknown_calls)
     <prefix>:run:<slug>:cancel             string: present when the run is to be cancelled
+    <prefix>:run:<slug>:kick               string: present while a coordinate task of the run is queued
     <prefix>:ledger:day:<yyyymmdd>         hash: the fleet's budget for one UTC day (same fields)
     <prefix>:ledger:call:<call_id>         hash: one reservation (run, day, amount, state, ...)
     <prefix>:lease:<key>                   string: the holder's random token, with a TTL
@@ -118,6 +119,11 @@ def ledger_run(prefix: str, slug: str) -> str:
 def cancel(prefix: str, slug: str) -> str:
     """The run's cancel flag."""
     return f"{_run(prefix, slug)}:cancel"
+
+
+def kick(prefix: str, slug: str) -> str:
+    """The run's pending-kick mark: a coordinate task for it is queued and has not started yet."""
+    return f"{_run(prefix, slug)}:kick"
 
 
 def ledger_day(prefix: str, yyyymmdd: str) -> str:

@@ -90,6 +90,7 @@ class MemoryStore:
         self._locks: dict[str, tuple[str, float]] = {}  # slug -> (holder token, expiry by clock)
         self._active: set[str] = set()
         self._cancel: dict[str, float] = {}  # slug -> expiry
+        self._kicks: dict[str, float] = {}  # slug -> expiry of its pending-kick mark
         # (slug, key) -> (value, expiry), as the three keys of an action's sent mark in Redis: when it is
         # due (sent, plus its countdown), taken (when), resent (how often)
         self._sent: dict[tuple[str, str], tuple[float, float]] = {}
@@ -110,6 +111,7 @@ class MemoryStore:
         if run is not None and run.expires_at is not None and run.expires_at <= self.clock():
             del self._runs[slug]
             self._cancel.pop(slug, None)
+            self._kicks.pop(slug, None)
             for marks in (self._sent, self._taken, self._resent):
                 for mark in [m for m in marks if m[0] == slug]:
                     del marks[mark]
@@ -358,6 +360,21 @@ class MemoryStore:
             self._live(slug)
             expiry = self._cancel.get(slug)
             return expiry is not None and expiry > self.clock()
+
+    def claim_kick(self, slug: str, ttl: float) -> bool:
+        """Set the pending-kick mark until the clock passes ``ttl`` seconds on, unless it is set."""
+        check_slug(slug)
+        with self._cond:
+            now = self.clock()
+            if self._kicks.get(slug, 0.0) > now:
+                return False
+            self._kicks[slug] = now + ttl
+            return True
+
+    def clear_kick(self, slug: str) -> None:
+        check_slug(slug)
+        with self._cond:
+            self._kicks.pop(slug, None)
 
     def mark_sent(self, slug: str, key: str, ttl: int = SENT_TTL, *, delay: float = 0.0) -> None:
         """Remember the clock's time plus ``delay`` as when the action's task is due; forget its taken and

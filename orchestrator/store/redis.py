@@ -532,6 +532,19 @@ class RedisStore:
         with _errors("read the cancel flag of", slug):
             return bool(self.client.exists(keys.cancel(self.prefix, slug)))
 
+    def claim_kick(self, slug: str, ttl: float) -> bool:
+        """SET the pending-kick mark NX with a TTL: True when it was not there."""
+        check_slug(slug)
+        with _errors("mark a kick of", slug):
+            ms = max(1, int(ttl * 1000))
+            return bool(self.client.set(keys.kick(self.prefix, slug), b"1", nx=True, px=ms))
+
+    def clear_kick(self, slug: str) -> None:
+        """DEL the pending-kick mark."""
+        check_slug(slug)
+        with _errors("clear the kick of", slug):
+            self.client.delete(keys.kick(self.prefix, slug))
+
     def mark_sent(self, slug: str, key: str, ttl: int = SENT_TTL, *, delay: float = 0.0) -> None:
         """MULTI: SET the action's sent mark to when it is due (this host's wall-clock time plus ``delay``;
         the reaper compares it with its own), DEL its taken and resent marks. A release that reads the sent

@@ -442,6 +442,16 @@ class TestLiveContract:
         live.let_pass(1, lambda: not s.cancel_flagged("other"))
         assert s.cancel_flagged(SLUG)
 
+    def test_one_pending_kick_a_run_until_its_pass_starts_or_the_mark_lapses(self, live: Live) -> None:
+        s = live.store
+        assert s.claim_kick(SLUG, 60) and not s.claim_kick(SLUG, 60)  # one coordinate task queued at a time
+        assert s.claim_kick("other", 60)  # per run
+        s.clear_kick(SLUG)  # its pass started: what happens next needs another pass
+        assert s.claim_kick(SLUG, 60)
+        s.clear_kick("never-kicked")
+        assert s.claim_kick("lost", 1)
+        live.let_pass(1, lambda: s.claim_kick("lost", 1))  # a lost message's mark lapses
+
     def test_sent_marks_and_their_age(self, live: Live) -> None:
         s = live.store
         assert s.sent_age(SLUG, "review:r1:codex") is None
