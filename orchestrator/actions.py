@@ -78,9 +78,18 @@ def declare(
     return ACTIONS.register(name, kind)
 
 
+# The queue of new work: a worker that consumes several queues takes from it last.
+NEW_WORK = "review"
+
+
 def queues() -> tuple[str, ...]:
-    """Every queue a worker may consume: ``control`` first, then each kind's, in declaration order."""
-    return tuple(dict.fromkeys([CONTROL, *(k.queue for k in ACTIONS.values())]))
+    """Every queue a worker may consume, in the order it takes from them (the broker's ``priority``
+    strategy, ``workers.app``): ``control`` first (a coordinate pass is short, and every action waits on
+    one), then each kind's in declaration order, ``review`` last (work on findings already raised, a
+    triage, a reply, a second opinion, comes before new rounds, so a PR already under way finishes
+    first)."""
+    kinds = [k.queue for k in ACTIONS.values() if k.queue != NEW_WORK]
+    return tuple(dict.fromkeys([CONTROL, *kinds, NEW_WORK]))
 
 
 def routes() -> dict[str, str]:

@@ -34,7 +34,9 @@ def celery_url(url: str | None) -> str:
 
 def celery_config(settings: Settings) -> dict[str, Any]:
     url = celery_url(settings.redis_url)
-    transport = {"visibility_timeout": settings.visibility_timeout}
+    # "priority": a worker takes from its queues in the order it consumes them (``QUEUES``: control first,
+    # review last), not in turns: a coordinate pass never waits behind a review of another run.
+    transport = {"visibility_timeout": settings.visibility_timeout, "queue_order_strategy": "priority"}
     return {
         "broker_url": url,
         "broker_use_ssl": broker_ssl(url) or False,
