@@ -59,7 +59,7 @@ class CheckoutTampered(JuryError):
 
 # --- the pinned link of each checkout -------------------------------------------------------------
 
-# This process's checkouts (resolved path) -> the git admin directory their link named when Jury made or
+# This process's checkouts (real path: however a caller names one) -> the git admin directory their link named when Jury made or
 # took them, before anything ran in them. Read by ``git``/``git_bytes`` below, ``git_dirs`` and the http
 # agents' git tools.
 _PINS: dict[Path, Path] = {}
@@ -67,7 +67,7 @@ _PINS: dict[Path, Path] = {}
 
 def pinned_git_dir(wt: Path) -> Path | None:
     """The git directory pinned for the checkout at ``wt`` (None: not a checkout of this process)."""
-    return _PINS.get(Path(os.path.abspath(wt)))
+    return _PINS.get(Path(os.path.realpath(wt)))
 
 
 def _pinned_env(cwd: Path, env: Mapping[str, str] | None) -> Mapping[str, str] | None:
@@ -134,7 +134,7 @@ def genuine_link(wt: Path, repo: Path) -> Path | None:
 
 @contextmanager
 def _pinned(wt: Path, admin: Path) -> Iterator[None]:
-    key = Path(os.path.abspath(wt))
+    key = Path(os.path.realpath(wt))
     _PINS[key] = admin
     try:
         yield

@@ -210,3 +210,15 @@ def test_a_host_recycles_checkouts_of_its_own_mirrors_only(repo: Path, tmp_path:
         assert wt == (settings.dir / "worktrees" / "local").resolve()
     assert not wt.exists()
     assert git(["worktree", "list", "--porcelain"], repo).count("worktree ") == 1  # nothing left there
+
+
+def test_the_pin_holds_by_any_path_to_the_checkout(repo: Path, tmp_path: Path) -> None:
+    """The http agents' git tools name the checkout by its resolved path; a root reached through a
+    symbolic link (a JURY_DIR that is one) must find the same pin."""
+    real = tmp_path / "real-state"
+    real.mkdir()
+    (tmp_path / "state").symlink_to(real)
+    for wts in (Worktrees(tmp_path / "state" / "wts"), Worktrees(tmp_path / "state" / "pooled", pool=1)):
+        with wts.checkout(repo, "HEAD", "judge") as wt:
+            admin = pinned_git_dir(wt)
+            assert admin is not None and pinned_git_dir(wt.resolve()) == admin
