@@ -59,9 +59,9 @@ class CheckoutTampered(JuryError):
 
 # --- the pinned link of each checkout -------------------------------------------------------------
 
-# This process's checkouts (real path: however a caller names one) -> the git admin directory their link named when Jury made or
-# took them, before anything ran in them. Read by ``git``/``git_bytes`` below, ``git_dirs`` and the http
-# agents' git tools.
+# This process's checkouts (by real path: however a caller names one) -> the git admin directory their
+# link named when Jury made or took them, before anything ran in them. Read by ``git``/``git_bytes``
+# below, ``git_dirs`` and the http agents' git tools.
 _PINS: dict[Path, Path] = {}
 
 
