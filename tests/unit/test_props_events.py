@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal, Union
 
 import annotated_types
-from hypothesis import assume, example, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
@@ -158,7 +158,13 @@ def test_the_log_on_disk_reads_as_its_events(events: list[Any], garbage: list[by
         assert store.append("run-1", events) == 0  # every eid is already there
 
 
-@settings(max_examples=60)  # each example writes and fsyncs a run.json
+# Each example writes and fsyncs a run.json. Lists holding an event pydantic cannot write (a lone
+# surrogate) are dropped by assume, by design; once, in a CI run's xdist worker, 50 were dropped against
+# 8 kept and Hypothesis's filter health check failed the test (not reproduced since), so it is off here.
+@settings(
+    max_examples=60,
+    suppress_health_check=[*settings.default.suppress_health_check, HealthCheck.filter_too_much],
+)
 @given(events=st.lists(EVENTS, max_size=12, unique_by=lambda e: e.eid))
 def test_run_json_reads_back_as_written(events: list[Any]) -> None:
     assume(all(_serializable(e) for e in events))
