@@ -33,8 +33,9 @@ from bench import noop
 from bench.stats import Figure, figure
 from orchestrator.config import Settings
 from orchestrator.demo import make_sample_repo
-from orchestrator.domain import Event
+from orchestrator.domain import Event, SandboxSettings
 from orchestrator.fold import fold
+from workers.sandbox import sandbox_problem
 
 FAKES = Path(__file__).resolve().parent / "fakes"
 AGENT = FAKES / "agent.sh"
@@ -238,6 +239,12 @@ def submit_and_wait(settings: Settings, firsts: list[list[Event]], timeout: floa
         return seconds, [fold(b.store.read(s), s).state for s in slugs]
 
 
+def ended_otherwise(states: list[str]) -> str:
+    """A figure's note when some runs did not converge: their rate is not a review's, and says so."""
+    bad = sorted({s for s in states if s != "converged"})
+    return f"; {sum(s != 'converged' for s in states)} runs ended {bad}" if bad else ""
+
+
 def jury_workers(procs: Processes, w: int) -> None:
     logs = [
         procs.spawn([sys.executable, "-m", "jury_cli", "worker", "--concurrency", "1", "--loglevel", "INFO"])
@@ -278,8 +285,7 @@ def makespan(url: str, n: int, scale: float, workers: tuple[int, ...], repeat: i
     for w in workers:
         walls, ends = by_w[w]
         ideal = max(critical, total / w)
-        bad = sorted({s for s in ends if s != "converged"})
-        note = f"ideal {ideal:.1f} s" + (f"; runs ended {bad}" if bad else "")
+        note = f"ideal {ideal:.1f} s" + ended_otherwise(ends)
         out.append(figure("makespan", f"{n} PRs, W={w}: wall", "s", walls, note=note))
         out.append(
             figure("makespan", f"{n} PRs, W={w}: efficiency", "ideal/wall", [ideal / x for x in walls])
@@ -322,6 +328,7 @@ def dispatch(url: str, runs: int, repeat: int, w: int = 2) -> list[Figure]:
     three tasks. Both sides run on ``w`` worker processes of concurrency 1."""
     client = redis.Redis.from_url(url)
     jury_rates, noop_rates = [], []
+    ends: list[str] = []
     for _ in range(repeat):
         with tempfile.TemporaryDirectory() as d:
             base = Path(d)
@@ -330,8 +337,9 @@ def dispatch(url: str, runs: int, repeat: int, w: int = 2) -> list[Figure]:
             try:
                 firsts = prepare(settings, base, [None] * runs, "r2")
                 jury_workers(procs, w)
-                wall, _ = submit_and_wait(settings, firsts, timeout=600)
+                wall, states = submit_and_wait(settings, firsts, timeout=600)
                 jury_rates.append(3 * runs / wall)
+                ends += states
                 procs.stop()
                 logs = [
                     procs.spawn(
@@ -370,7 +378,7 @@ def dispatch(url: str, runs: int, repeat: int, w: int = 2) -> list[Figure]:
         f"jury: agents that exit at once (W={w})",
         "tasks/s",
         jury_rates,
-        note=f"{runs} runs x 3 tasks (coordinate, review, coordinate)",
+        note=f"{runs} runs x 3 tasks (coordinate, review, coordinate)" + ended_otherwise(ends),
     )
     c = figure("dispatch", f"celery no-op tasks (W={w})", "tasks/s", noop_rates)
     ratio = Figure(
@@ -387,6 +395,10 @@ def dispatch(url: str, runs: int, repeat: int, w: int = 2) -> list[Figure]:
 
 
 def measure(base_url: str, *, quick: bool, repeat: int) -> list[Figure]:
+    # Without the sandbox every review ends at once in `human`: figures of that would be no review's.
+    problem = sandbox_problem(SandboxSettings())
+    if problem is not None:
+        raise SystemExit(f"bench: the fleet figures run agents in Jury's sandbox, not here: {problem}")
     with private_db(base_url) as url:
         if quick:
             return dispatch(url, runs=10, repeat=1) + makespan(

@@ -4,7 +4,9 @@ pair the worst with the best, the makespan ideal follows the PR's real schedule 
 
 from __future__ import annotations
 
-from bench.fleet import Durations, draw
+import pytest
+
+from bench.fleet import Durations, draw, ended_otherwise, measure
 from bench.parsers import MB, hostile_lines
 from bench.stats import figure, ratio
 
@@ -39,3 +41,16 @@ def test_the_drawn_durations_are_fixed_by_the_seed_and_scaled() -> None:
 def test_every_hostile_line_is_about_one_megabyte() -> None:
     lines = hostile_lines()
     assert lines and all(MB - 16 <= len(line) <= MB + 16 for line in lines)
+
+
+def test_a_figure_of_runs_that_did_not_converge_says_so() -> None:
+    assert ended_otherwise(["converged", "converged"]) == ""
+    note = ended_otherwise(["converged", "human", "human", "failed"])
+    assert "3 runs ended" in note and "'human'" in note and "'failed'" in note
+
+
+def test_the_fleet_figures_refuse_to_run_without_the_sandbox(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every review would end at once in `human`: a rate of no review at all, shown as Jury's.
+    monkeypatch.setenv("JURY_BWRAP", "/nonexistent/bwrap")
+    with pytest.raises(SystemExit, match="sandbox, not here: .*bubblewrap"):
+        measure("redis://127.0.0.1:1/0", quick=True, repeat=1)
