@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
+from rich.console import Console, RenderableType
+from rich.text import Text
 
 from orchestrator import logs
 from orchestrator.config import Settings, load_settings
@@ -16,6 +17,13 @@ from orchestrator.config import Settings, load_settings
 out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 DirOpt = Annotated[Path | None, typer.Option("--dir", help="State directory (default $JURY_DIR or ~/.jury).")]
+
+
+def cells(*values: RenderableType) -> list[RenderableType]:
+    """A table row's cells with every string as plain text: Rich would read a string cell as markup, and a
+    cell's words are often not Jury's (a reviewer's claim, a forge's error, a test id like ``t[/etc]``), so
+    ``[/x]`` in one would stop the command with a MarkupError and ``[red]`` would restyle the table."""
+    return [Text(v) if isinstance(v, str) else v for v in values]
 
 
 def settings_for(dir_: Path | None) -> Settings:

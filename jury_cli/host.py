@@ -13,7 +13,7 @@ import structlog
 import typer
 from rich.table import Table
 
-from jury_cli.context import DirOpt, err, out, settings_for
+from jury_cli.context import DirOpt, cells, err, out, settings_for
 from orchestrator.actions import queues as action_queues
 from orchestrator.config import Settings, load_config, load_schedules, load_settings, operator_config_file
 from orchestrator.errors import UsageError
@@ -45,7 +45,7 @@ def agents(
         else:
             found = spec.base_url  # an endpoint: nothing to install
         roles = "reviewer, judge" if spec.can_judge else "reviewer"
-        table.add_row(name, "yes" if found else "no", roles, spec.model or "-", spec.install or "-")
+        table.add_row(*cells(name, "yes" if found else "no", roles, spec.model or "-", spec.install or "-"))
     out.print(table)
 
 

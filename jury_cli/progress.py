@@ -14,6 +14,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from jury_cli.context import cells
 from orchestrator.domain import (
     ActionDeferred,
     AgentLaunch,
@@ -129,7 +130,9 @@ def live_view(s: RunState, started: float) -> Group:
     if r is not None:
         for name, slot in r.agents.items():
             table.add_row(
-                name, Text(slot.state, STYLE.get(slot.state, "")), f"{slot.seconds:.0f}s", slot.summary
+                *cells(
+                    name, Text(slot.state, STYLE.get(slot.state, "")), f"{slot.seconds:.0f}s", slot.summary
+                )
             )
     judging = [f.id for f in s.findings.values() if f.judging]
     c = counts(s)
@@ -216,7 +219,7 @@ def summary(console: Console, s: RunState, where: str | None = None) -> None:
             reason = f.reason
             if f.status == "open" and f.refusals:
                 reason = f"triage refused: {f.refusals[-1]}"
-            table.add_row(f.id, Text(f.status, STYLE.get(f.status, "")), f.loc, f.claim, reason)
+            table.add_row(*cells(f.id, Text(f.status, STYLE.get(f.status, "")), f.loc, f.claim, reason))
         console.print(table)
         for f in s.findings.values():
             for i, why in enumerate(f.refusals, 1):

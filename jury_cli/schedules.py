@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from jury_cli.context import DirOpt, err, out, settings_for
+from jury_cli.context import DirOpt, cells, err, out, settings_for
 from orchestrator.config import load_schedules, operator_config_file
 from orchestrator.errors import JuryError, UsageError
 from orchestrator.schedules import Schedule, slot_after
@@ -86,7 +86,9 @@ def schedules(config: ConfigOpt = None, dir: DirOpt = None) -> None:
         else:
             how = "ok" if last.ok else "FAILED"
             shown = f"{slot_time(last.slot)} {how} by {last.by}: {last.outcome}"
-        table.add_row(s.name, s.kind, s.cron_text(), ", ".join(s.repos), shown, slot_time(slot_after(s, now)))
+        table.add_row(
+            *cells(s.name, s.kind, s.cron_text(), ", ".join(s.repos), shown, slot_time(slot_after(s, now)))
+        )
     out.print(table)
     if unknown:
         err.print(f"note: {unknown}", markup=False, highlight=False)

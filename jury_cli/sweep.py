@@ -12,7 +12,7 @@ import typer
 from rich.table import Table
 
 from jury_cli.backend import Backend, backend
-from jury_cli.context import DirOpt, err, out, settings_for
+from jury_cli.context import DirOpt, cells, err, out, settings_for
 from orchestrator.domain import TERMINAL_STATES
 from orchestrator.errors import UsageError
 from orchestrator.start import RunOptions
@@ -32,12 +32,14 @@ def table(report: SweepReport) -> Table:
         t.add_column(name, overflow="fold")
     for r in report.rows:
         t.add_row(
-            r.repo,
-            f"#{r.number}" if r.number is not None else "-",
-            (r.head or "")[:12],
-            r.outcome,
-            r.slug or "",
-            r.reason,
+            *cells(
+                r.repo,
+                f"#{r.number}" if r.number is not None else "-",
+                (r.head or "")[:12],
+                r.outcome,
+                r.slug or "",
+                r.reason,
+            )
         )
     return t
 

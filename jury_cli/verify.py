@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from jury_cli.context import DirOpt, err, out, settings_for
+from jury_cli.context import DirOpt, cells, err, out, settings_for
 
 STYLE = {"passed": "green", "failed": "bold red", "error": "yellow"}
 
@@ -40,12 +40,14 @@ def verify(
         table.add_column(col, overflow="fold")
     for r in report.rows:
         table.add_row(
-            r.slug,
-            f"{r.finding} {r.loc}",
-            f"{r.trunk} {(r.trunk_sha or '?')[:12]}",
-            Text(r.status, STYLE.get(r.status, "")),
-            r.range if r.status != "passed" else "",
-            r.problem or "",
+            *cells(
+                r.slug,
+                f"{r.finding} {r.loc}",
+                f"{r.trunk} {(r.trunk_sha or '?')[:12]}",
+                Text(r.status, STYLE.get(r.status, "")),
+                r.range if r.status != "passed" else "",
+                r.problem or "",
+            )
         )
     out.print(table)
     passed = sum(1 for r in report.rows if r.status == "passed")
