@@ -29,12 +29,21 @@ def verify(
 
     report = reverify(settings_for(dir), repos or [], trunk)
     for note in report.notes:
-        err.print(f"jury verify: skipped {note}", markup=False, highlight=False)
+        err.print(f"jury verify: not re-verified: {note}", markup=False, highlight=False)
     if not report.rows:
-        out.print(
-            f"no accepted finding with a regression test in {len(report.runs)} converged run(s)", markup=False
-        )
-        raise typer.Exit(0)
+        if report.notes:
+            err.print(
+                f"jury verify: nothing re-verified: {len(report.notes)} run(s) or finding(s) could not be "
+                "checked (above); name a trunk that exists (--trunk) or the repositories to check",
+                markup=False,
+                highlight=False,
+            )
+        else:
+            out.print(
+                f"no accepted finding with a regression test in {len(report.runs)} converged run(s)",
+                markup=False,
+            )
+        raise typer.Exit(report.exit_code)
     table = Table(box=None, header_style="bold")
     for col in ("run", "finding", "trunk", "test", "since", "why"):
         table.add_column(col, overflow="fold")

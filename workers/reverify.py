@@ -85,7 +85,9 @@ class VerifyReport:
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.regressions else 0
+        """1: a test that passed at acceptance fails now; else 2: some run or finding could not be checked
+        (its repository or trunk is not there): never 0 for a check that did not happen."""
+        return 1 if self.regressions else 2 if self.notes else 0
 
 
 # --- which runs -----------------------------------------------------------------------------------------

@@ -305,7 +305,7 @@ def verify_outcome(report: VerifyReport) -> str:
         f"{counts['passed']} passed, {counts['failed']} failed, {counts['error']} could not run"
     )
     if report.notes:
-        line += f"; {len(report.notes)} note(s): {report.notes[0]}"
+        line += f"; {len(report.notes)} not re-verified: {report.notes[0]}"
     if report.regressions:
         named = ", ".join(f"{r.finding} of {r.slug} ({r.range})" for r in report.regressions)
         line = f"{len(report.regressions)} REGRESSION(S): {named}; {line}"

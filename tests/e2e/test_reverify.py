@@ -77,6 +77,11 @@ def test_verify_passes_while_trunk_holds_the_fix_and_catches_it_reverted(
     other = jury("verify", "octo/elsewhere")
     assert other.code == 0 and "0 converged run(s)" in other.out
     assert jury("verify", str(sample_repo / "nope")).code != 0
+    # a trunk that is not there checks nothing: said, and never exit 0 (nor a passed check recorded)
+    missing = jury("verify", str(sample_repo), "--trunk", "no-such-branch")
+    assert missing.code == 2, missing.out + missing.err
+    assert f"not re-verified: {slug}" in missing.err and "no-such-branch" in missing.err
+    assert "nothing re-verified" in missing.err and "regression test(s) pass" not in missing.out
 
     # each re-verification is on the run's record, apart from the acceptance's own runs
     trunk_runs = json.loads((run / "run.json").read_text())["jury"]["findings"][fid]["trunkRuns"]

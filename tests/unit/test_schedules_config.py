@@ -229,5 +229,5 @@ def test_a_verify_firing_leads_with_its_regressions() -> None:
     )
     assert verify_outcome(report) == (
         f"1 REGRESSION(S): F2 of app-1 ({'a' * 12}..{'b' * 12}); 4 regression test(s) of 1 run(s) on trunk: "
-        "1 passed, 2 failed, 1 could not run; 1 note(s): app-2: its repository is not on this host"
+        "1 passed, 2 failed, 1 could not run; 1 not re-verified: app-2: its repository is not on this host"
     )
