@@ -26,6 +26,7 @@ Conclusion = Literal["success", "failure", "neutral"]
 INLINE_STATUSES = ("open", "deferred", "accepted")  # what gets a comment on its line
 _LOC_RE = re.compile(r"^(?P<path>[^\s:][^:]*?):(?P<line>[1-9][0-9]{0,6})(?:[-:,][0-9]+)*$")
 _COULD_NOT_REVIEW = ("sandbox unavailable", "budget exhausted")
+JUDGE_COULD_NOT_RUN = "the judge could not run"  # how a triage whose judge never answered refuses its finding
 
 
 def publish_key(s: RunState) -> str:
@@ -74,6 +75,10 @@ def could_not_review(s: RunState) -> str | None:
                 return note or f"reviewer {name} could not run: {slot.error or 'error'}"
     if s.state in TERMINAL_STATES and not s.rounds:
         return note or "no review round ran"
+    open_ = [f for f in s.findings.values() if f.status == "open"]
+    if open_ and all(f.refusals and f.refusals[-1].startswith(JUDGE_COULD_NOT_RUN) for f in open_):
+        # Nobody judged what is open (the judge is missing or broke every time): not a finding confirmed.
+        return f"{open_[-1].refusals[-1]} (on {', '.join(f.id for f in open_)})"
     return None
 
 

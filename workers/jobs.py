@@ -42,6 +42,7 @@ from orchestrator.parse import (
     summarize,
 )
 from orchestrator.prompts import SettledItem, refute_prompt, reply_prompt, triage_prompt
+from orchestrator.publishing import JUDGE_COULD_NOT_RUN
 from orchestrator.refute.commands import classify_command, commands_in_task
 from orchestrator.refute.families import independence, spec_family
 from orchestrator.refute.record import RefutationRecord
@@ -200,7 +201,7 @@ def triage(rt: Runtime, slug: str, key: str, interrupted: Interrupted) -> None:
         events.append(FindingRefused(eid=f"{key}:refused", id=f.id, reason=reason, who=judge, round=n))
 
     if error:
-        refuse(f"the judge could not run: {error}")
+        refuse(f"{JUDGE_COULD_NOT_RUN}: {error}")
     elif verdict is None:
         refuse("the judge's answer has no JSON object with a verdict key")
     elif verdict.verdict == "accepted":

@@ -49,6 +49,16 @@ def test_the_conclusion_is_the_runs_true_state() -> None:
     missing = run("human", "reviewer a could not run in round 1: not found")
     missing.rounds[0].agents["a"].state = "error"
     assert verdict(missing)[0] == "neutral"
+    # a judge that never ran: what is open was never judged (but one it did judge keeps the failure)
+    unjudged = run("human", "finding f1 is still open after 2 triage attempts", f1="open", f2="rejected")
+    unjudged.findings["f1"].refusals = ["the judge could not run: j: executable not found"] * 2
+    assert verdict(unjudged) == (
+        "neutral",
+        "Jury could not review: the judge could not run: j: executable not found (on f1)",
+    )
+    unjudged.findings["f3"] = FindingState(id="f3", round=1, agent="a", claim="c", loc="x.py:3")
+    unjudged.findings["f3"].refusals = ["accepted, but the judge changed no file"]
+    assert verdict(unjudged)[0] == "failure"
     assert verdict(run("cancelled", "cancelled by the user"))[0] == "neutral"
     assert verdict(run("failed", "push refused", f1="accepted"))[0] == "neutral"
     assert verdict(run("review"))[0] == "neutral"  # never success before the end
