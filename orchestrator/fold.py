@@ -60,7 +60,7 @@ from orchestrator.refute.record import RefutationRecord
 
 # Bumped whenever ``apply`` or the state's shape changes: a snapshot folded by another version is not
 # trusted, and the state is folded again from the whole log (the log stays the only truth).
-FOLD_VERSION = 5
+FOLD_VERSION = 6
 
 FindingStatus = Literal["open", "accepted", "rejected", "deferred", "superseded"]
 
@@ -160,6 +160,7 @@ class DispatchedAction(Model):
     done: bool = False
     ok: bool = True
     backoffs: int = 0  # times a model sent it back (rate-limit): its next attempt's number
+    launches: int = 0  # its agent's launches: more than one per attempt when a worker died running it
     deferred: str | None = None  # why it waits, put back with a countdown (a slot, a rate limit)
 
 
@@ -320,6 +321,7 @@ def apply(s: RunState, e: Event) -> None:
         case AgentLaunch():
             if e.key is not None and (a := s.actions.get(e.key)) is not None:
                 a.deferred = None  # it runs now
+                a.launches += 1
             if e.role == "reviewer" and (r := s.round(e.round)) is not None:
                 launched = r.agents.setdefault(e.agent, AgentSlot(agent=e.agent))
                 launched.state, launched.launched_at = "running", e.ts

@@ -86,6 +86,16 @@ def attempt_key(job: Job, what: str) -> str:
     return f"{a.key}:{what}" if not a.backoffs else f"{a.key}:b{a.backoffs}:{what}"
 
 
+def launch_eid(job: Job) -> str:
+    """The name of the job's ``agent.launch``: ``attempt_key(job, "launch")`` (an attempt after a rate limit
+    launches anew), and ``<that>:<n>`` for its ``n``-th launch when its worker died running it (each
+    attempt launches once otherwise): the relaunch is an event of its own, so the timeline keeps the dead
+    worker's run as abandoned beside the one that goes on, instead of the copy being dropped as a repeat."""
+    a = job.action
+    relaunch = a.launches - a.backoffs  # the launches of this attempt so far
+    return attempt_key(job, "launch" if relaunch <= 0 else f"launch:{relaunch + 1}")
+
+
 def job_hooks(rt: Runtime, job: Job) -> list[SeatHooks]:
     """The hooks of an agent task, in the order they run (``Held`` first after the run: a lost lease
     stops the task before it settles anything)."""
@@ -148,7 +158,7 @@ class Progress(SeatHooks):
     def before_run(self, seat: Seat, request: SeatRequest) -> None:
         a = self.job.action
         launch = AgentLaunch(
-            eid=attempt_key(self.job, "launch"),  # an attempt after a rate limit launches anew
+            eid=launch_eid(self.job),
             agent=a.agent or "",
             round=a.round,
             role=request.role,

@@ -16,6 +16,7 @@ from typing import Any
 
 from orchestrator.domain import (
     TERMINAL_STATES,
+    ActionDeferred,
     ActionDone,
     AgentAlive,
     AgentLaunch,
@@ -222,10 +223,12 @@ def timeline(s: RunState, events: list[Event], ticks: list[AgentAlive], now: dat
     """One lane per agent, one bar per agent run in seconds since the run's first event: from its
     ``agent.launch`` to its report or its action's end. A bar with no end is ``running`` while its action
     is still in flight in a live run, else ``abandoned`` (its worker died, the run was resumed or ended);
-    its length then is what its latest liveness tick said."""
+    its length then is what its latest liveness tick said. An action's agent launched again keeps a bar
+    per launch: the earlier one ``abandoned``, ending where it was put back (a rate limit) or, its worker
+    gone, where the next began."""
     start = _ts(s.first_ts)
-    bars: dict[str, dict[str, Any]] = {}
-    order: list[str] = []
+    bars: dict[str, dict[str, Any]] = {}  # each key's latest attempt
+    every: list[dict[str, Any]] = []  # every attempt, in launch order
 
     def close(bar: dict[str, Any], ts: str, outcome: str) -> None:
         if bar["end"] is None:
@@ -235,8 +238,11 @@ def timeline(s: RunState, events: list[Event], ticks: list[AgentAlive], now: dat
         match e:
             case AgentLaunch():
                 key = e.key or f"{e.agent}@{e.round}:{e.role}"
-                if key not in bars:
-                    order.append(key)
+                if (earlier := bars.get(key)) is not None and earlier["end"] is None:
+                    # Launched again with no end of the earlier run: its worker died (or gave it back) and
+                    # another took the action; that run ended, at the latest, where this one began.
+                    close(earlier, e.ts, "abandoned")
+                    earlier["state"] = "abandoned"
                 bars[key] = {
                     "key": key,
                     "agent": e.agent,
@@ -248,13 +254,17 @@ def timeline(s: RunState, events: list[Event], ticks: list[AgentAlive], now: dat
                     "outcome": None,
                     "state": "done",
                 }
+                every.append(bars[key])
+            case ActionDeferred():
+                if (bar := bars.get(e.key)) is not None and bar["end"] is None:
+                    close(bar, e.ts, f"put back: {e.reason}")  # a rate limit: its next attempt launches anew
+                    bar["state"] = "abandoned"
             case AgentReport():
                 key = e.key or f"{e.agent}@{e.round}:{e.role}"
                 if key in bars:
                     close(bars[key], e.ts, e.verdict)
             case ReplyAnswered():
-                for key in reversed(order):
-                    b = bars[key]
+                for b in reversed(every):
                     if b["role"] == "reply" and b["agent"] == e.agent and b["round"] == e.round:
                         close(b, e.ts, e.verdict)
                         break
@@ -262,7 +272,7 @@ def timeline(s: RunState, events: list[Event], ticks: list[AgentAlive], now: dat
                 if e.key in bars:
                     close(bars[e.key], e.ts, "done" if e.ok else "error")
             case RunResumed():
-                for b in bars.values():
+                for b in every:
                     if b["end"] is None:
                         b["state"] = "abandoned"
             case _:
@@ -270,9 +280,10 @@ def timeline(s: RunState, events: list[Event], ticks: list[AgentAlive], now: dat
     latest = {t.key or f"{t.agent}@{t.round}": t for t in ticks}
     live = s.state not in TERMINAL_STATES
     now_s = round((now - start).total_seconds(), 1) if start else 0.0
-    for key, b in bars.items():
+    for b in every:
         if b["end"] is not None:
             continue
+        key = b["key"]
         t = latest.get(key) or latest.get(f"{b['agent']}@{b['round']}")
         a = s.actions.get(key)
         if b["state"] != "abandoned" and live and (a is None or not a.done):
@@ -283,10 +294,10 @@ def timeline(s: RunState, events: list[Event], ticks: list[AgentAlive], now: dat
         if t is not None:
             b["alive"] = {"seconds": t.seconds, "quietSeconds": t.quiet_seconds}
     lanes: dict[str, list[dict[str, Any]]] = {}
-    for key in order:
-        lanes.setdefault(bars[key]["agent"], []).append(bars[key])
+    for b in every:
+        lanes.setdefault(b["agent"], []).append(b)
     end = now_s if live else (_since(s.last_ts, start) or 0.0)
-    span = max([end, *(b["end"] or 0.0 for b in bars.values())])
+    span = max([end, *(b["end"] or 0.0 for b in every)])
     return {
         "seconds": span,
         "live": live,

@@ -560,7 +560,9 @@ def test_sigkilled_worker_mid_review_another_worker_finishes_the_run(
     # the killed review ran again on the second worker (round 1 twice, round 2 once, and its reply)
     finder_runs = pids_of(fake_state, "finder")
     assert finder_runs[0] in ([finder_pid], [GONE]) and len(finder_runs) == 4  # GONE: dead, sandboxed
-    assert len([e for e in events if e.t == "agent.launch" and e.key == "review:r1:finder"]) == 1
+    # a launch event per start of the killed review (ids of their own: the dead worker's stays, abandoned)
+    launches = [e.eid for e in events if e.t == "agent.launch" and e.key == "review:r1:finder"]
+    assert launches == ["review:r1:finder:launch", "review:r1:finder:launch:2"]
     assert_no_agent_left(fake_state)
     # the killed call's reservation was settled by the run that replaced it; no worktree is left over
     assert Ledger(fleet.client).spent(slug).reserved == 0

@@ -150,8 +150,11 @@ def test_the_worker_that_reaped_last_killed_mid_review_the_survivor_finishes_the
     assert_converged_with_the_fix(state)
     events = fleet.events(slug)
     assert_log_is_clean(events)
-    for key in lost:  # one launch event per action however often its agent started
-        assert len([e for e in events if e.t == "agent.launch" and e.key == key]) == 1
+    for key in lost:  # a launch event per start: the dead worker's, then the survivor's
+        assert [e.eid for e in events if e.t == "agent.launch" and e.key == key] == [
+            f"{key}:launch",
+            f"{key}:launch:2",
+        ]
     assert_no_agent_left(fake_state)
     assert Ledger(fleet.client).spent(slug).reserved == 0
     assert survivor in present(fleet)

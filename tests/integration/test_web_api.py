@@ -21,7 +21,7 @@ import pytest
 from jury_cli.web.app import create_app
 from jury_cli.web.auth import COOKIE, Guard
 from orchestrator.config import Settings
-from orchestrator.domain import Event, RunCancel, RunResumed
+from orchestrator.domain import ActionDeferred, Event, RunCancel, RunResumed
 from orchestrator.store.files import FileStore
 from orchestrator.store.redis import RedisStore
 from orchestrator.store.redis import from_url as redis_store
@@ -168,6 +168,38 @@ def test_an_agent_left_without_an_end_is_abandoned_once_the_run_ended_or_resumed
     lanes = {lane["agent"]: [b["state"] for b in lane["bars"]] for lane in page["timeline"]["lanes"]}
     assert lanes == {"alpha": ["abandoned", "running"], "beta": ["abandoned"]}
     assert page["timeline"]["live"] is True
+
+
+def test_an_attempt_launched_again_keeps_its_bar_as_abandoned(tmp_path: Path) -> None:
+    """alpha's worker died (the reaper handed its review to another, which launched it again); a rate
+    limit put beta's review back, and its next attempt launched anew: each earlier run stays on the
+    timeline, abandoned, ending where it was put back or where the next began; the latest runs on."""
+    store = FileStore(tmp_path)
+    again: list[Event] = [
+        run.AgentLaunch(
+            eid="review:1:alpha:launch:2", ts=run.at(30), agent="alpha", round=1, key="review:1:alpha"
+        ),
+        ActionDeferred(
+            eid="review:1:beta:wait:0", ts=run.at(20), key="review:1:beta", reason="rate-limit", seconds=25
+        ),
+        run.AgentLaunch(
+            eid="review:1:beta:b1:launch", ts=run.at(45), agent="beta", round=1, key="review:1:beta"
+        ),
+    ]
+    store.append("again-1", run.started() + again)
+    with console(Settings(dir=tmp_path, redis_url=None), store) as base:
+        page = httpx.get(f"{base}/api/runs/again-1").json()
+    lanes = {lane["agent"]: lane["bars"] for lane in page["timeline"]["lanes"]}
+    assert [(b["state"], b["start"], b["outcome"]) for b in lanes["alpha"]] == [
+        ("abandoned", 2.0, "abandoned"),
+        ("running", 30.0, None),
+    ]
+    assert lanes["alpha"][0]["end"] == 30.0
+    assert [(b["state"], b["start"], b["outcome"]) for b in lanes["beta"]] == [
+        ("abandoned", 2.0, "put back: rate-limit"),
+        ("running", 45.0, None),
+    ]
+    assert lanes["beta"][0]["end"] == 20.0
 
 
 def test_events_follow_the_log_and_resume_from_last_event_id(backing) -> None:
