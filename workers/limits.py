@@ -45,12 +45,13 @@ from orchestrator.target import repo_identity
 
 log = structlog.get_logger()
 
-# The longest a task sleeps in its worker slot for a model's Retry-After; a model that asks for longer, or
-# answers 429 without saying how long, sends the task back to the queue (``workers.agents.run.RateLimited``).
+# The longest a task sleeps in its worker slot for a model's Retry-After, once a call; a model that asks for
+# longer, answers 429 without saying how long, or refuses the same call again sends the task back to the
+# queue (``workers.agents.run.RateLimited``).
 SLEEP_AT_MOST = 5.0
 # A model's refusals (``RateLimited``) of one action after which it is not put back again: the action fails
 # as any whose models keep failing (``workers.coordinator.run_task``), so a quota that never comes back ends
-# the run in time, and no wait is slept out in a worker slot. (``workers.seating.defer_after`` stops
+# the run in time, and no back-off is slept out in a worker slot. (``workers.seating.defer_after`` stops
 # deferring at this count; ``run_task`` gives up at it first.)
 MAX_BACKOFFS = 30
 # The longest countdown a rate-limited task is put back with: a longer Retry-After is cut to it. The message

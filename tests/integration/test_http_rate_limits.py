@@ -53,3 +53,26 @@ def test_outside_a_worker_a_429_without_retry_after_is_slept_with_backoff(
     sleeps: list[float] = []
     result = run(spec_for(server), repo, tmp_path / "out", sleeps=sleeps)  # no defer_after: a command
     assert result.report == "NO NEW FINDINGS" and sleeps == [1.0, 2.0]
+
+
+def test_a_storm_of_short_retry_afters_is_paused_for_once_then_sent_back(
+    server: ChatServer, repo: Path, tmp_path: Path
+) -> None:
+    # Each wait is short enough to sleep in the slot, but a storm of them is a storm: the first 429 of the
+    # call is slept, the second sends the run back (it never ends as "every model failed").
+    server.script("acme/m1", *[status(429, retry_after="5") for _ in range(10)])
+    events, sleeps = Events(), list[float]()
+    with pytest.raises(RateLimited) as back:
+        run(spec_for(server), repo, tmp_path / "out", events=events, sleeps=sleeps, defer_after=5.0)
+    assert back.value.seconds == 5.0 and back.value.note == "acme/m1 answered 429 with Retry-After 5s"
+    assert sleeps == [5.0] and len(server.requests) == 2
+    assert events.named(CALL_DROPPED) == [{"model": "acme/m1", "status": 429}]
+
+
+def test_one_short_retry_after_is_slept_and_the_call_goes_on(
+    server: ChatServer, repo: Path, tmp_path: Path
+) -> None:
+    server.script("acme/m1", status(429, retry_after="2"), answer("NO NEW FINDINGS"))
+    sleeps: list[float] = []
+    result = run(spec_for(server), repo, tmp_path / "out", sleeps=sleeps, defer_after=5.0)
+    assert result.report == "NO NEW FINDINGS" and sleeps == [2.0]

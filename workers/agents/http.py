@@ -341,7 +341,7 @@ class _Session:
                 self.record("request.failed", model=model, attempt=attempt, error=outcome.error)
                 if outcome.fatal:
                     raise _LoopEnd(last)
-                if self.sent_back(model, outcome):
+                if self.sent_back(model, outcome, attempt):
                     break  # the next model may answer now
                 if not outcome.retry or attempt == MAX_ATTEMPTS:
                     break
@@ -357,16 +357,17 @@ class _Session:
                 self.emit("http.fallback", from_model=model, to_model=self.models[self.model_index])
         raise _LoopEnd(f"every model failed; last error: {last}")
 
-    def sent_back(self, model: str, outcome: _Attempt) -> bool:
-        """Whether a 429 asks for a longer wait than this session may sleep, or names none (no
-        Retry-After: no telling how long the model needs, so no guess is slept in a worker's slot): True
-        when another model of the fallback list is to be tried at once; ``_Deferred`` when none is left
-        (the reserved call is dropped, unmade); False when the wait is short enough to sleep here, or the
-        session sleeps every wait (no ``defer_after``)."""
+    def sent_back(self, model: str, outcome: _Attempt, attempt: int) -> bool:
+        """Whether a 429 sends the call away: it asks for a longer wait than this session may sleep, names
+        none (no Retry-After: no telling how long the model needs, so no guess is slept in a worker's
+        slot), or is the model's second refusal of this call (a storm of short waits is a storm: one short
+        pause a call is all a worker's slot gives it). True when another model of the fallback list is to
+        be tried at once; ``_Deferred`` when none is left (the reserved call is dropped, unmade); False when
+        the wait is short enough to sleep here once, or the session sleeps every wait (no ``defer_after``)."""
         asked = outcome.asked
         if outcome.status != 429 or self.defer_after is None:
             return False
-        if asked is not None and asked <= self.defer_after:
+        if asked is not None and asked <= self.defer_after and attempt == 1:
             return False
         self.emit("http.rate_limited", model=model, retry_after=asked)
         if self.model_index + 1 < len(self.models):
