@@ -369,9 +369,24 @@ class Fleet:
 
         wait_for(f"{key} to be all that runs", only_the_agent, 30, self.why(slug))
         with self.reapers_paused():
-            time.sleep(0.5)  # a kick the reaper sent just before its pause runs its course
-            wait_for("no coordinator to hold the run", only_the_agent, 10, self.why(slug))
+            # a kick the reaper sent just before its pause runs its course: none queued, none taken
+            def quiet() -> bool:
+                return only_the_agent() and not self.coordinate_pending()
+
+            wait_for("no coordinator to hold or wait for the run", quiet, 10, self.why(slug))
             yield
+
+    def coordinate_pending(self) -> bool:
+        """Whether a ``jury.coordinate`` task waits in a queue or is taken by a worker and not yet done
+        (kombu's Redis transport keeps a taken message in its ``unacked`` hash until the task ends)."""
+        queued = [q for q in self.client.scan_iter(match="control*") if self.client.type(q) == b"list"]
+        if any(self.client.llen(q) for q in queued):
+            return True
+        for raw in self.client.hvals("unacked"):
+            message = json.loads(raw)[0]
+            if message.get("headers", {}).get("task") == "jury.coordinate":
+                return True
+        return False
 
     def wait_launched(self, slug: str, key: str, tag: str, nth: int = 1, timeout: float = 60) -> list[int]:
         """Wait for the agent.launch of action ``key`` and the ``nth`` process of agent ``tag`` (counted
