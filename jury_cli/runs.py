@@ -75,13 +75,17 @@ def cancel_run(settings: Settings, slug: str, who: str) -> None:
             "no Redis to reach the run through: set JURY_REDIS_URL, or cancel while the "
             "run's `jury review` is running on this machine"
         )
-    from orchestrator.domain import RunCancel
+    from orchestrator.domain import TERMINAL_STATES, RunCancel
+    from orchestrator.fold import fold
     from orchestrator.store.redis import from_url as redis_store
     from workers.app import make_app
 
     store = redis_store(settings.redis_url)
     if not store.exists(slug):
         raise UsageError(f"no run named {slug} (see `jury runs`)")
+    state = fold(store.read(slug), slug).state
+    if state in TERMINAL_STATES:  # flagging it would be a cancel logged for nothing
+        raise UsageError(f"run {slug} already ended ({state}): nothing to cancel")
     store.set_cancel_flag(slug)
     store.append(slug, [RunCancel(eid="cancel", who=who)])
     make_app(settings).send_task("jury.coordinate", args=[slug])

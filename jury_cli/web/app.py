@@ -223,4 +223,8 @@ def read_artifact(store: Any, slug: str, name: str) -> bytes | None:
     with os.fdopen(fd, "rb") as fh:
         if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
             raise StoreError(f"artifact {name!r} of run {slug} is not a file")
-        return fh.read(ARTIFACT_CAP)
+        size = os.fstat(fh.fileno()).st_size
+        data = fh.read(ARTIFACT_CAP)
+    if size > len(data):  # cut, and said so: a long artifact is never shown as if it were whole
+        data += f"\n[jury: the console shows the first {len(data):,} of its {size:,} bytes]\n".encode()
+    return data

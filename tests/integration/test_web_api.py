@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
+from jury_cli.web import app as web_app
 from jury_cli.web.app import create_app
 from jury_cli.web.auth import COOKIE, Guard
 from orchestrator.config import Settings
@@ -336,6 +337,11 @@ def test_actions_need_the_token_and_the_console_origin(shared_redis: str, tmp_pa
             assert published["ok"] is False and published["state"] == "failed"
             assert httpx.get(f"{base}/api/session", headers=good).json()["publish"] is True
             assert httpx.post(f"{base}/api/runs/nope/cancel", headers=good).status_code == 404
+            # An ended run has nothing to cancel: refused, and nothing logged nor flagged.
+            r = httpx.post(f"{base}/api/runs/acme-10/cancel", headers=good)
+            assert r.status_code == 409 and "already ended (converged)" in r.json()["error"], r.text
+            assert not any(isinstance(e, RunCancel) for e in store.read("acme-10"))
+            assert not store.cancel_flagged("acme-10")
             assert httpx.post(f"{base}/api/runs/acme-7/explode", headers=good).status_code == 404
     finally:
         store.close()
@@ -600,3 +606,17 @@ def test_the_run_list_folds_what_is_new_only(backing) -> None:
         store.append("acme-7", [run.TargetEvent(eid="end", ts=run.at(80), target=run.Target(state="human"))])
         (last,) = httpx.get(f"{base}/api/runs").json()["runs"]
         assert last["state"] == "human"
+
+
+def test_an_artifact_longer_than_the_console_serves_says_it_was_cut(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = FileStore(tmp_path)
+    store.append("acme-7", run.started())
+    store.put_artifact("acme-7", "round-1.alpha.stdout.txt", b"x" * 100)
+    monkeypatch.setattr(web_app, "ARTIFACT_CAP", 40)
+    served = web_app.read_artifact(store, "acme-7", "round-1.alpha.stdout.txt")
+    assert served is not None and served.startswith(b"x" * 40 + b"\n")
+    assert b"x" * 41 not in served and b"the first 40 of its 100 bytes" in served
+    store.put_artifact("acme-7", "short.txt", b"y" * 40)
+    assert web_app.read_artifact(store, "acme-7", "short.txt") == b"y" * 40  # whole: nothing said

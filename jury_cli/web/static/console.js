@@ -399,7 +399,16 @@
     const source = new EventSource(`/api/runs/${encodeURIComponent(ui.slug)}/events${after}`);
     source.addEventListener("open", () => { liveBadge.textContent = "live"; liveBadge.className = "live on"; });
     source.addEventListener("error", () => { liveBadge.textContent = "reconnecting…"; liveBadge.className = "live off"; });
-    for (const name of ["log", "reset", "alive"]) source.addEventListener(name, refresh);
+    for (const name of ["log", "reset", "alive"]) source.addEventListener(name, (e) => {
+      liveBadge.textContent = "live"; liveBadge.className = "live on"; liveBadge.title = "";
+      refresh();
+    });
+    // The store did not answer (the stream keeps trying): the page says so instead of looking current.
+    source.addEventListener("problem", (e) => {
+      let why = "the store did not answer";
+      try { why = JSON.parse(e.data).error || why; } catch (err) { /* a bad frame: the general words */ }
+      liveBadge.textContent = "store unreachable"; liveBadge.className = "live off"; liveBadge.title = why;
+    });
   }
 
   // --- the fleet ---------------------------------------------------------------------------------------
