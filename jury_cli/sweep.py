@@ -104,6 +104,13 @@ def sweep(
     rounds: Annotated[int | None, typer.Option(help="Round cap (default 10).")] = None,
     timeout: Annotated[float | None, typer.Option(help="Wall-clock seconds per agent run.")] = None,
     budget: Annotated[float | None, typer.Option(help="USD ceiling per run (default $JURY_BUDGET).")] = None,
+    refute: Annotated[bool, typer.Option(help="Give settled claims a second opinion.")] = True,
+    refuter: Annotated[
+        str | None, typer.Option(help="The second opinion's agent (default: another family).")
+    ] = None,
+    refute_rejections: Annotated[
+        bool, typer.Option(help="Also try to refute the judge's rejections.")
+    ] = False,
     detach: Annotated[bool, typer.Option(help="Enqueue and return (needs JURY_REDIS_URL).")] = False,
     concurrency: Annotated[int, typer.Option(help="Local worker concurrency (embedded mode).")] = 4,
     dir: DirOpt = None,
@@ -123,6 +130,9 @@ def sweep(
         budget=budget,
         publish=publish,
         push=push,
+        refute=refute,
+        refuter=refuter,
+        refute_rejections=refute_rejections,
     )
     filters = SweepFilters(labels=tuple(label or ()), base=base, include_drafts=include_drafts)
     with backend(settings, concurrency) as b:

@@ -209,8 +209,8 @@ def test_the_sweeps_options_reach_the_runs_it_starts(
     jury, shared_redis, forge, remote, sample_repo, write_config, tmp_path
 ) -> None:
     """No workers: each detached sweep's runs are read back from Redis. Drafts only with
-    --include-drafts; --rounds, --budget, --publish and --push (or the operator's [jury] push, which
-    --no-push overrides) in each run's jury.config."""
+    --include-drafts; --rounds, --budget, --publish, --push (or the operator's [jury] push, which
+    --no-push overrides) and the refutation's options in each run's jury.config."""
     work = sample_repo
     repo = forge.github_repo("acme/sample")
     tree = git(work, "rev-parse", "feature^{tree}")
@@ -230,15 +230,19 @@ def test_the_sweeps_options_reach_the_runs_it_starts(
         (event,) = [e for e in store.read(slug) if isinstance(e, JuryConfigEvent)]
         return event.config
 
-    first = swept(jury(*args, "--rounds", "3", "--budget", "1.5", "--publish", env=env))
+    first = swept(
+        jury(*args, "--rounds", "3", "--budget", "1.5", "--publish", "--refute-rejections", env=env)
+    )
     assert sorted(first) == [1]  # the draft is left out
     cfg = jury_config(first[1]["slug"])
     assert (cfg.rounds, cfg.budget, cfg.publish, cfg.push) == (3, 1.5, True, True)  # push: the file's
+    assert (cfg.refute, cfg.refute_rejections) == (True, True)
 
-    second = swept(jury(*args, "--include-drafts", "--rounds", "2", "--no-push", env=env))
+    second = swept(jury(*args, "--include-drafts", "--rounds", "2", "--no-push", "--no-refute", env=env))
     assert {n: row["outcome"] for n, row in second.items()} == {1: "skipped", 2: "enqueued"}
     cfg = jury_config(second[2]["slug"])
     assert (cfg.rounds, cfg.budget, cfg.publish, cfg.push) == (2, None, False, False)
+    assert (cfg.refute, cfg.refute_rejections) == (False, False)
     store.close()
 
 
