@@ -24,18 +24,15 @@ from orchestrator.config import Settings
 from orchestrator.domain import (
     AgentAlive,
     AgentReport,
-    AgentSpec,
     Event,
     FindingRaised,
     FindingResolved,
-    JuryConfig,
     JuryConfigEvent,
     RoundStart,
-    SandboxSettings,
-    Target,
     TargetEvent,
 )
 from orchestrator.fold import fold, run_json
+from orchestrator.spec import AgentSpec, JuryConfig, SandboxSettings, Target
 from orchestrator.store.files import FileStore
 from orchestrator.store.redis import RedisStore
 from workers import coordinator

@@ -33,8 +33,9 @@ from bench import noop
 from bench.stats import Figure, figure
 from orchestrator.config import Settings
 from orchestrator.demo import make_sample_repo
-from orchestrator.domain import Event, SandboxSettings
+from orchestrator.domain import Event
 from orchestrator.fold import fold
+from orchestrator.spec import SandboxSettings
 from workers.sandbox import sandbox_problem
 
 FAKES = Path(__file__).resolve().parent / "fakes"

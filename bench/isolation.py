@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from bench.stats import Figure, figure, ratio, seconds_of
-from orchestrator.domain import SandboxSettings
+from orchestrator.spec import SandboxSettings
 from workers.sandbox import Jail, confine, sandbox_problem
 from workers.supervise import run_supervised
 from workers.worktree import Worktrees

@@ -75,8 +75,9 @@ def cancel_run(settings: Settings, slug: str, who: str) -> None:
             "no Redis to reach the run through: set JURY_REDIS_URL, or cancel while the "
             "run's `jury review` is running on this machine"
         )
-    from orchestrator.domain import TERMINAL_STATES, RunCancel
+    from orchestrator.domain import RunCancel
     from orchestrator.fold import fold
+    from orchestrator.spec import TERMINAL_STATES
     from orchestrator.store.redis import from_url as redis_store
     from workers.app import make_app
 

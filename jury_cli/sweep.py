@@ -13,8 +13,8 @@ from rich.table import Table
 
 from jury_cli.backend import Backend, backend
 from jury_cli.context import DirOpt, cells, err, out, settings_for
-from orchestrator.domain import TERMINAL_STATES
 from orchestrator.errors import UsageError
+from orchestrator.spec import TERMINAL_STATES
 from orchestrator.start import RunOptions
 
 if TYPE_CHECKING:

@@ -16,8 +16,8 @@ from urllib.parse import urlsplit
 from pydantic import ValidationError
 
 from orchestrator.agent_kinds import AGENT_KINDS
-from orchestrator.domain import AgentSpec, CheckParser, CheckScope, ReportFormat
 from orchestrator.errors import ConfigError
+from orchestrator.spec import AgentSpec, CheckParser, CheckScope, ReportFormat
 
 ALLOWED_AGENT_KEYS: tuple[str, ...] = (
     "argv",

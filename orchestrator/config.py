@@ -39,9 +39,9 @@ from orchestrator.agent_keys import (
     check_keys,
     string_list,
 )
-from orchestrator.domain import AgentSpec, Limits, SandboxSettings
 from orchestrator.errors import ConfigError
 from orchestrator.schedules import Schedule, parse_schedules
+from orchestrator.spec import AgentSpec, Limits, SandboxSettings
 from orchestrator.trust import (
     HOST_RE,
     OPERATOR_ONLY_JURY_KEYS,

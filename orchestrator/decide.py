@@ -27,17 +27,16 @@ from orchestrator.domain import (
     CarriedItem,
     Event,
     FindingResolved,
-    JuryConfig,
     RefuteSkipped,
     RoundEnd,
     RoundStart,
-    Target,
     TargetEvent,
 )
 from orchestrator.fold import FindingState, RunState
 from orchestrator.parse import same_finding
 from orchestrator.prompts import SettledItem, review_prompt
 from orchestrator.publishing import publish_due, publish_key
+from orchestrator.spec import JuryConfig, Target
 
 
 class Emit(BaseModel):

@@ -37,9 +37,7 @@ from orchestrator.domain import (
     FindingResolved,
     FindingTurn,
     JudgeSession,
-    JuryConfig,
     JuryConfigEvent,
-    Model,
     RefuteSkipped,
     RefuteVerdict,
     ReplyAnswered,
@@ -50,13 +48,13 @@ from orchestrator.domain import (
     RunCarried,
     RunPublished,
     RunResumed,
-    Target,
     TargetEvent,
     ToolRefused,
     VerifyRan,
     VerifyTable,
 )
 from orchestrator.refute.record import RefutationRecord
+from orchestrator.spec import JuryConfig, Model, Target
 
 # Bumped whenever ``apply`` or the state's shape changes: a snapshot folded by another version is not
 # trusted, and the state is folded again from the whole log (the log stays the only truth).

@@ -18,8 +18,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-from orchestrator.domain import TERMINAL_STATES
 from orchestrator.fold import FindingState, RunState
+from orchestrator.spec import TERMINAL_STATES
 
 Conclusion = Literal["success", "failure", "neutral"]
 

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.config import RepoConfig, Settings, resolve_jury
-from orchestrator.domain import Event, JuryConfig, JuryConfigEvent, Target, TargetEvent
+from orchestrator.domain import Event, JuryConfigEvent, TargetEvent
 from orchestrator.errors import UsageError
+from orchestrator.spec import JuryConfig, Target
 
 
 def split_names(value: str | None) -> list[str] | None:

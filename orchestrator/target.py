@@ -27,9 +27,9 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from orchestrator.config import REPO_CONFIG_NAME, RepoFile
-from orchestrator.domain import Target
 from orchestrator.errors import ConfigError, GitError, JuryError, TargetError
 from orchestrator.git import git, git_bytes, merge_base, repo_lock, rev_parse
+from orchestrator.spec import Target
 from orchestrator.trust import MAX_FORGE_DEPTH, forge_identity, forge_name_problem
 
 # The forges every Jury knows, and the one kind of request each serves; an enterprise host from

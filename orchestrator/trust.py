@@ -28,8 +28,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from orchestrator.domain import SandboxSettings
 from orchestrator.errors import ConfigError
+from orchestrator.spec import SandboxSettings
 
 REPO_TABLES: tuple[str, ...] = ("agents", "jury", "checks")
 OPERATOR_ONLY_TABLES: tuple[str, ...] = ("trust", "sandbox", "schedules", "limits")

@@ -20,19 +20,18 @@ import structlog
 from orchestrator.actions import failure_events as failure_of
 from orchestrator.decide import DispatchAction, Emit, Integrate, decide
 from orchestrator.domain import (
-    TERMINAL_STATES,
     ActionDeferred,
     ActionDispatched,
     CommitPushed,
     Event,
     FindingReopened,
     RoundStart,
-    Target,
     TargetEvent,
 )
 from orchestrator.errors import GitError, StoreError
 from orchestrator.fold import RunState, apply, fold, snapshot, tick
 from orchestrator.publishing import awaiting_publish
+from orchestrator.spec import TERMINAL_STATES, Target
 from orchestrator.store.files import mirror
 from workers import shutdown
 from workers.agents.run import RateLimited

@@ -22,8 +22,8 @@ from pathlib import Path
 import redis
 
 from orchestrator.config import Settings
-from orchestrator.domain import SandboxSettings
 from orchestrator.errors import JuryError
+from orchestrator.spec import SandboxSettings
 from workers.embedded import redis_binary
 from workers.sandbox import bwrap_binary, sandbox_problem
 

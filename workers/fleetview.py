@@ -28,9 +28,9 @@ from typing import cast
 import redis
 import structlog
 
-from orchestrator.domain import TERMINAL_STATES
 from orchestrator.errors import StoreError
 from orchestrator.fold import RunState, apply, restore
+from orchestrator.spec import TERMINAL_STATES
 from orchestrator.store.redis import RedisStore
 from workers.app import QUEUES
 from workers.presence import WorkerPresence, live_workers

@@ -26,7 +26,6 @@ from orchestrator.domain import (
     JudgeSession,
     ReplyAnswered,
     ReplySent,
-    Target,
     TargetEvent,
     VerifyRan,
     refutation_event,
@@ -48,6 +47,7 @@ from orchestrator.refute.families import independence, spec_family
 from orchestrator.refute.record import RefutationRecord
 from orchestrator.refute.signals import Signal, gate
 from orchestrator.refute.verdicts import parse_refutation
+from orchestrator.spec import Target
 from orchestrator.transcript import broken_reason, codex_failure
 from workers.actions import HANDLERS, handles
 from workers.agents.run import AgentRun

@@ -1,6 +1,6 @@
 """Fair sharing: the operator's ``[limits]`` as fleet-wide semaphores, held under leases.
 
-A run's configuration carries the operator's ``[limits]`` (``orchestrator.domain.Limits``). Before an
+A run's configuration carries the operator's ``[limits]`` (``orchestrator.spec.Limits``). Before an
 agent task runs its agent, ``admit`` takes one slot of every semaphore that limits it:
 
 - ``repo:<identity>`` with ``per_repo`` slots: the run's repository, the same on every host (its forge
@@ -35,10 +35,10 @@ import redis
 import structlog
 from redis.exceptions import RedisError
 
-from orchestrator.domain import TERMINAL_STATES, AgentSpec, Limits
 from orchestrator.errors import StoreError
 from orchestrator.fold import RunState
 from orchestrator.refute.families import spec_family
+from orchestrator.spec import TERMINAL_STATES, AgentSpec, Limits
 from orchestrator.store import keys as store_keys
 from orchestrator.store.memory import Clock
 from orchestrator.target import repo_identity

@@ -21,9 +21,10 @@ from pathlib import Path
 
 import structlog
 
-from orchestrator.domain import CommitPushed, Event, Target
+from orchestrator.domain import CommitPushed, Event
 from orchestrator.errors import GitError, JuryError
 from orchestrator.git import git, repo_lock
+from orchestrator.spec import Target
 from orchestrator.target import (
     fetch_mirror,
     mirror_locks,

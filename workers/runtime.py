@@ -24,17 +24,9 @@ import structlog
 from orchestrator.actions import ACTIONS
 from orchestrator.config import Settings, config_dir
 from orchestrator.cost import Prices, agent_cost, load_prices, projection
-from orchestrator.domain import (
-    TERMINAL_STATES,
-    ActionDone,
-    AgentSpec,
-    BudgetRefused,
-    BudgetReserved,
-    BudgetSpent,
-    Event,
-    Target,
-)
+from orchestrator.domain import ActionDone, BudgetRefused, BudgetReserved, BudgetSpent, Event
 from orchestrator.fold import DispatchedAction, RunState, apply, fold, restore
+from orchestrator.spec import TERMINAL_STATES, AgentSpec, Target
 from orchestrator.store.base import LiveStore
 from orchestrator.store.files import FileStore
 from orchestrator.store.redis import RedisStore

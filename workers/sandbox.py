@@ -42,8 +42,8 @@ from pathlib import Path
 import structlog
 
 from orchestrator import domain as domain_module
-from orchestrator.domain import SandboxSettings
 from orchestrator.errors import JuryError
+from orchestrator.spec import SandboxSettings
 from workers.worktree import git_dirs
 
 log = structlog.get_logger()

@@ -42,7 +42,7 @@ from pydantic import BaseModel
 
 from orchestrator.config import RepoConfig, Settings, load_config, operator_config_file
 from orchestrator.decide import carry_over
-from orchestrator.domain import TERMINAL_STATES, Event, RunCancel, RunCarried, Target
+from orchestrator.domain import Event, RunCancel, RunCarried
 from orchestrator.errors import JuryError, UsageError
 from orchestrator.fold import fold
 from orchestrator.forge import (
@@ -54,6 +54,7 @@ from orchestrator.forge import (
     load_forge_settings,
 )
 from orchestrator.forge.select import make_forge, parse_ref
+from orchestrator.spec import TERMINAL_STATES, Target
 from orchestrator.start import RunOptions, check_options, first_events, jury_config
 from orchestrator.store.base import LiveStore, PullHead, SweptStart, pull_head
 from orchestrator.target import make_slug, parse_pr_url, resolve_pulls

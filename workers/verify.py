@@ -25,8 +25,8 @@ from typing import Literal
 import structlog
 from pydantic import BaseModel
 
-from orchestrator.domain import SandboxSettings
 from orchestrator.errors import GitError
+from orchestrator.spec import SandboxSettings
 from workers import coverage_check, suite
 from workers.coverage_check import FileCoverage
 from workers.proof import NamedTest, fixed_problem, named_table, reverted_problem

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from rich.console import Console
 
 from orchestrator.config import Settings
-from orchestrator.domain import TERMINAL_STATES
 from orchestrator.errors import JuryError, UsageError
+from orchestrator.spec import TERMINAL_STATES
 
 WHO = "console"
 

@@ -15,7 +15,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from orchestrator.domain import (
-    TERMINAL_STATES,
     ActionDeferred,
     ActionDone,
     AgentAlive,
@@ -32,6 +31,7 @@ from orchestrator.domain import (
     RunResumed,
 )
 from orchestrator.fold import RunState, apply, fold, restore, tick
+from orchestrator.spec import TERMINAL_STATES
 from orchestrator.store.base import EVENTS_FILE, EventStore, LiveStore, check_slug
 from orchestrator.store.files import FileStore
 

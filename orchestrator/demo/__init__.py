@@ -11,8 +11,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from orchestrator.domain import AgentSpec
 from orchestrator.git import git
+from orchestrator.spec import AgentSpec
 
 HERE = Path(__file__).resolve().parent
 

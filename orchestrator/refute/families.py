@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel
 
 if TYPE_CHECKING:
-    from orchestrator.domain import AgentSpec
+    from orchestrator.spec import AgentSpec
 
 __all__ = [
     "AGENT_FAMILIES",

@@ -47,8 +47,9 @@ import pytest
 import redis
 
 from orchestrator.config import Settings
-from orchestrator.domain import TERMINAL_STATES, Event
+from orchestrator.domain import Event
 from orchestrator.fold import RunState, fold
+from orchestrator.spec import TERMINAL_STATES
 from orchestrator.store import keys
 from orchestrator.store.redis import RedisStore, from_url
 from tests.conftest import FAKE_SANDBOX_KEYS, outside_env

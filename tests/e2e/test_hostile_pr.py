@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.domain import SandboxSettings
+from orchestrator.spec import SandboxSettings
 from tests.conftest import fake_agent
 from workers.sandbox import sandbox_problem
 

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.domain import TERMINAL_STATES
 from orchestrator.fold import RunState, fold
+from orchestrator.spec import TERMINAL_STATES
 from orchestrator.store.redis import from_url
 from tests.conftest import fake_agent, outside_env
 from tests.e2e.test_fleet import PrivateRedis, git, stop_group, wait_for

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from orchestrator.domain import TERMINAL_STATES, JuryConfig, JuryConfigEvent, RoundStart, RunCarried
+from orchestrator.domain import JuryConfigEvent, RoundStart, RunCarried
 from orchestrator.fold import fold
+from orchestrator.spec import TERMINAL_STATES, JuryConfig
 from orchestrator.store.redis import from_url
 from tests.conftest import fake_agent, outside_env
 from tests.e2e.test_fleet import stop_group

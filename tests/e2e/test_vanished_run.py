@@ -124,7 +124,8 @@ def test_follow_ends_when_a_late_writer_begins_the_log_again(
     sample_repo, write_config, shared_redis, store, state_dir, fake_state
 ) -> None:
     # Deleted, then a worker still at it appends: the stream exists again, without the run's history.
-    from orchestrator.domain import Target, TargetEvent
+    from orchestrator.domain import TargetEvent
+    from orchestrator.spec import Target
 
     config = write_config(fake_agent("quiet", "quiet", "judge-accept"))
     env = outside_env()

@@ -20,23 +20,21 @@ from orchestrator.domain import (
     AgentAlive,
     AgentLaunch,
     AgentReport,
-    AgentSpec,
     BudgetSpent,
     CommitPushed,
     Event,
     FindingRaised,
     FindingReproduced,
     FindingResolved,
-    JuryConfig,
     JuryConfigEvent,
     RefuteVerdict,
     ReplyAnswered,
     ReplySent,
     RoundStart,
-    Target,
     TargetEvent,
     VerifyRan,
 )
+from orchestrator.spec import AgentSpec, JuryConfig, Target
 
 HOSTILE = '<img src=x onerror="document.title=\'pwned\'"><script>document.title="pwned"</script>'
 T0 = datetime.now(UTC) - timedelta(seconds=90)  # the run began a minute and a half ago

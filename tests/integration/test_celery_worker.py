@@ -10,8 +10,9 @@ import pytest
 from celery.contrib.testing.worker import start_worker
 
 from orchestrator.config import load_settings
-from orchestrator.domain import TERMINAL_STATES, AgentSpec, JuryConfig, JuryConfigEvent, TargetEvent
+from orchestrator.domain import JuryConfigEvent, TargetEvent
 from orchestrator.fold import apply, fold
+from orchestrator.spec import TERMINAL_STATES, AgentSpec, JuryConfig
 from orchestrator.store.redis import from_url
 from orchestrator.target import resolve_local
 from tests.conftest import FAKE, FAKE_STATE_ROOT

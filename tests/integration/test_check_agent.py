@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from orchestrator.domain import AgentSpec, SandboxSettings
 from orchestrator.parse import parse_review
+from orchestrator.spec import AgentSpec, SandboxSettings
 from workers.agents.check import run_check_agent
 
 RUFF = Path(sys.executable).parent / "ruff"

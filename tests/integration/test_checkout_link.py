@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.config import Settings
-from orchestrator.domain import SandboxSettings
+from orchestrator.spec import SandboxSettings
 from workers.sandbox import Jail, confine, git_dirs_of, sandbox_problem
 from workers.worktree import (
     POOL_DIR,

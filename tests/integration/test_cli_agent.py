@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.domain import AgentSpec
+from orchestrator.spec import AgentSpec
 from tests.integration.jump_clock import JumpClock
 from workers.agents.cli import argv_for, expand_argv, run_cli_agent
 

@@ -9,8 +9,9 @@ from collections.abc import Iterator
 import pytest
 
 from orchestrator.config import load_settings
-from orchestrator.domain import BudgetSpent, Target, TargetEvent
+from orchestrator.domain import BudgetSpent, TargetEvent
 from orchestrator.fold import fold, snapshot
+from orchestrator.spec import Target
 from orchestrator.store.redis import RedisStore, from_url
 from workers import fleetview
 from workers.app import QUEUES, make_app

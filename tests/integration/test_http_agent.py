@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from orchestrator.domain import AgentSpec
 from orchestrator.parse import parse_review
+from orchestrator.spec import AgentSpec
 from tests.fakes.chat_server import ChatServer, answer, malformed, slow, status, tool_call
 from workers.agents.http import RETRY_AFTER_CAP, call_cost, project_cost, retry_after_seconds, run_http_agent
 from workers.agents.run import RateLimited

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.domain import AgentSpec
+from orchestrator.spec import AgentSpec
 from tests.fakes.chat_server import ChatServer, answer, status
 from workers.agents.http import BACKOFF_BASE, MAX_ATTEMPTS, run_http_agent
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.domain import AgentSpec
+from orchestrator.spec import AgentSpec
 from tests.fakes.chat_server import ChatServer, Reply, answer, status, tool_call
 from workers.agents.http import TRANSCRIPT_TEXT_CAP, run_http_agent
 

@@ -16,10 +16,10 @@ from orchestrator.domain import (
     BudgetSpent,
     Event,
     RefuteVerdict,
-    Target,
     TargetEvent,
     ToolRefused,
 )
+from orchestrator.spec import Target
 from orchestrator.store.redis import RedisStore, from_url
 from workers import metrics
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.domain import CommitPushed, Event, Target
+from orchestrator.domain import CommitPushed, Event
+from orchestrator.spec import Target
 from orchestrator.target import mirror_path, parse_pr_url
 from workers.mirror import MirrorError, has_commit, run_repo
 from workers.worktree import commit_deterministic

@@ -11,7 +11,8 @@ import redis
 
 from orchestrator.config import Settings
 from orchestrator.demo import make_sample_repo
-from orchestrator.domain import Target, TargetEvent
+from orchestrator.domain import TargetEvent
+from orchestrator.spec import Target
 from orchestrator.store.files import FileStore, mirror
 from orchestrator.store.redis import RedisStore
 from workers.runtime import Runtime

@@ -22,8 +22,9 @@ import pytest
 import redis
 
 from orchestrator.config import Settings
-from orchestrator.domain import Target, TargetEvent
+from orchestrator.domain import TargetEvent
 from orchestrator.errors import StoreError
+from orchestrator.spec import Target
 from orchestrator.store import keys
 from orchestrator.store.redis import from_url
 from tests.conftest import outside_env

@@ -18,17 +18,10 @@ import redis
 from orchestrator.actions import ACTIONS, ActionKind
 from orchestrator.agent_kinds import AGENT_KINDS
 from orchestrator.config import Settings
-from orchestrator.domain import (
-    ActionDispatched,
-    AgentSpec,
-    Event,
-    JuryConfig,
-    JuryConfigEvent,
-    Target,
-    TargetEvent,
-)
+from orchestrator.domain import ActionDispatched, Event, JuryConfigEvent, TargetEvent
 from orchestrator.fold import DispatchedAction, RunState, fold
 from orchestrator.registry import UnknownName
+from orchestrator.spec import AgentSpec, JuryConfig, Target
 from orchestrator.store.files import FileStore
 from orchestrator.store.redis import RedisStore
 from orchestrator.target import resolve_local

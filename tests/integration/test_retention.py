@@ -13,7 +13,8 @@ import pytest
 import redis
 
 from orchestrator.config import Settings
-from orchestrator.domain import Target, TargetEvent
+from orchestrator.domain import TargetEvent
+from orchestrator.spec import Target
 from orchestrator.store import keys
 from orchestrator.store.base import RunVanished, read_run
 from orchestrator.store.files import FileStore

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.domain import SandboxSettings
+from orchestrator.spec import SandboxSettings
 from tests.integration.jump_clock import JumpClock
 from workers.sandbox import (
     ALLOWED_ENV,

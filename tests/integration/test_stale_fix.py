@@ -20,17 +20,15 @@ from orchestrator.domain import (
     ActionDispatched,
     ActionDone,
     AgentReport,
-    AgentSpec,
     Event,
     FindingRaised,
     FindingResolved,
-    JuryConfig,
     JuryConfigEvent,
     RoundStart,
-    Target,
     TargetEvent,
 )
 from orchestrator.fold import RunState
+from orchestrator.spec import AgentSpec, JuryConfig, Target
 from orchestrator.store.files import FileStore
 from orchestrator.store.redis import RedisStore
 from workers import coordinator

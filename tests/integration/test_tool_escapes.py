@@ -30,7 +30,7 @@ import regex
 import structlog
 
 from orchestrator import logs
-from orchestrator.domain import AgentSpec
+from orchestrator.spec import AgentSpec
 from tests.fakes.chat_server import Brain, ChatServer, Recorded, Reply, answer, status, tool_call
 from tests.fakes.scripted_models import Conversation, ScriptedModel, with_key
 from workers.agents import toolbase

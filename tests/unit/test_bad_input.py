@@ -175,7 +175,7 @@ def test_depth_is_iterative() -> None:
 
 
 def _http_run(tmp_path: Path, *replies: object) -> object:
-    from orchestrator.domain import AgentSpec
+    from orchestrator.spec import AgentSpec
     from tests.fakes.chat_server import ChatServer
     from workers.agents.http import run_http_agent
 

@@ -25,8 +25,8 @@ from orchestrator.config import (
     operator_config_file,
     resolve_jury,
 )
-from orchestrator.domain import AgentSpec, Limits, SandboxSettings
 from orchestrator.errors import ConfigError, TargetError
+from orchestrator.spec import AgentSpec, Limits, SandboxSettings
 from orchestrator.target import checkout_config, parse_pr_url, repo_config, resolve_local
 from orchestrator.trust import UNTRUSTED_AGENT_KEYS, is_trusted, normalise_trust_entry, parse_trust
 

@@ -16,20 +16,10 @@ from pathlib import Path
 import pytest
 
 from orchestrator.config import Settings
-from orchestrator.domain import (
-    ActionDone,
-    AgentLaunch,
-    AgentReport,
-    AgentSpec,
-    Event,
-    JuryConfig,
-    JuryConfigEvent,
-    SandboxSettings,
-    Target,
-    TargetEvent,
-)
+from orchestrator.domain import ActionDone, AgentLaunch, AgentReport, Event, JuryConfigEvent, TargetEvent
 from orchestrator.errors import StoreError
 from orchestrator.fold import RunState, fold
+from orchestrator.spec import AgentSpec, JuryConfig, SandboxSettings, Target
 from orchestrator.store.files import FileStore
 from orchestrator.store.memory import ManualClock, MemoryStore
 from workers import coordinator, shutdown

@@ -23,16 +23,12 @@ from orchestrator.domain import (
     ActionDone,
     AgentLaunch,
     AgentReport,
-    AgentSpec,
     Event,
-    JuryConfig,
     JuryConfigEvent,
-    Limits,
-    SandboxSettings,
-    Target,
     TargetEvent,
 )
 from orchestrator.fold import RunState, apply, fold
+from orchestrator.spec import AgentSpec, JuryConfig, Limits, SandboxSettings, Target
 from orchestrator.store.files import FileStore
 from orchestrator.store.memory import ManualClock, MemoryStore
 from workers import coordinator

@@ -9,24 +9,22 @@ from orchestrator.domain import (
     ActionDispatched,
     ActionDone,
     AgentReport,
-    AgentSpec,
     CommitPushed,
     Event,
     FindingRaised,
     FindingRefused,
     FindingResolved,
     FindingTurn,
-    JuryConfig,
     JuryConfigEvent,
     ReplyAnswered,
     ReplySent,
     RoundEnd,
     RoundStart,
     RunResumed,
-    Target,
     TargetEvent,
 )
 from orchestrator.fold import fold, run_json
+from orchestrator.spec import AgentSpec, JuryConfig, Target
 
 SPEC = AgentSpec(name="x", argv=["x", "{prompt}"], judge_argv=["x", "{prompt}"])
 

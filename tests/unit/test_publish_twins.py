@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from orchestrator.config import Settings
-from orchestrator.domain import AgentSpec, JuryConfig, JuryConfigEvent, RunPublished, Target, TargetEvent
+from orchestrator.domain import JuryConfigEvent, RunPublished, TargetEvent
 from orchestrator.fold import fold
+from orchestrator.spec import AgentSpec, JuryConfig, Target
 from orchestrator.store.files import FileStore
 from orchestrator.store.memory import ManualClock, MemoryStore
 from workers import coordinator

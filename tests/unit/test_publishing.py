@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrator.decide import DispatchAction, decide
-from orchestrator.domain import AgentSpec, JuryConfig, Target
 from orchestrator.fold import AgentSlot, FindingState, RoundState, RunState
 from orchestrator.publishing import awaiting_publish, clip, parse_loc, plan, publish_key, verdict
 from orchestrator.refute.record import RefutationRecord
 from orchestrator.refute.verdicts import ParsedRefutation
+from orchestrator.spec import AgentSpec, JuryConfig, Target
 
 
 def run(state: Any, note: str = "", *, publish: bool = True, **findings: Any) -> RunState:

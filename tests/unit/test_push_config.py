@@ -10,9 +10,9 @@ import pytest
 from structlog.testing import capture_logs
 
 from orchestrator.config import RepoFile, Settings, load_config
-from orchestrator.domain import Target
 from orchestrator.errors import ConfigError
 from orchestrator.schedules import parse_schedules
+from orchestrator.spec import Target
 from orchestrator.start import RunOptions, jury_config
 from workers import scheduler
 

@@ -11,18 +11,16 @@ from orchestrator.domain import (
     ActionDispatched,
     ActionDone,
     AgentReport,
-    AgentSpec,
     CommitPushed,
     Event,
-    JuryConfig,
     JuryConfigEvent,
     RoundEnd,
     RoundStart,
     RunResumed,
-    Target,
     TargetEvent,
 )
 from orchestrator.fold import fold
+from orchestrator.spec import AgentSpec, JuryConfig, Target
 
 SLUG = "repo-feat-1"
 SPEC = AgentSpec(name="x", argv=["x", "{prompt}"], judge_argv=["x", "{prompt}"])

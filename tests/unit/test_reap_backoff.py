@@ -15,19 +15,9 @@ from pathlib import Path
 import pytest
 
 from orchestrator.config import Settings
-from orchestrator.domain import (
-    ActionDeferred,
-    AgentLaunch,
-    AgentReport,
-    AgentSpec,
-    Event,
-    JuryConfig,
-    JuryConfigEvent,
-    SandboxSettings,
-    Target,
-    TargetEvent,
-)
+from orchestrator.domain import ActionDeferred, AgentLaunch, AgentReport, Event, JuryConfigEvent, TargetEvent
 from orchestrator.fold import RunState, fold
+from orchestrator.spec import AgentSpec, JuryConfig, SandboxSettings, Target
 from orchestrator.store.files import FileStore
 from orchestrator.store.memory import ManualClock, MemoryStore
 from workers import coordinator, limits

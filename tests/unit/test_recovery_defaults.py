@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from orchestrator.config import Settings
-from orchestrator.domain import AgentSpec, JuryConfig, JuryConfigEvent, SandboxSettings, Target, TargetEvent
+from orchestrator.domain import JuryConfigEvent, TargetEvent
+from orchestrator.spec import AgentSpec, JuryConfig, SandboxSettings, Target
 from orchestrator.store.files import FileStore
 from orchestrator.store.memory import ManualClock, MemoryStore
 from workers import coordinator, reaper

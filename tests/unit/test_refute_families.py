@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.domain import AgentSpec
 from orchestrator.refute.families import (
     AGENT_FAMILIES,
     agent_family,
@@ -16,6 +15,7 @@ from orchestrator.refute.families import (
     refuter_for,
     spec_family,
 )
+from orchestrator.spec import AgentSpec
 
 # --- families ---------------------------------------------------------------------------------------
 

@@ -16,21 +16,19 @@ from orchestrator.domain import (
     ActionDispatched,
     ActionDone,
     AgentReport,
-    AgentSpec,
     Event,
     FindingRefused,
-    JuryConfig,
     JuryConfigEvent,
     RefuteSkipped,
     ReplyAnswered,
     ReplySent,
     RoundStart,
-    Target,
     TargetEvent,
 )
 from orchestrator.errors import ConfigError
 from orchestrator.fold import DispatchedAction, RunState, apply, fold
 from orchestrator.registry import Registry, UnknownName
+from orchestrator.spec import AgentSpec, JuryConfig, Target
 from workers.actions import handles
 from workers.agents import SEATS, AgentRun, Seat, SeatHooks, SeatRequest, register_seat, run_seat
 from workers.supervise import ProcResult

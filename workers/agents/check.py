@@ -22,9 +22,9 @@ from typing import Any
 import structlog
 
 from orchestrator.diagnostics import PARSERS, Diagnostic, changed_lines, detect_parser, to_report
-from orchestrator.domain import AgentSpec, SandboxSettings
 from orchestrator.errors import GitError
 from orchestrator.parse import NO_CONTEST
+from orchestrator.spec import AgentSpec, SandboxSettings
 from workers.agents.run import AgentRun
 from workers.sandbox import Jail, git_dirs_of
 from workers.supervise import Interrupted, ProcResult, run_supervised

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import structlog
 
-from orchestrator.domain import AgentSpec, Role, SandboxSettings
+from orchestrator.domain import Role
 from orchestrator.parse import extract_report, find_session
+from orchestrator.spec import AgentSpec, SandboxSettings
 from orchestrator.transcript import codex_thread, codex_usage, commands_of
 from workers.agents.run import AgentRun
 from workers.sandbox import Jail, git_dirs_of, jail_env

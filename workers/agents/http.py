@@ -37,9 +37,10 @@ from typing import Any
 import httpx
 import structlog
 
-from orchestrator.domain import AgentSpec, Role, SandboxSettings
+from orchestrator.domain import Role
 from orchestrator.forge.limits import retry_after
 from orchestrator.logs import add_secret, redact
+from orchestrator.spec import AgentSpec, SandboxSettings
 from workers.agents.run import AgentRun, RateLimited
 from workers.agents.seat import CALL_DROPPED
 from workers.agents.tools import dispatch, schemas_for

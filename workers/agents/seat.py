@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from orchestrator.agent_kinds import AGENT_KINDS
-from orchestrator.domain import AgentSpec, Role, SandboxSettings
+from orchestrator.domain import Role
 from orchestrator.registry import Registry
+from orchestrator.spec import AgentSpec, SandboxSettings
 from workers.agents.run import AgentRun
 from workers.supervise import Interrupted
 

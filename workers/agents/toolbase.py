@@ -18,7 +18,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from orchestrator.domain import Role, SandboxSettings
+from orchestrator.domain import Role
+from orchestrator.spec import SandboxSettings
 from workers.sandbox import Jail
 from workers.supervise import run_supervised
 

@@ -27,7 +27,8 @@ from typing import Any
 import structlog
 from pydantic import Field, ValidationError
 
-from orchestrator.domain import Role, SandboxSettings
+from orchestrator.domain import Role
+from orchestrator.spec import SandboxSettings
 from workers.agents import textsearch
 from workers.agents.gittools import (
     GitDiffArgs,
