@@ -12,7 +12,6 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, cast
-from urllib.parse import parse_qsl, urlencode
 
 import redis
 import structlog
@@ -35,120 +34,14 @@ from orchestrator.store.base import (
     check_artifact_name,
     check_slug,
 )
-from orchestrator.store.urls import redact_url, scrub
+from orchestrator.store.redis_codec import as_bytes, json_object, text
+from orchestrator.store.redis_scripts import APPEND_LUA, EXPIRE_LUA, PERSIST_LUA, PRUNE_LUA, START_SWEPT_LUA
+from orchestrator.store.urls import normalize_url, redact_url, scrub
 
 log = structlog.get_logger()
 
 XRANGE_PAGE = 1000
 STREAM_ID_RE = re.compile(r"[0-9]{1,20}-[0-9]{1,20}")
-
-# Append events to a run, deduplicated by eid, and register the run in the index.
-#   KEYS[1]  the run's event stream        (keys.events)
-#   KEYS[2]  the run's set of seen eids    (keys.eids)
-#   KEYS[3]  the index of runs             (keys.runs_index)
-#   KEYS[4]  the ended runs' expiry times  (keys.expiring_runs)
-#   ARGV[1]  the run's slug
-#   ARGV[2..] pairs: eid, event JSON       (none: only register the run)
-# Returns {1 if the run was new to the index else 0, number of events appended, then the 0-based
-# position of each event appended (an eid already there is not)}.
-# The creation score is the server's clock, so every host agrees on the runs' order. A run whose keys
-# expired comes back as a new run (its expiry forgotten), not as an old one that lost its log.
-APPEND_LUA = """
-local now = redis.call('TIME')
-local deadline = redis.call('ZSCORE', KEYS[4], ARGV[1])
-if deadline and tonumber(deadline) <= tonumber(now[1]) then
-  redis.call('ZREM', KEYS[4], ARGV[1])
-  redis.call('ZREM', KEYS[3], ARGV[1])
-end
-local score = now[1] .. '.' .. string.format('%06d', tonumber(now[2]))
-local created = redis.call('ZADD', KEYS[3], 'NX', score, ARGV[1])
-local appended = 0
-local positions = {}
-for i = 2, #ARGV, 2 do
-  if redis.call('SADD', KEYS[2], ARGV[i]) == 1 then
-    redis.call('XADD', KEYS[1], '*', 'e', ARGV[i + 1])
-    appended = appended + 1
-    positions[appended] = (i - 2) / 2
-  end
-end
-return {created, appended, unpack(positions)}
-"""
-
-# Forget the runs whose keys have expired: out of the index and of the expiry set.
-#   KEYS[1]  the index of runs (keys.runs_index)      KEYS[2]  the expiry set (keys.expiring_runs)
-# Returns how many runs were forgotten (at most 1000 a call).
-PRUNE_LUA = """
-local now = redis.call('TIME')[1]
-local gone = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, 1000)
-for _, slug in ipairs(gone) do
-  redis.call('ZREM', KEYS[1], slug)
-  redis.call('ZREM', KEYS[2], slug)
-end
-return #gone
-"""
-
-# An ended run: every key of it expires at one deadline, ``retention`` seconds after the run first ended.
-#   KEYS[1]  the expiry set (keys.expiring_runs)       KEYS[2..]  the run's keys
-#   ARGV[1]  the slug                                   ARGV[2]    retention in seconds
-# The deadline is set once (ZADD NX), so a later pass over the ended run does not push it back. A key
-# that already expires sooner (a lease, a lock) keeps its own TTL: it is only ever shortened (the LT
-# rule of Redis 7's EXPIREAT, spelled out for the Redis 6 of the embedded mode). Returns the deadline.
-EXPIRE_LUA = """
-local now = tonumber(redis.call('TIME')[1])
-redis.call('ZADD', KEYS[1], 'NX', now + tonumber(ARGV[2]), ARGV[1])
-local deadline = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[1]))
-for i = 2, #KEYS do
-  local ttl = redis.call('PTTL', KEYS[i])
-  if ttl == -1 or (ttl > 0 and now * 1000 + ttl > deadline * 1000) then
-    redis.call('EXPIREAT', KEYS[i], deadline)
-  end
-end
-return deadline
-"""
-
-# A run that is live again (resumed): its record keys lose their expiry, and it leaves the expiry set.
-#   KEYS[1]  the expiry set       KEYS[2..]  the run's record keys (keys.is_record_key)
-#   ARGV[1]  the slug
-# Returns 1 if the run was expiring, else 0 (then nothing is touched).
-PERSIST_LUA = """
-if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then return 0 end
-for i = 2, #KEYS do redis.call('PERSIST', KEYS[i]) end
-return 1
-"""
-
-# Start a swept run unless its PR head is held: claim the head, list the run under its PR, register the
-# run, append its first events and activate it, all or nothing.
-#   KEYS[1]  the head's claim (keys.sweep_head)     KEYS[2]  the PR's swept runs (keys.sweep_runs)
-#   KEYS[3]  the run's event stream                 KEYS[4]  the run's set of seen eids
-#   KEYS[5]  the index of runs                      KEYS[6]  the ended runs' expiry times
-#   KEYS[7]  the active set
-#   ARGV[1]  the slug   ARGV[2]  the claim's TTL in seconds   ARGV[3]  the run it may replace ('' none)
-#   ARGV[4..] pairs: eid, event JSON
-# Returns {'started', slug}, {'claimed', holder} or {'taken', ''}.
-START_SWEPT_LUA = """
-local holder = redis.call('GET', KEYS[1])
-if holder and holder ~= ARGV[3] then return {'claimed', holder} end
-local now = redis.call('TIME')
-local deadline = redis.call('ZSCORE', KEYS[6], ARGV[1])
-if deadline and tonumber(deadline) <= tonumber(now[1]) then
-  redis.call('ZREM', KEYS[6], ARGV[1])
-  redis.call('ZREM', KEYS[5], ARGV[1])
-end
-if redis.call('ZSCORE', KEYS[5], ARGV[1]) or redis.call('EXISTS', KEYS[3]) == 1 then
-  return {'taken', ''}
-end
-redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
-redis.call('ZADD', KEYS[2], now[1], ARGV[1])
-redis.call('EXPIRE', KEYS[2], ARGV[2])
-redis.call('ZADD', KEYS[5], now[1] .. '.' .. string.format('%06d', tonumber(now[2])), ARGV[1])
-for i = 4, #ARGV, 2 do
-  if redis.call('SADD', KEYS[4], ARGV[i]) == 1 then
-    redis.call('XADD', KEYS[3], '*', 'e', ARGV[i + 1])
-  end
-end
-redis.call('SADD', KEYS[7], ARGV[1])
-return {'started', ARGV[1]}
-"""
 
 SCAN_COUNT = 5000
 SWEEP_HISTORY = 20  # a PR's swept runs a lookup returns, newest first
@@ -208,7 +101,7 @@ class RedisStore:
     def create_run(self, slug: str) -> bool:
         """Add the run to the index (score: server time); False if it was there."""
         check_slug(slug)
-        with _errors("create run", slug):
+        with store_errors("create run", slug):
             return self._run_script(slug, [])[0] == 1
 
     def _prune(self) -> None:
@@ -217,15 +110,15 @@ class RedisStore:
 
     def runs(self) -> list[str]:
         """Slugs from the index, newest first (runs whose keys expired are forgotten first)."""
-        with _errors("list runs", "*"):
+        with store_errors("list runs", "*"):
             self._prune()
             members = cast(list[bytes], self.client.zrevrange(keys.runs_index(self.prefix), 0, -1))
-        return [_text(m) for m in members]
+        return [text(m) for m in members]
 
     def exists(self, slug: str) -> bool:
         """Whether the run is in the index (and its keys have not expired)."""
         check_slug(slug)
-        with _errors("look up run", slug):
+        with store_errors("look up run", slug):
             self._prune()
             return self.client.zscore(keys.runs_index(self.prefix), slug) is not None
 
@@ -234,7 +127,7 @@ class RedisStore:
     def append(self, slug: str, events: Sequence[Event]) -> int:
         """Append the events with unseen eids, atomically (one Lua script)."""
         check_slug(slug)
-        with _errors("append to", slug):
+        with store_errors("append to", slug):
             return self._run_script(slug, events)[1]
 
     def _entries(self, slug: str) -> list[tuple[bytes, dict[bytes, bytes]]]:
@@ -249,18 +142,18 @@ class RedisStore:
             entries += page
             if len(page) < XRANGE_PAGE:
                 return entries
-            start = b"(" + _bytes(page[-1][0])
+            start = b"(" + as_bytes(page[-1][0])
 
     def _parse(self, slug: str, entries: list[tuple[bytes, dict[bytes, bytes]]]) -> list[Event]:
         events: list[Event] = []
         for number, (entry_id, fields) in enumerate(entries, start=1):
-            raw = next((value for name, value in fields.items() if _text(name) == "e"), None)
+            raw = next((value for name, value in fields.items() if text(name) == "e"), None)
             try:
                 event = parse_event(raw) if raw is not None else None
             except ValueError:
                 event = None
             if event is None:
-                log.warning("store.skipped_line", slug=slug, line=number, entry=_text(entry_id))
+                log.warning("store.skipped_line", slug=slug, line=number, entry=text(entry_id))
                 continue
             events.append(event)
         return events
@@ -268,7 +161,7 @@ class RedisStore:
     def read(self, slug: str, after: int = 0) -> list[Event]:
         """The stream's events after the first ``after`` (unparseable entries skipped and logged)."""
         check_slug(slug)
-        with _errors("read", slug):
+        with store_errors("read", slug):
             return self._parse(slug, self._entries(slug))[max(after, 0) :]
 
     def wait(self, slug: str, after: int, timeout: float) -> list[Event]:
@@ -276,7 +169,7 @@ class RedisStore:
         check_slug(slug)
         key = keys.events(self.prefix, slug)
         deadline = time.monotonic() + timeout
-        with _errors("wait on", slug):
+        with store_errors("wait on", slug):
             while True:
                 entries = self._entries(slug)
                 found = self._parse(slug, entries)[max(after, 0) :]
@@ -300,7 +193,7 @@ class RedisStore:
         found: list[tuple[str, Event]] = []
         if position is not None and not STREAM_ID_RE.fullmatch(position):
             return None
-        with _errors("read", slug):
+        with store_errors("read", slug):
             start: bytes | str = "-" if position is None else "(" + position
             if position is None:
                 first = self.client.xrange(key, start, "+", XRANGE_PAGE)
@@ -314,13 +207,13 @@ class RedisStore:
             page = cast(list[tuple[bytes, dict[bytes, bytes]]], first)
             while True:
                 for entry_id, event in zip(
-                    (_text(i) for i, _ in page), self._parse_entries(slug, page), strict=True
+                    (text(i) for i, _ in page), self._parse_entries(slug, page), strict=True
                 ):
                     if event is not None:
                         found.append((entry_id, event))
                 if len(page) < XRANGE_PAGE:
                     return found
-                start = b"(" + _bytes(page[-1][0])
+                start = b"(" + as_bytes(page[-1][0])
                 page = cast(
                     list[tuple[bytes, dict[bytes, bytes]]], self.client.xrange(key, start, "+", XRANGE_PAGE)
                 )
@@ -328,13 +221,13 @@ class RedisStore:
     def _parse_entries(self, slug: str, page: list[tuple[bytes, dict[bytes, bytes]]]) -> list[Event | None]:
         out: list[Event | None] = []
         for entry_id, fields in page:
-            raw = next((value for name, value in fields.items() if _text(name) == "e"), None)
+            raw = next((value for name, value in fields.items() if text(name) == "e"), None)
             try:
                 event = parse_event(raw) if raw is not None else None
             except ValueError:
                 event = None
             if event is None:
-                log.warning("store.skipped_line", slug=slug, entry=_text(entry_id))
+                log.warning("store.skipped_line", slug=slug, entry=text(entry_id))
             out.append(event)
         return out
 
@@ -344,26 +237,26 @@ class RedisStore:
         """One SET of the snapshot's JSON (an ended run's expiry is kept)."""
         check_slug(slug)
         data = json.dumps(doc, ensure_ascii=False)
-        with _errors("write the snapshot of", slug):
+        with store_errors("write the snapshot of", slug):
             self.client.set(keys.snapshot(self.prefix, slug), data.encode(), keepttl=True)
 
     def read_snapshot(self, slug: str) -> dict[str, Any] | None:
         """The snapshot, or None if absent or unreadable (logged)."""
         check_slug(slug)
-        with _errors("read the snapshot of", slug):
+        with store_errors("read the snapshot of", slug):
             raw = cast(bytes | None, self.client.get(keys.snapshot(self.prefix, slug)))
-        return _json_object(slug, raw, "store.bad_snapshot")
+        return json_object(slug, raw, "store.bad_snapshot")
 
     def put_alive(self, slug: str, event: AgentAlive) -> None:
         """HSET the tick under its agent run's field: the hash holds one tick per agent run."""
         check_slug(slug)
-        with _errors("record a tick of", slug):
+        with store_errors("record a tick of", slug):
             self.client.hset(keys.alive(self.prefix, slug), alive_field(event), dump_event(event))
 
     def alive(self, slug: str) -> list[AgentAlive]:
         """Every agent run's latest tick (unparseable ones skipped), oldest first."""
         check_slug(slug)
-        with _errors("read the ticks of", slug):
+        with store_errors("read the ticks of", slug):
             raw = cast(dict[bytes, bytes], self.client.hgetall(keys.alive(self.prefix, slug)))
         ticks = [e for value in raw.values() if isinstance(e := parse_event(value), AgentAlive)]
         return sorted(ticks, key=lambda e: (e.ts, e.eid))
@@ -377,31 +270,31 @@ class RedisStore:
         stored, dropped = cap_bytes(bytes(data), self.artifact_cap)
         if dropped:
             log.warning("store.artifact_truncated", slug=slug, name=name, size=len(data), dropped=dropped)
-        with _errors("write artifact of", slug):
+        with store_errors("write artifact of", slug):
             self.client.set(key, stored, keepttl=True)  # an ended run's artifact expires with the run
 
     def get_artifact(self, slug: str, name: str) -> bytes | None:
         """The artifact's bytes, or None."""
         check_slug(slug)
         key = keys.artifact(self.prefix, slug, check_artifact_name(name))
-        with _errors("read artifact of", slug):
+        with store_errors("read artifact of", slug):
             value = cast(bytes | None, self.client.get(key))
-        return _bytes(value) if value is not None else None
+        return as_bytes(value) if value is not None else None
 
     def write_state(self, slug: str, state: dict[str, Any]) -> None:
         """Replace the run's fold (one SET, so readers see the old or the new state; an ended run's expiry
         is kept)."""
         check_slug(slug)
         data = json.dumps(state, ensure_ascii=False)
-        with _errors("write state of", slug):
+        with store_errors("write state of", slug):
             self.client.set(keys.state(self.prefix, slug), data.encode(), keepttl=True)
 
     def read_state(self, slug: str) -> dict[str, Any] | None:
         """The run's fold, or None if absent or unreadable (logged)."""
         check_slug(slug)
-        with _errors("read state of", slug):
+        with store_errors("read state of", slug):
             raw = cast(bytes | None, self.client.get(keys.state(self.prefix, slug)))
-        return _json_object(slug, raw, "store.bad_state")
+        return json_object(slug, raw, "store.bad_state")
 
     @contextmanager
     def lock(self, slug: str, timeout: float = 60.0) -> Iterator[None]:
@@ -410,7 +303,7 @@ class RedisStore:
         lock = self.client.lock(
             keys.lock(self.prefix, slug), timeout=timeout, blocking_timeout=timeout, thread_local=False
         )
-        with _errors("lock", slug):
+        with store_errors("lock", slug):
             acquired = lock.acquire()
         if not acquired:
             raise StoreError(f"run {slug!r} is locked by another holder")
@@ -434,18 +327,18 @@ class RedisStore:
         (expired, deleted, or deleted and begun again by a late writer).
         """
         check_slug(slug)
-        with _errors("read", slug):
+        with store_errors("read", slug):
             first = cast(
                 list[tuple[bytes, Any]], self.client.xrange(keys.events(self.prefix, slug), "-", "+", 1)
             )
-        return _text(first[0][0]) if first else None
+        return text(first[0][0]) if first else None
 
     def log_ends(self, slugs: Sequence[str]) -> dict[str, tuple[str, str] | None]:
         """Each run's first and last stream ids (None: an empty log), in one round trip: a reader that
         keeps folds tells an unchanged log (same ends) from one that grew or began again."""
         for slug in slugs:
             check_slug(slug)
-        with _errors("read the ends of", "*"):
+        with store_errors("read the ends of", "*"):
             pipe = self.client.pipeline(transaction=False)
             for slug in slugs:
                 key = keys.events(self.prefix, slug)
@@ -455,7 +348,7 @@ class RedisStore:
         ends: dict[str, tuple[str, str] | None] = {}
         for i, slug in enumerate(slugs):
             first, last = replies[2 * i], replies[2 * i + 1]
-            ends[slug] = (_text(first[0][0]), _text(last[0][0])) if first and last else None
+            ends[slug] = (text(first[0][0]), text(last[0][0])) if first and last else None
         return ends
 
     def run_keys(self, slug: str) -> list[str]:
@@ -463,11 +356,11 @@ class RedisStore:
         check_slug(slug)
         belongs = keys.run_key_re(self.prefix, slug)
         found: set[str] = set()
-        with _errors("list the keys of", slug):
+        with store_errors("list the keys of", slug):
             for key in self.client.scan_iter(
                 match=keys.run_scan_pattern(self.prefix, slug), count=SCAN_COUNT
             ):
-                name = _text(key)
+                name = text(key)
                 if belongs.match(name):
                     found.add(name)
         return sorted(found)
@@ -477,7 +370,7 @@ class RedisStore:
         so they go together). Idempotent; a key written since the last call is caught by the next.
         Returns the deadline (epoch seconds)."""
         run_keys = self.run_keys(slug)
-        with _errors("expire", slug):
+        with store_errors("expire", slug):
             deadline = self._expire_script(
                 keys=[keys.expiring_runs(self.prefix), *run_keys], args=[slug, retention]
             )
@@ -488,11 +381,11 @@ class RedisStore:
         """The run is live (again): if it was set to expire, its record keys no longer do. Cheap when it
         was not (one ZSCORE). Returns whether anything changed."""
         check_slug(slug)
-        with _errors("keep", slug):
+        with store_errors("keep", slug):
             if self.client.zscore(keys.expiring_runs(self.prefix), slug) is None:
                 return False
         record = [k for k in self.run_keys(slug) if keys.is_record_key(self.prefix, slug, k)]
-        with _errors("keep", slug):
+        with store_errors("keep", slug):
             kept = int(
                 cast(int, self._persist_script(keys=[keys.expiring_runs(self.prefix), *record], args=[slug]))
             )
@@ -505,44 +398,44 @@ class RedisStore:
     def activate(self, slug: str) -> None:
         """SADD to the active set."""
         check_slug(slug)
-        with _errors("activate", slug):
+        with store_errors("activate", slug):
             self.client.sadd(keys.active_runs(self.prefix), slug)
 
     def deactivate(self, slug: str) -> None:
         """SREM from the active set."""
         check_slug(slug)
-        with _errors("deactivate", slug):
+        with store_errors("deactivate", slug):
             self.client.srem(keys.active_runs(self.prefix), slug)
 
     def active_runs(self) -> list[str]:
         """The active set's members, sorted."""
-        with _errors("list the active runs", "*"):
+        with store_errors("list the active runs", "*"):
             members = cast(set[bytes], self.client.smembers(keys.active_runs(self.prefix)))
-        return sorted(_text(m) for m in members)
+        return sorted(text(m) for m in members)
 
     def set_cancel_flag(self, slug: str, ttl: int = CANCEL_TTL) -> None:
         """SET the run's cancel flag, expiring after ``ttl`` seconds."""
         check_slug(slug)
-        with _errors("flag for cancelling", slug):
+        with store_errors("flag for cancelling", slug):
             self.client.set(keys.cancel(self.prefix, slug), "1", ex=ttl)
 
     def cancel_flagged(self, slug: str) -> bool:
         """Whether the run's cancel flag exists."""
         check_slug(slug)
-        with _errors("read the cancel flag of", slug):
+        with store_errors("read the cancel flag of", slug):
             return bool(self.client.exists(keys.cancel(self.prefix, slug)))
 
     def claim_kick(self, slug: str, ttl: float) -> bool:
         """SET the pending-kick mark NX with a TTL: True when it was not there."""
         check_slug(slug)
-        with _errors("mark a kick of", slug):
+        with store_errors("mark a kick of", slug):
             ms = max(1, int(ttl * 1000))
             return bool(self.client.set(keys.kick(self.prefix, slug), b"1", nx=True, px=ms))
 
     def clear_kick(self, slug: str) -> None:
         """DEL the pending-kick mark."""
         check_slug(slug)
-        with _errors("clear the kick of", slug):
+        with store_errors("clear the kick of", slug):
             self.client.delete(keys.kick(self.prefix, slug))
 
     def mark_sent(self, slug: str, key: str, ttl: int = SENT_TTL, *, delay: float = 0.0) -> None:
@@ -551,7 +444,7 @@ class RedisStore:
         mark as a plain time of sending takes a countdown's mark for one sent just now until it is due."""
         check_slug(slug)
         name = f"{slug}:{key}"
-        with _errors("mark an action sent in", slug):
+        with store_errors("mark an action sent in", slug):
             pipe = self.client.pipeline(transaction=True)
             pipe.set(keys.sent(self.prefix, name), f"{time.time() + max(0.0, delay):.3f}", ex=ttl)
             pipe.delete(keys.taken(self.prefix, name), keys.resent(self.prefix, name))
@@ -561,7 +454,7 @@ class RedisStore:
         """MULTI: SET the sent mark to now, INCR the resent count (EXPIRE: ``ttl``); the taken mark stays."""
         check_slug(slug)
         name = f"{slug}:{key}"
-        with _errors("mark an action sent again in", slug):
+        with store_errors("mark an action sent again in", slug):
             pipe = self.client.pipeline(transaction=True)
             pipe.set(keys.sent(self.prefix, name), f"{time.time():.3f}", ex=ttl)
             pipe.incr(keys.resent(self.prefix, name))
@@ -572,7 +465,7 @@ class RedisStore:
     def mark_taken(self, slug: str, key: str, ttl: int = SENT_TTL) -> None:
         """SET the taken mark (this host's wall-clock time, for humans)."""
         check_slug(slug)
-        with _errors("mark an action taken in", slug):
+        with store_errors("mark an action taken in", slug):
             self.client.set(keys.taken(self.prefix, f"{slug}:{key}"), f"{time.time():.3f}", ex=ttl)
 
     def sent_mark(self, slug: str, key: str) -> SentMark | None:
@@ -581,7 +474,7 @@ class RedisStore:
         check_slug(slug)
         name = f"{slug}:{key}"
         marks = [keys.sent(self.prefix, name), keys.taken(self.prefix, name), keys.resent(self.prefix, name)]
-        with _errors("read an action's sent mark in", slug):
+        with store_errors("read an action's sent mark in", slug):
             due, taken, resent = cast(list[bytes | None], self.client.mget(marks))
         if due is None:
             return None
@@ -608,11 +501,11 @@ class RedisStore:
         for h in heads:
             pipe.get(keys.sweep_head(self.prefix, h.forge, h.repo, h.number, h.sha))
             pipe.zrevrange(keys.sweep_runs(self.prefix, h.forge, h.repo, h.number), 0, SWEEP_HISTORY - 1)
-        with _errors("look up the swept heads of", "*"):
+        with store_errors("look up the swept heads of", "*"):
             answers = pipe.execute() if heads else []
         found = []
         for holder, runs in zip(answers[::2], answers[1::2], strict=True):
-            found.append(SweptPR(_text(holder) if holder is not None else None, [_text(r) for r in runs]))
+            found.append(SweptPR(text(holder) if holder is not None else None, [text(r) for r in runs]))
         return found
 
     def start_swept(self, starts: Sequence[SweptStart], ttl: int = SWEEP_TTL) -> list[SweepClaim]:
@@ -637,15 +530,15 @@ class RedisStore:
                 args=args,
                 client=pipe,
             )
-        with _errors("start swept runs in", "*"):
+        with store_errors("start swept runs in", "*"):
             answers = cast(list[list[bytes]], pipe.execute()) if starts else []
         claims = []
         for outcome, holder in answers:
-            word = _text(outcome)
+            word = text(outcome)
             if word == "started":
                 claims.append(SweepClaim("started"))
             elif word == "claimed":
-                claims.append(SweepClaim("claimed", _text(holder)))
+                claims.append(SweepClaim("claimed", text(holder)))
             else:
                 claims.append(SweepClaim("taken"))
         return claims
@@ -655,7 +548,7 @@ class RedisStore:
         wanted = list(dict.fromkeys(slugs))
         for slug in wanted:
             check_slug(slug)
-        with _errors("read the states of", "*"):
+        with store_errors("read the states of", "*"):
             self._prune()
             pipe = self.client.pipeline(transaction=False)
             for slug in wanted:
@@ -667,28 +560,11 @@ class RedisStore:
             if score is None:
                 states[slug] = None
                 continue
-            doc = _json_object(slug, raw, "store.bad_state") or {}
+            doc = json_object(slug, raw, "store.bad_state") or {}
             target = doc.get("target")
             word = target.get("state") if isinstance(target, dict) else None
             states[slug] = word if isinstance(word, str) and word else "queued"
         return states
-
-
-def normalize_url(url: str) -> str:
-    """A redis-py URL: ``redis+socket://`` (kombu's) becomes ``unix://``, its ``virtual_host`` the ``db``."""
-    scheme, sep, rest = url.partition("://")
-    scheme = scheme.lower()
-    if not sep or scheme not in {"redis", "rediss", "unix", "redis+socket"}:
-        raise StoreError(
-            f"unsupported Redis URL {redact_url(url)!r}: use redis://, rediss://, unix:// or redis+socket://"
-        )
-    if scheme != "redis+socket":
-        return url
-    location, qsep, query = rest.partition("?")
-    if query:
-        pairs = parse_qsl(query, keep_blank_values=True)
-        query = urlencode([("db" if k == "virtual_host" else k, v) for k, v in pairs])
-    return f"unix://{location}{qsep}{query}"
 
 
 def from_url(url: str, prefix: str = keys.PREFIX) -> RedisStore:
@@ -701,31 +577,8 @@ def from_url(url: str, prefix: str = keys.PREFIX) -> RedisStore:
 
 
 @contextmanager
-def _errors(what: str, slug: str) -> Iterator[None]:
+def store_errors(what: str, slug: str) -> Iterator[None]:
     try:
         yield
     except RedisError as exc:
         raise StoreError(f"cannot {what} run {slug!r}: {exc}") from exc
-
-
-def _json_object(slug: str, raw: bytes | None, warning: str) -> dict[str, Any] | None:
-    """A stored JSON object, or None if absent or unreadable (logged as ``warning``)."""
-    if raw is None:
-        return None
-    try:
-        doc = json.loads(raw)
-    except (ValueError, RecursionError) as exc:
-        log.warning(warning, slug=slug, error=str(exc))
-        return None
-    if not isinstance(doc, dict):
-        log.warning(warning, slug=slug, error="not a JSON object")
-        return None
-    return doc
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
-def _bytes(value: bytes | str) -> bytes:
-    return value.encode() if isinstance(value, str) else value

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
+from orchestrator.errors import StoreError
+
 MASK = "***"
 
 # How the query spells "verify the certificate" (kombu also accepts the constant's name).
@@ -121,3 +123,20 @@ def scrub(text: str, url: str | None) -> str:
     for secret in sorted(set(secrets), key=len, reverse=True):
         text = text.replace(secret, MASK)
     return text
+
+
+def normalize_url(url: str) -> str:
+    """A redis-py URL: ``redis+socket://`` (kombu's) becomes ``unix://``, its ``virtual_host`` the ``db``."""
+    scheme, sep, rest = url.partition("://")
+    scheme = scheme.lower()
+    if not sep or scheme not in {"redis", "rediss", "unix", "redis+socket"}:
+        raise StoreError(
+            f"unsupported Redis URL {redact_url(url)!r}: use redis://, rediss://, unix:// or redis+socket://"
+        )
+    if scheme != "redis+socket":
+        return url
+    location, qsep, query = rest.partition("?")
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        query = urlencode([("db" if k == "virtual_host" else k, v) for k, v in pairs])
+    return f"unix://{location}{qsep}{query}"

@@ -33,7 +33,8 @@ from orchestrator.store import EventStore, FileStore
 from orchestrator.store import keys as store_keys
 from orchestrator.store.base import LiveStore, SweepClaim, SweptStart, pull_head
 from orchestrator.store.memory import ManualClock, MemoryStore
-from orchestrator.store.redis import RedisStore, cap_bytes, from_url, normalize_url
+from orchestrator.store.redis import RedisStore, cap_bytes, from_url
+from orchestrator.store.urls import normalize_url
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
 SLUG = "acme-widgets-pr-7"

@@ -1,0 +1,112 @@
+"""The Lua scripts the Redis store runs (``orchestrator.store.redis``): each is one atomic step over a run's
+keys (``orchestrator.store.keys``), so concurrent writers on any number of hosts never see it half done.
+Each script's comment names its KEYS and ARGV and what it returns.
+"""
+
+# Append events to a run, deduplicated by eid, and register the run in the index.
+#   KEYS[1]  the run's event stream        (keys.events)
+#   KEYS[2]  the run's set of seen eids    (keys.eids)
+#   KEYS[3]  the index of runs             (keys.runs_index)
+#   KEYS[4]  the ended runs' expiry times  (keys.expiring_runs)
+#   ARGV[1]  the run's slug
+#   ARGV[2..] pairs: eid, event JSON       (none: only register the run)
+# Returns {1 if the run was new to the index else 0, number of events appended, then the 0-based
+# position of each event appended (an eid already there is not)}.
+# The creation score is the server's clock, so every host agrees on the runs' order. A run whose keys
+# expired comes back as a new run (its expiry forgotten), not as an old one that lost its log.
+APPEND_LUA = """
+local now = redis.call('TIME')
+local deadline = redis.call('ZSCORE', KEYS[4], ARGV[1])
+if deadline and tonumber(deadline) <= tonumber(now[1]) then
+  redis.call('ZREM', KEYS[4], ARGV[1])
+  redis.call('ZREM', KEYS[3], ARGV[1])
+end
+local score = now[1] .. '.' .. string.format('%06d', tonumber(now[2]))
+local created = redis.call('ZADD', KEYS[3], 'NX', score, ARGV[1])
+local appended = 0
+local positions = {}
+for i = 2, #ARGV, 2 do
+  if redis.call('SADD', KEYS[2], ARGV[i]) == 1 then
+    redis.call('XADD', KEYS[1], '*', 'e', ARGV[i + 1])
+    appended = appended + 1
+    positions[appended] = (i - 2) / 2
+  end
+end
+return {created, appended, unpack(positions)}
+"""
+
+# Forget the runs whose keys have expired: out of the index and of the expiry set.
+#   KEYS[1]  the index of runs (keys.runs_index)      KEYS[2]  the expiry set (keys.expiring_runs)
+# Returns how many runs were forgotten (at most 1000 a call).
+PRUNE_LUA = """
+local now = redis.call('TIME')[1]
+local gone = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, 1000)
+for _, slug in ipairs(gone) do
+  redis.call('ZREM', KEYS[1], slug)
+  redis.call('ZREM', KEYS[2], slug)
+end
+return #gone
+"""
+
+# An ended run: every key of it expires at one deadline, ``retention`` seconds after the run first ended.
+#   KEYS[1]  the expiry set (keys.expiring_runs)       KEYS[2..]  the run's keys
+#   ARGV[1]  the slug                                   ARGV[2]    retention in seconds
+# The deadline is set once (ZADD NX), so a later pass over the ended run does not push it back. A key
+# that already expires sooner (a lease, a lock) keeps its own TTL: it is only ever shortened (the LT
+# rule of Redis 7's EXPIREAT, spelled out for the Redis 6 of the embedded mode). Returns the deadline.
+EXPIRE_LUA = """
+local now = tonumber(redis.call('TIME')[1])
+redis.call('ZADD', KEYS[1], 'NX', now + tonumber(ARGV[2]), ARGV[1])
+local deadline = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[1]))
+for i = 2, #KEYS do
+  local ttl = redis.call('PTTL', KEYS[i])
+  if ttl == -1 or (ttl > 0 and now * 1000 + ttl > deadline * 1000) then
+    redis.call('EXPIREAT', KEYS[i], deadline)
+  end
+end
+return deadline
+"""
+
+# A run that is live again (resumed): its record keys lose their expiry, and it leaves the expiry set.
+#   KEYS[1]  the expiry set       KEYS[2..]  the run's record keys (keys.is_record_key)
+#   ARGV[1]  the slug
+# Returns 1 if the run was expiring, else 0 (then nothing is touched).
+PERSIST_LUA = """
+if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then return 0 end
+for i = 2, #KEYS do redis.call('PERSIST', KEYS[i]) end
+return 1
+"""
+
+# Start a swept run unless its PR head is held: claim the head, list the run under its PR, register the
+# run, append its first events and activate it, all or nothing.
+#   KEYS[1]  the head's claim (keys.sweep_head)     KEYS[2]  the PR's swept runs (keys.sweep_runs)
+#   KEYS[3]  the run's event stream                 KEYS[4]  the run's set of seen eids
+#   KEYS[5]  the index of runs                      KEYS[6]  the ended runs' expiry times
+#   KEYS[7]  the active set
+#   ARGV[1]  the slug   ARGV[2]  the claim's TTL in seconds   ARGV[3]  the run it may replace ('' none)
+#   ARGV[4..] pairs: eid, event JSON
+# Returns {'started', slug}, {'claimed', holder} or {'taken', ''}.
+START_SWEPT_LUA = """
+local holder = redis.call('GET', KEYS[1])
+if holder and holder ~= ARGV[3] then return {'claimed', holder} end
+local now = redis.call('TIME')
+local deadline = redis.call('ZSCORE', KEYS[6], ARGV[1])
+if deadline and tonumber(deadline) <= tonumber(now[1]) then
+  redis.call('ZREM', KEYS[6], ARGV[1])
+  redis.call('ZREM', KEYS[5], ARGV[1])
+end
+if redis.call('ZSCORE', KEYS[5], ARGV[1]) or redis.call('EXISTS', KEYS[3]) == 1 then
+  return {'taken', ''}
+end
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+redis.call('ZADD', KEYS[2], now[1], ARGV[1])
+redis.call('EXPIRE', KEYS[2], ARGV[2])
+redis.call('ZADD', KEYS[5], now[1] .. '.' .. string.format('%06d', tonumber(now[2])), ARGV[1])
+for i = 4, #ARGV, 2 do
+  if redis.call('SADD', KEYS[4], ARGV[i]) == 1 then
+    redis.call('XADD', KEYS[3], '*', 'e', ARGV[i + 1])
+  end
+end
+redis.call('SADD', KEYS[7], ARGV[1])
+return {'started', ARGV[1]}
+"""
