@@ -15,7 +15,8 @@ import pytest
 from orchestrator.parse import parse_review
 from orchestrator.spec import AgentSpec
 from tests.fakes.chat_server import ChatServer, answer, malformed, slow, status, tool_call
-from workers.agents.http import RETRY_AFTER_CAP, call_cost, project_cost, retry_after_seconds, run_http_agent
+from workers.agents.chat_answer import call_cost, project_cost
+from workers.agents.http import RETRY_AFTER_CAP, retry_after_seconds, run_http_agent
 from workers.agents.run import RateLimited
 from workers.agents.seat import CALL_DROPPED
 from workers.agents.tools import (

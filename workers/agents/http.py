@@ -41,6 +41,15 @@ from orchestrator.domain import Role
 from orchestrator.forge.limits import retry_after
 from orchestrator.logs import add_secret, redact
 from orchestrator.spec import AgentSpec, SandboxSettings
+from workers.agents.chat_answer import (
+    call_cost,
+    json_object,
+    message_text,
+    project_cost,
+    scrubbed,
+    token_count,
+    tool_arguments,
+)
 from workers.agents.run import AgentRun, RateLimited
 from workers.agents.seat import CALL_DROPPED
 from workers.agents.tools import dispatch, schemas_for
@@ -51,7 +60,6 @@ log = structlog.get_logger()
 MAX_ATTEMPTS = 4  # per model
 RETRY_AFTER_CAP = 30.0
 BACKOFF_BASE = 1.0
-MAX_OUTPUT_TOKENS = 4096  # the output side of a call's cost projection
 DEFAULT_REQUEST_TIMEOUT = 300.0
 TRANSCRIPT_TEXT_CAP = 4000
 
@@ -120,96 +128,6 @@ def retry_after_seconds(
     if seconds is None or cap is None:
         return seconds
     return min(seconds, cap)
-
-
-def call_cost(data: Mapping[str, Any], price: Mapping[str, float] | None) -> float | None:
-    """A call's cost in USD: the cost the response reports, else tokens x price, else None (unknown)."""
-    usage = _obj(data.get("usage"))
-    for reported in (usage.get("cost"), data.get("cost")):
-        if isinstance(reported, int | float) and not isinstance(reported, bool):
-            return float(reported)
-    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
-    if price and isinstance(prompt, int) and isinstance(completion, int):
-        return prompt * price.get("input", 0.0) / 1e6 + completion * price.get("output", 0.0) / 1e6
-    return None
-
-
-def project_cost(
-    messages: list[dict[str, Any]], tools: list[dict[str, Any]], price: Mapping[str, float] | None
-) -> float:
-    """The most a call may cost: the prompt estimated at 4 characters a token plus a full output.
-
-    0.0 when the price is unknown (the call's real cost is then recorded as unknown, not as zero).
-    """
-    if not price:
-        return 0.0
-    prompt_tokens = len(json.dumps(messages)) / 4 + len(json.dumps(tools)) / 4
-    return prompt_tokens * price.get("input", 0.0) / 1e6 + MAX_OUTPUT_TOKENS * price.get("output", 0.0) / 1e6
-
-
-def _obj(value: Any) -> dict[str, Any]:
-    """``value`` when it is a JSON object, else an empty one."""
-    return value if isinstance(value, dict) else {}
-
-
-def _count(value: Any) -> int:
-    """A token count from a response (0 when absent or not a whole number)."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def _scrubbed(data: Any) -> Any:
-    """``data`` (parsed JSON) with ``redact`` applied to every string in it, keys included.
-
-    Iterative, so a deeply nested answer is walked without recursion."""
-
-    def fix(value: Any) -> Any:
-        return redact(value) if isinstance(value, str) else value
-
-    root: list[Any] = [data]
-    stack: list[tuple[Any, Any]] = [(root, 0)]
-    while stack:
-        parent, key = stack.pop()
-        value = parent[key]
-        if isinstance(value, dict):
-            parent[key] = value = {fix(k): v for k, v in value.items()}
-            stack.extend((value, k) for k in value)
-        elif isinstance(value, list):
-            stack.extend((value, i) for i in range(len(value)))
-        else:
-            parent[key] = fix(value)
-    return root[0]
-
-
-def _tool_arguments(raw: Any) -> str | dict[str, Any] | None:
-    """A tool call's arguments as the tool will read them, with the key redacted in that form.
-
-    The arguments are a JSON string inside the JSON body: a key spelled there with ``\\u`` escapes is not
-    the key's bytes when the body is redacted, nor after the body is parsed, only once the arguments
-    are. So they are parsed here and redacted parsed; what does not parse goes on as text (already
-    redacted), for ``dispatch`` to refuse.
-    """
-    if raw is None or isinstance(raw, dict):
-        return raw
-    if not isinstance(raw, str):
-        return json.dumps(raw)
-    from orchestrator import jsonsafe  # hostile input: bounded size and depth
-
-    try:
-        value = jsonsafe.loads(raw)
-    except (ValueError, RecursionError):
-        return raw
-    return _scrubbed(value) if isinstance(value, dict) else raw
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            p.get("text", "") if isinstance(p, dict) and isinstance(p.get("text"), str) else ""
-            for p in content
-        )
-    return ""
 
 
 @dataclass
@@ -307,7 +225,7 @@ class _Session:
         from orchestrator import jsonsafe  # the model's answer is hostile input: bounded size and depth
 
         try:
-            data = _scrubbed(jsonsafe.loads(body_text))
+            data = scrubbed(jsonsafe.loads(body_text))
         except (ValueError, RecursionError):
             return _Attempt(error="malformed JSON in the response", status=status, retry=True)
         choices = data.get("choices") if isinstance(data, dict) else None
@@ -378,8 +296,11 @@ class _Session:
         raise _Deferred(asked, f"{model} answered 429 {said}")
 
     def account(self, model: str, data: dict[str, Any]) -> None:
-        usage = _obj(data.get("usage"))
-        prompt, completion = _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
+        usage = json_object(data.get("usage"))
+        prompt, completion = (
+            token_count(usage.get("prompt_tokens")),
+            token_count(usage.get("completion_tokens")),
+        )
         cost = call_cost(data, self.spec.price)
         self.calls += 1
         self.answered = model
@@ -393,11 +314,11 @@ class _Session:
     def run_tools(self, calls: list[Any], turn: int) -> list[dict[str, Any]]:
         results = []
         for i, call in enumerate(calls):
-            call = _obj(call)
-            fn = _obj(call.get("function"))
+            call = json_object(call)
+            fn = json_object(call.get("function"))
             call_id = str(call.get("id") or f"call_{turn}_{i}")
             tool = str(fn.get("name") or "")
-            args = _tool_arguments(fn.get("arguments"))
+            args = tool_arguments(fn.get("arguments"))
             result = dispatch(
                 tool,
                 args,
@@ -435,7 +356,7 @@ class _Session:
             self.check_clock()
             data = self.complete(url, messages, tools)
             message = data["choices"][0]["message"]
-            content = _text(message.get("content"))
+            content = message_text(message.get("content"))
             calls = message.get("tool_calls") if isinstance(message.get("tool_calls"), list) else []
             self.record("assistant", turn=turn, content=content[:TRANSCRIPT_TEXT_CAP], tool_calls=len(calls))
             if content.strip():
