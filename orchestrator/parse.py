@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict
 
 from orchestrator import jsonsafe
 from orchestrator.domain import Contest
+from orchestrator.refute.commands import MAX_COMMAND
 from orchestrator.transcript import codex_message
 
 STOP_TOKEN = "NO NEW FINDINGS"
@@ -382,6 +383,8 @@ def acceptance_refusal(v: JudgeVerdict) -> str | None:
         reasons.append("accepted without a regression test")
     if not v.test_command:
         reasons.append("accepted without a test_command")
+    elif len(v.test_command) > MAX_COMMAND:
+        reasons.append(f"a test_command of {len(v.test_command):,} characters (at most {MAX_COMMAND:,})")
     return "; ".join(reasons) or None
 
 

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 from typing import Literal
 
+from orchestrator.refute.commands import MAX_COMMAND
+
 __all__ = [
     "NOT_A_TEST",
     "Instrumented",
@@ -50,6 +52,8 @@ _PY_VALUE = frozenset({"-X", "-W"})
 
 def split_command(command: str) -> tuple[list[str], dict[str, str]] | str:
     """``(argv, env assignments)`` of a shell-free command, or why it cannot be run without a shell."""
+    if len(command) > MAX_COMMAND:
+        return f"the command is {len(command):,} characters, over {MAX_COMMAND:,}: not split"
     try:
         tokens = shlex.split(command)
     except ValueError as exc:

@@ -18,6 +18,11 @@ __all__ = ["classify_command", "commands_in_task"]
 
 # --- classifying commands ---------------------------------------------------------------------------
 
+# The longest command Jury splits. The standard library's shell-like tokenizer grows a token one character
+# at a time, so its cost is quadratic in a token's length (seconds of CPU for a 1 MB word); no test or
+# check command comes near this, so a longer one (a judge's answer can say anything) is not split at all.
+MAX_COMMAND = 8192
+
 _SHELL_OPS = frozenset({"&&", "||", ";", "|", "&", ";;", "|&"})
 _ASSIGN_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _PYTHON_RE = re.compile(r"^(?:python|pypy|py)(?:\d+(?:\.\d+)*)?[tmw]?$")
@@ -478,11 +483,13 @@ def _argv_kind(argv: list[str], depth: int = 0) -> SignalKind | None:
 def classify_command(command: str | Sequence[str]) -> SignalKind | None:
     """The signal kind of a shell-free command (a string, split like a shell would, or an argv).
 
-    None means a plain program run, or a command that cannot be split. Leading ``FOO=1`` assignments,
-    runners (``uv run``, ``poetry run``, ``npx`` ...), paths (``.venv/bin/pytest``) and interpreter versions
-    (``python3.11 -m pytest``) are looked through. In a chain (``cd x && pytest``) the first segment with
-    a kind decides.
+    None means a plain program run, or a command that cannot be split (or is over ``MAX_COMMAND``).
+    Leading ``FOO=1`` assignments, runners (``uv run``, ``poetry run``, ``npx`` ...), paths
+    (``.venv/bin/pytest``) and interpreter versions (``python3.11 -m pytest``) are looked through. In a
+    chain (``cd x && pytest``) the first segment with a kind decides.
     """
+    if isinstance(command, str) and len(command) > MAX_COMMAND:
+        return None  # never a real command, and shlex would take seconds over it
     argv = _split(command) if isinstance(command, str) else list(command)
     return _chain_kind(argv, 0) if argv else None
 

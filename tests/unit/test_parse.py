@@ -407,6 +407,10 @@ def test_parse_verdict_none(text: str) -> None:
             "accepted without a test_command",
         ),
         (JudgeVerdict(**{**FULL, "test_command": None}), "accepted without a test_command"),
+        (
+            JudgeVerdict(**{**FULL, "test_command": "pytest -q " + "t" * 9000}),
+            "a test_command of 9,010 characters (at most 8,192)",
+        ),
         (JudgeVerdict(verdict="rejected"), None),
         (JudgeVerdict(verdict="deferred", reproduced=False), None),
     ],
