@@ -31,7 +31,6 @@ make every worker run commands (README: "Running a fleet safely").
 
 from __future__ import annotations
 
-import hashlib
 import json
 import zlib
 from typing import Any
@@ -48,12 +47,6 @@ log = structlog.get_logger()
 
 DEFAULT_TTL = 7 * 86400  # seconds an entry is kept after it was written
 DEFAULT_MAX_BYTES = 1024 * 1024  # the largest entry kept, compressed
-
-
-def etag_key(prefix: str, cache_key: str) -> str:
-    """The Redis key of one transport cache key: a digest, so neither the URL nor the credentials'
-    fingerprint appear in the key space."""
-    return f"{prefix}:forge:etag:{hashlib.sha256(cache_key.encode()).hexdigest()}"
 
 
 class RedisETagCache:
@@ -74,7 +67,7 @@ class RedisETagCache:
 
     def get(self, key: str) -> CachedAnswer | None:
         try:
-            raw = self.client.get(etag_key(self.prefix, key))
+            raw = self.client.get(keys.forge_etag(self.prefix, key))
         except RedisError as exc:
             log.warning("forge.cache_unavailable", error=str(exc))
             return None
@@ -100,7 +93,7 @@ class RedisETagCache:
             log.debug("forge.cache_skipped", bytes=len(raw), max_bytes=self.max_bytes)
             return
         try:
-            self.client.set(etag_key(self.prefix, key), raw, ex=self.ttl)
+            self.client.set(keys.forge_etag(self.prefix, key), raw, ex=self.ttl)
         except RedisError as exc:
             log.warning("forge.cache_unavailable", error=str(exc))
 

@@ -38,12 +38,15 @@ and a test can use a random prefix and delete exactly its own keys.
     <prefix>:sweep:<forge>:<repo>:<n>:head:<sha>   string: the slug of the run that holds the PR head
                                            (a sweep's dedupe, SET with the rest of the run's start)
     <prefix>:sweep:<forge>:<repo>:<n>:runs sorted set: the PR's swept runs, slug -> when started
+    <prefix>:forge:etag:<sha256>           string: one forge listing's ETag and answer (zlib JSON, a TTL);
+                                           the digest of its cache key, so no URL or token is in a key
 
 Ledger amounts are integer micro-dollars (see ``workers.ledger``).
 
 Only the Redis implementations build these keys: ``orchestrator.store.redis`` (``RedisStore``),
 ``workers.lease`` (``RedisLeases``), ``workers.ledger`` (``Ledger``), ``workers.limits`` (``RedisSlots``),
-``workers.presence`` (the workers' presence), ``workers.reaper`` (the reaper's lock) and
+``workers.presence`` (the workers' presence), ``workers.reaper`` (the reaper's lock),
+``workers.forge_cache`` (``RedisETagCache``: the ``forge:etag:`` keys) and
 ``workers.scheduler`` (``ScheduleStore``: the ``schedule:`` keys; a schedule's name holds no ``:`` and no
 glob character). Everyone else goes through their named methods, which the in-memory twins implement too.
 
@@ -60,6 +63,7 @@ A run's keys: everything under ``run:<slug>:``, and the ``lease``, ``done``, ``s
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 PREFIX = "jury"
@@ -205,6 +209,12 @@ def sweep_head(prefix: str, forge: str, repo: str, number: int, sha: str) -> str
 def sweep_runs(prefix: str, forge: str, repo: str, number: int) -> str:
     """The PR's swept runs, scored by when each started."""
     return f"{prefix}:sweep:{forge}:{repo}:{number}:runs"
+
+
+def forge_etag(prefix: str, cache_key: str) -> str:
+    """One forge answer kept for conditional requests: a digest of the transport's cache key, so neither
+    the URL nor the credentials' fingerprint appear in the key space."""
+    return f"{prefix}:forge:etag:{hashlib.sha256(cache_key.encode()).hexdigest()}"
 
 
 # The key families that hold one run's keys, as ``<prefix>:<family>:<slug>:...``.

@@ -19,9 +19,10 @@ from redis.retry import Retry
 
 from orchestrator.config import Settings
 from orchestrator.forge import CachedAnswer, ForgeSettings, GitHub
+from orchestrator.store.keys import forge_etag
 from orchestrator.store.memory import MemoryStore
 from tests.fakes.forge_server import FakePR, ForgeServer
-from workers.forge_cache import DEFAULT_TTL, RedisETagCache, etag_key, fleet_etag_cache
+from workers.forge_cache import DEFAULT_TTL, RedisETagCache, fleet_etag_cache
 from workers.sweep import SweepFilters, SweepOptions, SweepReport, sweep
 
 TOKEN = "ghp_S3CRETcacheTOKEN0123456789abcdef"
@@ -131,9 +132,9 @@ def test_an_unreadable_entry_or_an_unreachable_redis_is_a_miss(
     client: redis.Redis, forge: ForgeServer
 ) -> None:
     cache = RedisETagCache(client, PREFIX)
-    client.set(etag_key(PREFIX, "k"), b"not zlib")
+    client.set(forge_etag(PREFIX, "k"), b"not zlib")
     assert cache.get("k") is None
-    client.set(etag_key(PREFIX, "k"), zlib.compress(b'{"etag": 5}'))
+    client.set(forge_etag(PREFIX, "k"), zlib.compress(b'{"etag": 5}'))
     assert cache.get("k") is None
     nowhere = redis.Redis(host="127.0.0.1", port=9, socket_connect_timeout=0.2, retry=Retry(NoBackoff(), 0))
     gone = RedisETagCache(nowhere, PREFIX)
