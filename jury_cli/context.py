@@ -17,6 +17,10 @@ from orchestrator.config import Settings, load_settings
 out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 DirOpt = Annotated[Path | None, typer.Option("--dir", help="State directory (default $JURY_DIR or ~/.jury).")]
+# The second opinion's options, the same for `jury review` and the runs `jury sweep` starts.
+RefuteOpt = Annotated[bool, typer.Option(help="Give settled claims a second opinion.")]
+RefuterOpt = Annotated[str | None, typer.Option(help="The second opinion's agent (default: another family).")]
+RefuteRejectionsOpt = Annotated[bool, typer.Option(help="Also try to refute the judge's rejections.")]
 
 
 def cells(*values: RenderableType) -> list[RenderableType]:

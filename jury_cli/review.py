@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 
 from jury_cli.backend import Backend, backend
-from jury_cli.context import DirOpt, err, out, settings_for
+from jury_cli.context import DirOpt, RefuteOpt, RefuteRejectionsOpt, RefuterOpt, err, out, settings_for
 from jury_cli.progress import Progress, summary
 from orchestrator.config import Settings, load_config, operator_config_file
 from orchestrator.domain import Event, RunResumed, TargetEvent
@@ -173,13 +173,9 @@ def review(
     publish: Annotated[
         bool, typer.Option(help="Publish the run to its PR when it ends: a review and the `jury` check.")
     ] = False,
-    refute: Annotated[bool, typer.Option(help="Give settled claims a second opinion.")] = True,
-    refuter: Annotated[
-        str | None, typer.Option(help="The second opinion's agent (default: another family).")
-    ] = None,
-    refute_rejections: Annotated[
-        bool, typer.Option(help="Also try to refute the judge's rejections.")
-    ] = False,
+    refute: RefuteOpt = True,
+    refuter: RefuterOpt = None,
+    refute_rejections: RefuteRejectionsOpt = False,
     task: Annotated[
         str | None, typer.Option(help="What the change should do; commands named in it are checks.")
     ] = None,

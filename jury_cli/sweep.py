@@ -12,7 +12,7 @@ import typer
 from rich.table import Table
 
 from jury_cli.backend import Backend, backend
-from jury_cli.context import DirOpt, cells, err, out, settings_for
+from jury_cli.context import DirOpt, RefuteOpt, RefuteRejectionsOpt, RefuterOpt, cells, err, out, settings_for
 from orchestrator.errors import UsageError
 from orchestrator.spec import TERMINAL_STATES
 from orchestrator.start import RunOptions
@@ -104,13 +104,9 @@ def sweep(
     rounds: Annotated[int | None, typer.Option(help="Round cap (default 10).")] = None,
     timeout: Annotated[float | None, typer.Option(help="Wall-clock seconds per agent run.")] = None,
     budget: Annotated[float | None, typer.Option(help="USD ceiling per run (default $JURY_BUDGET).")] = None,
-    refute: Annotated[bool, typer.Option(help="Give settled claims a second opinion.")] = True,
-    refuter: Annotated[
-        str | None, typer.Option(help="The second opinion's agent (default: another family).")
-    ] = None,
-    refute_rejections: Annotated[
-        bool, typer.Option(help="Also try to refute the judge's rejections.")
-    ] = False,
+    refute: RefuteOpt = True,
+    refuter: RefuterOpt = None,
+    refute_rejections: RefuteRejectionsOpt = False,
     detach: Annotated[bool, typer.Option(help="Enqueue and return (needs JURY_REDIS_URL).")] = False,
     concurrency: Annotated[int, typer.Option(help="Local worker concurrency (embedded mode).")] = 4,
     dir: DirOpt = None,
