@@ -20,11 +20,12 @@ import redis
 import structlog
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
-from bench import eventlog, fleet, isolation, machine, parsers
+from bench import eventlog, fairness, fleet, isolation, machine, parsers
 from bench.stats import Figure
 
-SECTIONS = ("fleet", "event log", "isolation", "parsers")
+SECTIONS = ("fleet", "fair share", "event log", "isolation", "parsers")
 
 
 def quiet_logs() -> None:
@@ -58,9 +59,8 @@ def print_tables(console: Console, info: dict[str, object], figures: list[Figure
         for col in ("figure", "median", "min", "max", "unit", "runs", "note"):
             table.add_column(col, justify="left" if col in ("figure", "unit", "note") else "right")
         for f in rows:
-            table.add_row(
-                f.name, number(f.median), number(f.low), number(f.high), f.unit, str(f.runs), f.note
-            )
+            cells = (f.name, number(f.median), number(f.low), number(f.high), f.unit, str(f.runs), f.note)
+            table.add_row(*(Text(c) for c in cells))  # plain text: a note may hold "[limits]"
         console.print(table)
 
 
@@ -81,7 +81,10 @@ def main(argv: list[str] | None = None) -> int:
         "isolation": lambda: isolation.measure(quick=args.quick, repeat=repeat),
         "parsers": lambda: parsers.measure(repeat, size=100_000 if args.quick else parsers.MB),
     }
-    runs = {"fleet": lambda: fleet.measure(args.redis, quick=args.quick, repeat=repeat)} | runs
+    runs = {
+        "fleet": lambda: fleet.measure(args.redis, quick=args.quick, repeat=repeat),
+        "fair share": lambda: fairness.measure(args.redis, quick=args.quick, repeat=1 if args.quick else 3),
+    } | runs
     chosen = args.only or list(runs)
     figures: list[Figure] = []
     started = time.perf_counter()

@@ -395,11 +395,16 @@ def dispatch(url: str, runs: int, repeat: int, w: int = 2) -> list[Figure]:
     return [j, c, ratio]
 
 
-def measure(base_url: str, *, quick: bool, repeat: int) -> list[Figure]:
-    # Without the sandbox every review ends at once in `human`: figures of that would be no review's.
+def need_sandbox() -> None:
+    """Exit naming what is missing when Jury's sandbox cannot run here: every review would end at once in
+    ``human``, and figures of that would be no review's."""
     problem = sandbox_problem(SandboxSettings())
     if problem is not None:
         raise SystemExit(f"bench: the fleet figures run agents in Jury's sandbox, not here: {problem}")
+
+
+def measure(base_url: str, *, quick: bool, repeat: int) -> list[Figure]:
+    need_sandbox()
     with private_db(base_url) as url:
         if quick:
             return dispatch(url, runs=10, repeat=1) + makespan(

@@ -54,3 +54,14 @@ def test_the_fleet_figures_refuse_to_run_without_the_sandbox(monkeypatch: pytest
     monkeypatch.setenv("JURY_BWRAP", "/nonexistent/bwrap")
     with pytest.raises(SystemExit, match="sandbox, not here: .*bubblewrap"):
         measure("redis://127.0.0.1:1/0", quick=True, repeat=1)
+
+
+def test_the_tables_print_a_figure_name_with_brackets_as_written() -> None:
+    from rich.console import Console
+
+    from bench.__main__ import print_tables
+
+    console = Console(width=200, record=True, color_system=None)
+    info = {"date": "d", "cpu": "c", "cores": 2, "host_cores": 2, "memory_gb": 1, "python": "3", "redis": "7"}
+    print_tables(console, info | {"load_avg": [0]}, [figure("fair share", "no [limits]: wait", "s", [1.0])])
+    assert "no [limits]: wait" in console.export_text()

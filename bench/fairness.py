@@ -1,0 +1,139 @@
+"""Fair sharing: how long one PR of another repository waits behind a sweep of one busy repository.
+
+N runs of one repository (a sweep of its PRs) are started at once on W ``jury worker`` processes of
+concurrency 1; once they hold every slot, one run of another repository is started. Each run is one
+review of ``TASK`` seconds (the bench's fake agent, in Jury's sandbox) that finds nothing. The figure is
+the other run's wait, from its start to its agent's launch, against one task's length: with ``[limits]
+per_repo`` under W the busy repository cannot take the last slot, so the wait is at most about one task
+(the issue's bound); without a limit the other run queues behind the whole sweep, which the second row
+shows for contrast.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+from bench import fleet
+from bench.stats import Figure, figure
+from orchestrator.config import Settings
+from orchestrator.demo import make_sample_repo
+from orchestrator.domain import AgentLaunch, Event
+
+
+def config(path: Path, task: float, per_repo: int | None) -> Path:
+    """One reviewer that sleeps ``task`` seconds and finds nothing, a judge that is never asked."""
+    agent = [str(fleet.AGENT), str(task), "0", "0", "0", "0", "{prompt_file}"]
+    text = f"[agents.r1]\nargv = {json.dumps(agent)}\nexpect_seconds = 60\n"
+    text += f"[agents.j]\nargv = {json.dumps(agent)}\njudge_argv = {json.dumps(agent)}\nexpect_seconds = 60\n"
+    if per_repo is not None:
+        text += f"\n[limits]\nper_repo = {per_repo}\n"
+    path.write_text(text)
+    return path
+
+
+def first_events(settings: Settings, repo: Path, cfg: Path) -> list[Event]:
+    from jury_cli.review import RunOptions, new_run
+
+    opts = RunOptions(branch="feature", trunk="main", reviewers="r1", judge="j", config=cfg, refute=False)
+    return new_run(settings, str(repo), opts)[1]
+
+
+def launched_at(events: list[Event]) -> float | None:
+    for e in events:
+        if isinstance(e, AgentLaunch):
+            return datetime.fromisoformat(e.ts.replace("Z", "+00:00")).timestamp()
+    return None
+
+
+def one_wait(url: str, n: int, w: int, task: float, per_repo: int | None) -> tuple[float, list[str]]:
+    """The other repository's run's wait (seconds from its start to its agent's launch), and every run's
+    end state."""
+    from jury_cli.backend import backend
+
+    with tempfile.TemporaryDirectory() as d:
+        base = Path(d)
+        settings = Settings(dir=base / "state", redis_url=url)
+        busy, other = make_sample_repo(base / "busy"), make_sample_repo(base / "other")
+        cfg = config(base / "jury-bench.toml", task, per_repo)
+        sweep = [first_events(settings, busy, cfg) for _ in range(n)]
+        lone = first_events(settings, other, cfg)
+        procs = fleet.Processes(fleet.fleet_env(url, settings.dir), base / "logs")
+        try:
+            fleet.jury_workers(procs, w)
+            with backend(settings, 1) as b:
+
+                def start(name: str, events: list[Event]) -> str:
+                    slug = f"{name}-{time.time_ns() % 10**12}"
+                    b.store.create_run(slug)
+                    b.store.append(slug, events)
+                    b.store.activate(slug)
+                    b.kick(slug)
+                    return slug
+
+                slugs = [start(f"busy-{i}", events) for i, events in enumerate(sweep)]
+                held = min(w, per_repo or w)  # the slots the sweep can take at once
+
+                def launched() -> int:
+                    return sum(1 for s in slugs if launched_at(b.store.read(s)) is not None)
+
+                fleet.wait_until("the sweep to hold its slots", lambda: launched() >= held, 120, 0.05)
+                started = time.time()
+                lone_slug = start("other", lone)
+                fleet.wait_until(
+                    "the other repository's agent to launch",
+                    lambda: launched_at(b.store.read(lone_slug)),
+                    600,
+                    0.05,
+                )
+                wait = (launched_at(b.store.read(lone_slug)) or started) - started
+                everyone = {*slugs, lone_slug}
+                fleet.wait_until(
+                    "every run to end", lambda: not everyone & set(b.store.active_runs()), 600, 0.1
+                )
+                states = [s or "gone" for s in b.store.run_states(sorted(everyone)).values()]
+        finally:
+            procs.stop()
+    return wait, states
+
+
+def measure(base_url: str, *, quick: bool, repeat: int) -> list[Figure]:
+    fleet.need_sandbox()
+    n, w, task = (20, 4, 1.0) if quick else (50, 4, 2.0)
+    out = []
+    with fleet.private_db(base_url) as url:
+        for per_repo in (w - 1, None):
+            waits, ends = [], []
+            for _ in range(repeat):
+                wait, states = one_wait(url, n, w, task, per_repo)
+                waits.append(wait)
+                ends += states
+            limit = f"per_repo = {per_repo}" if per_repo else "no [limits]"
+            out.append(
+                figure(
+                    "fair share",
+                    f"one PR of another repo behind {n} of one, W={w}, {limit}: wait",
+                    "s",
+                    waits,
+                    note=f"one task is {task:g} s" + fleet.ended_otherwise(ends),
+                )
+            )
+            out.append(
+                figure(
+                    "fair share",
+                    f"{limit}: wait / one task",
+                    "x",
+                    [x / task for x in waits],
+                    note="target <= 1 with per_repo under W" if per_repo else "for contrast",
+                )
+            )
+    return out
+
+
+if __name__ == "__main__":  # a quick look: python -m bench.fairness
+    for f in measure(sys.argv[1] if len(sys.argv) > 1 else "redis://127.0.0.1:6379/0", quick=True, repeat=1):
+        print(f.name, round(f.median, 2), f.unit, f.note)
