@@ -76,3 +76,12 @@ def test_one_short_retry_after_is_slept_and_the_call_goes_on(
     sleeps: list[float] = []
     result = run(spec_for(server), repo, tmp_path / "out", sleeps=sleeps, defer_after=5.0)
     assert result.report == "NO NEW FINDINGS" and sleeps == [2.0]
+
+
+def test_the_one_pause_is_for_the_calls_first_429_whatever_failed_before(
+    server: ChatServer, repo: Path, tmp_path: Path
+) -> None:
+    server.script("acme/m1", status(500), status(429, retry_after="2"), answer("NO NEW FINDINGS"))
+    sleeps: list[float] = []
+    result = run(spec_for(server), repo, tmp_path / "out", sleeps=sleeps, defer_after=5.0)
+    assert result.report == "NO NEW FINDINGS" and sleeps == [1.0, 2.0]  # the 500's back-off, the pause

@@ -249,6 +249,7 @@ class _Session:
             if tools:
                 body["tools"] = tools
                 body["tool_choice"] = "auto"
+            paused = False  # whether a 429 of this call was slept for already
             for attempt in range(1, MAX_ATTEMPTS + 1):
                 self.check_clock()
                 self.record("request", model=model, attempt=attempt, messages=len(messages))
@@ -260,7 +261,7 @@ class _Session:
                 self.record("request.failed", model=model, attempt=attempt, error=outcome.error)
                 if outcome.fatal:
                     raise _LoopEnd(last)
-                if self.sent_back(model, outcome, attempt):
+                if self.sent_back(model, outcome, paused):
                     break  # the next model may answer now
                 if not outcome.retry or attempt == MAX_ATTEMPTS:
                     break
@@ -271,12 +272,13 @@ class _Session:
                 if wait >= self.remaining():
                     raise _LoopEnd(f"timed out waiting to retry ({last})", timed_out=True)
                 self.sleep(wait)
+                paused = paused or outcome.status == 429
             self.model_index += 1
             if self.model_index < len(self.models):
                 self.emit("http.fallback", from_model=model, to_model=self.models[self.model_index])
         raise _LoopEnd(f"every model failed; last error: {last}")
 
-    def sent_back(self, model: str, outcome: _Attempt, attempt: int) -> bool:
+    def sent_back(self, model: str, outcome: _Attempt, paused: bool) -> bool:
         """Whether a 429 sends the call away: it asks for a longer wait than this session may sleep, names
         none (no Retry-After: no telling how long the model needs, so no guess is slept in a worker's
         slot), or is the model's second refusal of this call (a storm of short waits is a storm: one short
@@ -286,7 +288,7 @@ class _Session:
         asked = outcome.asked
         if outcome.status != 429 or self.defer_after is None:
             return False
-        if asked is not None and asked <= self.defer_after and attempt == 1:
+        if asked is not None and asked <= self.defer_after and not paused:
             return False
         self.emit("http.rate_limited", model=model, retry_after=asked)
         if self.model_index + 1 < len(self.models):
