@@ -1,6 +1,6 @@
-"""A fleet without a shared disk: two ``jury worker`` processes, each with a ``JURY_DIR`` of its own, and a
-submitting process with a third, share one Redis and nothing else, and review 10 PRs of a ``file://``
-remote to the end.
+"""A fleet without a shared disk: two ``jury worker`` processes and a ``jury scheduler``, each with a
+``JURY_DIR`` of its own, and a submitting process with a fourth, share one Redis and nothing else, and
+review 10 PRs of a ``file://`` remote to the end.
 
 The remote is a local bare repository with ``refs/pull/N/head`` refs (each PR the sample repository's
 buggy ``median`` plus a note of its own, so every PR has its own head and fix commits); a github.com PR
@@ -9,8 +9,10 @@ travel through the store: any worker may review the tree another worker's coordi
 ``jury show`` answers from Redis, ``jury fetch`` rebuilds each run's ``jury/<slug>`` in a fresh clone
 with the recorded shas, and a run started with ``--push`` left its branch on the remote.
 
-The fleet also runs a ``jury scheduler`` with a directory of its own (its yearly schedule does not fire
-here); the reaper runs in every worker, in turn.
+Nine of the PRs carry the ``jury`` label, and the scheduler's schedule (every two seconds) sweeps them
+from a local GitHub API server whose PRs are the remote's: the scheduler enqueues their runs from its own
+mirror, once per head however often it fires. The tenth, unlabelled, is started by ``jury review
+--detach --push`` from the submitting host. The reaper runs in every worker, in turn.
 """
 
 from __future__ import annotations
@@ -27,9 +29,10 @@ from orchestrator.spec import TERMINAL_STATES
 from orchestrator.store.redis import from_url
 from tests.conftest import fake_agent, outside_env
 from tests.e2e.test_fleet import PrivateRedis, git, stop_group, wait_for
+from tests.fakes.forge_server import FakePR, ForgeServer
 
 PRS = range(1, 11)
-PUSHED = 10  # the PR whose run is started with --push
+PUSHED = 10  # the PR whose run is started with --push; the others are swept by the schedule
 IDENTITY = ["-c", "user.name=Test", "-c", "user.email=test@jury.invalid", "-c", "commit.gpgsign=false"]
 
 
@@ -63,11 +66,17 @@ def test_two_workers_with_their_own_dirs_review_ten_prs(
     remote = make_remote(sample_repo, tmp_path / "remotes")
     gitconfig = tmp_path / "gitconfig"
     gitconfig.write_text(f'[url "file://{tmp_path}/remotes/"]\n\tinsteadOf = https://github.com/\n')
-    config = write_config(fake_agent("finder", "find"), fake_agent("judge", "clean", "fix"))
-    schedules = tmp_path / "schedules.toml"  # the scheduler's own operator file; nothing fires in the test
-    schedules.write_text(
-        '[[schedules]]\nname = "yearly"\ncron = "0 0 1 1 *"\nkind = "review"\nrepos = ["acme/sample"]\n'
+    # The operator's file: the agents, and the schedule the scheduler fires (the runs it starts read it too).
+    schedule = (
+        '[[schedules]]\nname = "prs"\ncron = "* * * * * */2"\nkind = "review"\nrepos = ["acme/sample"]\n'
+        'label = "jury"\nreviewers = ["finder"]\njudge = "judge"\n'
     )
+    config = write_config(fake_agent("finder", "find"), fake_agent("judge", "clean", "fix"), schedule)
+    forge = ForgeServer()
+    pulls = forge.github_repo("acme/sample")
+    for n in PRS:
+        head = git(remote, "rev-parse", f"refs/pull/{n}/head").strip()
+        pulls.add(FakePR(n, f"PR {n}", head, labels=[] if n == PUSHED else ["jury"]))
     dirs = {name: tmp_path / name for name in ("w1", "w2", "scheduler", "submit", "reader")}
     for d in dirs.values():
         d.mkdir()
@@ -82,6 +91,7 @@ def test_two_workers_with_their_own_dirs_review_ten_prs(
                 "JURY_DIR": str(dirs[name]),
                 "FAKE_STATE": str(dirs[name]),
                 "GIT_CONFIG_GLOBAL": str(gitconfig),
+                "JURY_GITHUB_API": forge.github_api,
                 "NO_COLOR": "1",
                 "JURY_LOG_LEVEL": "INFO",
                 "JURY_LOG_JSON": "true",
@@ -95,12 +105,13 @@ def test_two_workers_with_their_own_dirs_review_ten_prs(
 
     workers: list[subprocess.Popen[bytes]] = []
     store = from_url(redis_server.url)
+    forge.__enter__()
     try:
         for name in ("w1", "w2", "scheduler"):
             out = open(logs / f"{name}.log", "wb")
             argv = [sys.executable, "-m", "jury_cli", "worker", "--concurrency", "2"]
             if name == "scheduler":
-                argv = [sys.executable, "-m", "jury_cli", "scheduler", "--config", str(schedules)]
+                argv = [sys.executable, "-m", "jury_cli", "scheduler", "--config", str(config)]
             workers.append(
                 subprocess.Popen(
                     argv,
@@ -112,39 +123,45 @@ def test_two_workers_with_their_own_dirs_review_ten_prs(
                 )
             )
             out.close()
-        # Ten `jury review --detach` at once from the submitting host: they share its mirror (and its lock).
-        subs = {
-            n: subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "jury_cli",
-                    "review",
-                    f"https://github.com/acme/sample/pull/{n}",
-                    "--reviewer",
-                    "finder",
-                    "--judge",
-                    "judge",
-                    "--config",
-                    str(config),
-                    "--no-refute",
-                    "--detach",
-                    *(["--push"] if n == PUSHED else []),
-                ],
-                env=env("submit"),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                stdin=subprocess.DEVNULL,
-            )
-            for n in PRS
-        }
-        slugs: dict[int, str] = {}
-        for n, p in subs.items():
-            stdout, stderr = p.communicate(timeout=120)
-            assert p.returncode == 0, stdout + stderr
-            slugs[n] = stdout.strip().splitlines()[-1]
-        assert len(set(slugs.values())) == len(PRS)
+        # The tenth PR (unlabelled, so no schedule sweeps it) from the submitting host, with --push.
+        submitted = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "jury_cli",
+                "review",
+                f"https://github.com/acme/sample/pull/{PUSHED}",
+                "--reviewer",
+                "finder",
+                "--judge",
+                "judge",
+                "--config",
+                str(config),
+                "--no-refute",
+                "--detach",
+                "--push",
+            ],
+            env=env("submit"),
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=120,
+        )
+        assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+        slugs: dict[int, str] = {PUSHED: submitted.stdout.strip().splitlines()[-1]}
+
+        def swept() -> dict[int, str] | None:
+            """The nine PRs' runs the scheduler's sweep started, by PR number, once all are there."""
+            found = {}
+            for slug in store.runs():
+                url = fold(store.read(slug), slug).target.url or ""
+                if slug != slugs[PUSHED] and url.startswith("https://github.com/acme/sample/pull/"):
+                    found[int(url.rsplit("/", 1)[1])] = slug
+            return found if len(found) == len(PRS) - 1 else None
+
+        found = wait_for("the schedule to sweep the nine labelled PRs", swept, 120, lambda: str(store.runs()))
+        assert found is not None and sorted(found) == [n for n in PRS if n != PUSHED]
+        slugs.update(found)
 
         def why() -> str:
             parts = []
@@ -164,10 +181,12 @@ def test_two_workers_with_their_own_dirs_review_ten_prs(
 
         states = wait_for("the ten runs to end", all_ended, 300, why)
         assert states is not None
+        assert sorted(store.runs()) == sorted(slugs.values())  # one run per head, however often it fired
         assert all(p.poll() is None for p in workers), why()  # the workers and the scheduler still up
     finally:
         for p in workers:
             stop_group(p)
+        forge.__exit__(None, None, None)
 
     heads = {n: git(remote, "rev-parse", f"refs/pull/{n}/head").strip() for n in PRS}
     tips: dict[int, str] = {}
@@ -213,6 +232,7 @@ def test_two_workers_with_their_own_dirs_review_ten_prs(
         text = (logs / f"{name}.log").read_text(errors="replace")
         for other in set(dirs) - {name}:
             assert str(dirs[other]) not in text, f"worker {name} touched {other}'s directory"
-    assert {s.target.path for s in states.values()} == {
-        str(dirs["submit"] / "mirrors" / "github.com" / "acme" / "sample.git")
+    mirror = Path("mirrors") / "github.com" / "acme" / "sample.git"  # the starting host's own mirror
+    assert {n: s.target.path for n, s in states.items()} == {
+        n: str(dirs["submit" if n == PUSHED else "scheduler"] / mirror) for n in PRS
     }
