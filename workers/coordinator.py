@@ -405,9 +405,13 @@ def reap(rt: Runtime) -> list[str]:
       message may be lost (Redis restarted without its AOF, a worker died holding it prefetched): it is
       sent again once it has been due (its put-back's countdown over) for ``reap_after``, then after twice
       that, four times ... up to ``REQUEUE_AT_MOST`` (``requeue_after``), so a long queue is not flooded
-      with copies of what it holds; a run whose mark is gone counts as never taken.
+      with copies of what it holds; a run whose mark is gone counts as never taken. When the broker can
+      say (``Runtime.queued``), one whose task still waits in a queue is not sent again at all: it will
+      be delivered, and only a message that is in no queue may be lost.
     """
     recovered: list[str] = []
+    waiting: set[tuple[str, str]] | None = None
+    looked = False  # the queues are read once a pass, and only when an action may need sending again
     for slug in active_runs(rt):
         # From the coordinator's snapshot and the events after it (``load``): every worker reaps in
         # turn, every period, so a pass costs what each run logged since, not each run's whole log.
@@ -436,10 +440,26 @@ def reap(rt: Runtime) -> list[str]:
                 continue
             if mark is not None and mark.age < requeue_after(rt, mark.resends):
                 continue
+            if not looked:
+                waiting, looked = queued_tasks(rt), True
+            if waiting is not None and (slug, a.key) in waiting:
+                continue  # still in its queue: it will be delivered, and a copy would lengthen the backlog
             resends = rt.store.mark_resent(slug, a.key)
             rt.send(a.kind, slug, a.key)
             log.info("reap.requeued", slug=slug, key=a.key, kind=a.kind, resends=resends)
     return recovered
+
+
+def queued_tasks(rt: Runtime) -> set[tuple[str, str]] | None:
+    """The actions waiting in the broker's queues, or None when that is not known (no way to ask, a
+    backlog too long to read, or the broker not answering: then the reaper goes by the marks' age)."""
+    if rt.queued is None:
+        return None
+    try:
+        return rt.queued()
+    except redis.RedisError as exc:
+        log.warning("reap.queues_unread", error=str(exc))
+        return None
 
 
 def requeue_after(rt: Runtime, resends: int) -> float:

@@ -19,6 +19,8 @@ same database as Jury's keys:
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -42,6 +44,8 @@ log = structlog.get_logger()
 PRIORITY_SEP = "\x06\x16"
 PRIORITY_STEPS = (0, 3, 6, 9)
 UNACKED = "unacked"
+# The most messages the reaper reads from the queues in one pass to tell a waiting action from a lost one.
+QUEUED_AT_MOST = 50_000
 STATES: tuple[str, ...] = ("queued", "review", "converged", "human", "failed", "cancelled")
 
 
@@ -69,6 +73,51 @@ def tasks_in_flight(client: redis.Redis, queues: Sequence[str] = QUEUES) -> dict
         if queue is not None:
             counts[queue] = counts.get(queue, 0) + 1
     return counts
+
+
+def queued_actions(
+    client: redis.Redis, queues: Sequence[str] = QUEUES, at_most: int = QUEUED_AT_MOST
+) -> set[tuple[str, str]] | None:
+    """``(slug, key)`` of every action task waiting in a queue, taken by no worker yet; None when the
+    queues hold more than ``at_most`` messages (reading them all would cost more than the copies it
+    saves). The reaper asks before it sends an untaken action again: one still waiting in its queue will
+    be delivered, and a copy would only lengthen a backlog; one in no queue may be lost."""
+    names = [name for q in queues for name in queue_lists(q)]
+    pipe = client.pipeline(transaction=False)
+    for name in names:
+        pipe.llen(name)
+    depths = cast(list[int], pipe.execute())
+    if sum(depths) > at_most:
+        return None
+    pipe = client.pipeline(transaction=False)
+    for name, depth in zip(names, depths, strict=True):
+        if depth:
+            pipe.lrange(name, 0, -1)
+    found: set[tuple[str, str]] = set()
+    for messages in cast(list[list[bytes]], pipe.execute()):
+        for raw in messages:
+            match _task_args(raw):
+                case [str() as slug, str() as key]:  # an action's task (a coordinate task has one)
+                    found.add((slug, key))
+                case _:
+                    pass
+    return found
+
+
+def _task_args(raw: bytes) -> list[object] | None:
+    """A waiting message's positional arguments (Celery's message protocol 2: the body, base64 in kombu's
+    Redis transport, is ``[args, kwargs, embed]``), or None for one that is not of that shape."""
+    try:
+        message = json.loads(raw)
+        body = message["body"]
+        if message.get("properties", {}).get("body_encoding") == "base64":
+            body = base64.b64decode(body)
+        payload = json.loads(body)
+    except (ValueError, TypeError, KeyError, AttributeError, binascii.Error):
+        return None
+    if isinstance(payload, list) and payload and isinstance(payload[0], list):
+        return cast(list[object], payload[0])
+    return None
 
 
 def _routing_key(raw: bytes) -> str | None:

@@ -61,6 +61,9 @@ class Runtime:
     ledger_backend: InitVar[BudgetLedger | None] = None  # None: the Redis ledger beside a RedisStore
     # How a task put back comes again after a countdown; None: ``send`` at once (the twins only record).
     send_later: SendLater | None = None
+    # The actions whose tasks wait in the broker's queues, taken by no worker yet (fleetview.queued_actions);
+    # None, or an answer of None: not known (the twins; a backlog too long to read): the reaper goes by age.
+    queued: Callable[[], set[tuple[str, str]] | None] | None = None
     slots_backend: InitVar[Slots | None] = None  # None: Redis semaphores beside a RedisStore, else memory
     leases: Leases = field(init=False)
     ledger: BudgetLedger = field(init=False)

@@ -39,6 +39,8 @@ def get_runtime() -> Runtime:
     from workers.app import celery_url
 
     settings = load_settings()  # logging is set up with the process (workers.app, Celery's setup_logging)
+    from workers.fleetview import queued_actions
+
     store = from_url(celery_url(settings.redis_url))
     metrics.watch(store)  # this worker's counters, from the events it appends
     return Runtime(
@@ -48,6 +50,7 @@ def get_runtime() -> Runtime:
         send=send,
         kick=kick,
         send_later=send_later,
+        queued=lambda: queued_actions(store.client),  # the broker is the store's Redis database
     )
 
 

@@ -419,7 +419,7 @@ def assert_log_is_clean(events: list[Event]) -> None:
     assert [k for k, n in places.items() if n > 1] == []
 
 
-def assert_no_agent_left(state: Path, timeout: float = 5) -> None:
+def assert_no_agent_left(state: Path, timeout: float = 30) -> None:
     pids = all_pids(state)
     assert pids, "the fake agent never recorded a pid"
     wait_for(

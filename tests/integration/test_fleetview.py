@@ -40,6 +40,29 @@ def test_queue_depths_count_celerys_lists_and_their_priority_sub_queues(
     assert fleetview.tasks_in_flight(store.client) == dict.fromkeys(QUEUES, 0)
 
 
+def test_queued_actions_are_the_action_tasks_waiting_in_any_queue(
+    shared_redis: str, store: RedisStore
+) -> None:
+    """What the reaper asks before it sends an untaken action again: every action task waiting in a queue
+    (priority sub-queues and countdowns included), read from the messages as kombu wrote them."""
+    app = make_app(load_settings().model_copy(update={"redis_url": shared_redis}))
+    with app.connection_for_write() as conn:  # no worker: the messages stay where kombu put them
+        app.send_task("jury.review", args=["s1", "review:r1:a"], connection=conn)
+        app.send_task("jury.review", args=["s1", "review:r1:b"], priority=6, connection=conn)
+        app.send_task("jury.triage", args=["s2", "triage:f1"], countdown=60, connection=conn)
+        app.send_task("jury.coordinate", args=["s1"], connection=conn)  # not an action
+    store.client.lpush(
+        "reply", b"not a message", b'{"body": "%%%", "properties": {"body_encoding": "base64"}}'
+    )
+    assert fleetview.queued_actions(store.client) == {
+        ("s1", "review:r1:a"),
+        ("s1", "review:r1:b"),
+        ("s2", "triage:f1"),
+    }
+    # a backlog longer than the reaper reads: not known, and it goes by the marks' age
+    assert fleetview.queued_actions(store.client, at_most=5) is None
+
+
 def spent(eid: str, usd: float) -> BudgetSpent:
     return BudgetSpent(eid=eid, key=eid, agent="a", amount=usd)
 

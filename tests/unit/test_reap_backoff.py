@@ -138,6 +138,47 @@ def test_a_queued_action_is_sent_again_with_a_doubling_back_off_and_is_no_recove
     assert mark is not None and not mark.taken and mark.resends == len(sends) - 1
 
 
+def test_an_action_whose_task_still_waits_in_its_queue_is_never_sent_again(tw: Twins) -> None:
+    """When the broker says the task is still queued, no copy goes out however long it waits; once the
+    message is in no queue (lost), it is sent again at the next reap; not knowing, the reaper goes by age."""
+    start(tw)
+    queued: set[tuple[str, str]] | None = {(SLUG, KEY)}
+    asked: list[int] = []
+
+    def look() -> set[tuple[str, str]] | None:
+        asked.append(1)
+        return queued
+
+    tw.rt.queued = look
+    for _ in range(60):  # an hour behind a backlog
+        tw.clock.advance(60)
+        coordinator.reap(tw.rt)
+    assert tw.sends_of() == 1 and asked  # the coordinator's send only
+    queued = set()  # its message is gone from the queues
+    tw.clock.advance(60)
+    coordinator.reap(tw.rt)
+    assert tw.sends_of() == 2
+    queued = None  # the broker cannot tell (a backlog too long to read): the marks' age decides again
+    tw.clock.advance(2 * REAP_AFTER - 1)  # sent again once already: twice reap_after
+    coordinator.reap(tw.rt)
+    assert tw.sends_of() == 2
+    tw.clock.advance(1)
+    coordinator.reap(tw.rt)
+    assert tw.sends_of() == 3
+
+
+def test_the_queues_are_read_only_when_an_action_may_need_sending_again(tw: Twins) -> None:
+    start(tw)
+    asked: list[int] = []
+    tw.rt.queued = lambda: asked.append(1) or None
+    tw.clock.advance(REAP_AFTER - 1)
+    coordinator.reap(tw.rt)
+    assert asked == []  # not due yet: the broker is not asked
+    tw.clock.advance(1)
+    coordinator.reap(tw.rt)
+    assert asked == [1] and tw.sends_of() == 2
+
+
 def test_the_back_off_is_capped_by_a_short_visibility_timeout(tw: Twins) -> None:
     rt = tw.rt
     assert coordinator.requeue_after(rt, 0) == REAP_AFTER
