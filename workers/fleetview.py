@@ -44,8 +44,9 @@ log = structlog.get_logger()
 PRIORITY_SEP = "\x06\x16"
 PRIORITY_STEPS = (0, 3, 6, 9)
 UNACKED = "unacked"
-# The most messages the reaper reads from the queues in one pass to tell a waiting action from a lost one.
-QUEUED_AT_MOST = 50_000
+# The most messages the reaper reads from the queues in one pass to tell a waiting action from a lost one:
+# about 1 kB each, so a pass reads 10 MB at the most (a sweep of 1,000 PRs queues about 3,000).
+QUEUED_AT_MOST = 10_000
 STATES: tuple[str, ...] = ("queued", "review", "converged", "human", "failed", "cancelled")
 
 
