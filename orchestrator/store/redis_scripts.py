@@ -3,6 +3,23 @@ keys (``orchestrator.store.keys``), so concurrent writers on any number of hosts
 Each script's comment names its KEYS and ARGV and what it returns.
 """
 
+
+def _forget_if_expired(index: str, expiring: str) -> str:
+    """Lua, after ``local now = redis.call('TIME')``: the run ``ARGV[1]``, if its keys' deadline has passed,
+    leaves the index and the expiry set, so it comes back as a new run, not as an old one that lost its
+    log. ``index`` and ``expiring`` are the scripts' KEYS for the two."""
+    return (
+        f"local deadline = redis.call('ZSCORE', {expiring}, ARGV[1])\n"
+        "if deadline and tonumber(deadline) <= tonumber(now[1]) then\n"
+        f"  redis.call('ZREM', {expiring}, ARGV[1])\n"
+        f"  redis.call('ZREM', {index}, ARGV[1])\n"
+        "end\n"
+    )
+
+
+# A run's creation score: the server's clock to the microsecond (Lua, after ``now`` is read).
+_NOW_SCORE = "now[1] .. '.' .. string.format('%06d', tonumber(now[2]))"
+
 # Append events to a run, deduplicated by eid, and register the run in the index.
 #   KEYS[1]  the run's event stream        (keys.events)
 #   KEYS[2]  the run's set of seen eids    (keys.eids)
@@ -14,15 +31,11 @@ Each script's comment names its KEYS and ARGV and what it returns.
 # position of each event appended (an eid already there is not)}.
 # The creation score is the server's clock, so every host agrees on the runs' order. A run whose keys
 # expired comes back as a new run (its expiry forgotten), not as an old one that lost its log.
-APPEND_LUA = """
-local now = redis.call('TIME')
-local deadline = redis.call('ZSCORE', KEYS[4], ARGV[1])
-if deadline and tonumber(deadline) <= tonumber(now[1]) then
-  redis.call('ZREM', KEYS[4], ARGV[1])
-  redis.call('ZREM', KEYS[3], ARGV[1])
-end
-local score = now[1] .. '.' .. string.format('%06d', tonumber(now[2]))
-local created = redis.call('ZADD', KEYS[3], 'NX', score, ARGV[1])
+APPEND_LUA = (
+    "\nlocal now = redis.call('TIME')\n"
+    + _forget_if_expired("KEYS[3]", "KEYS[4]")
+    + f"local score = {_NOW_SCORE}\n"
+    + """local created = redis.call('ZADD', KEYS[3], 'NX', score, ARGV[1])
 local appended = 0
 local positions = {}
 for i = 2, #ARGV, 2 do
@@ -34,6 +47,7 @@ for i = 2, #ARGV, 2 do
 end
 return {created, appended, unpack(positions)}
 """
+)
 
 # Forget the runs whose keys have expired: out of the index and of the expiry set.
 #   KEYS[1]  the index of runs (keys.runs_index)      KEYS[2]  the expiry set (keys.expiring_runs)
@@ -86,23 +100,22 @@ return 1
 #   ARGV[1]  the slug   ARGV[2]  the claim's TTL in seconds   ARGV[3]  the run it may replace ('' none)
 #   ARGV[4..] pairs: eid, event JSON
 # Returns {'started', slug}, {'claimed', holder} or {'taken', ''}.
-START_SWEPT_LUA = """
+START_SWEPT_LUA = (
+    """
 local holder = redis.call('GET', KEYS[1])
 if holder and holder ~= ARGV[3] then return {'claimed', holder} end
 local now = redis.call('TIME')
-local deadline = redis.call('ZSCORE', KEYS[6], ARGV[1])
-if deadline and tonumber(deadline) <= tonumber(now[1]) then
-  redis.call('ZREM', KEYS[6], ARGV[1])
-  redis.call('ZREM', KEYS[5], ARGV[1])
-end
-if redis.call('ZSCORE', KEYS[5], ARGV[1]) or redis.call('EXISTS', KEYS[3]) == 1 then
+"""
+    + _forget_if_expired("KEYS[5]", "KEYS[6]")
+    + """if redis.call('ZSCORE', KEYS[5], ARGV[1]) or redis.call('EXISTS', KEYS[3]) == 1 then
   return {'taken', ''}
 end
 redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
 redis.call('ZADD', KEYS[2], now[1], ARGV[1])
 redis.call('EXPIRE', KEYS[2], ARGV[2])
-redis.call('ZADD', KEYS[5], now[1] .. '.' .. string.format('%06d', tonumber(now[2])), ARGV[1])
-for i = 4, #ARGV, 2 do
+"""
+    + f"redis.call('ZADD', KEYS[5], {_NOW_SCORE}, ARGV[1])\n"
+    + """for i = 4, #ARGV, 2 do
   if redis.call('SADD', KEYS[4], ARGV[i]) == 1 then
     redis.call('XADD', KEYS[3], '*', 'e', ARGV[i + 1])
   end
@@ -110,3 +123,4 @@ end
 redis.call('SADD', KEYS[7], ARGV[1])
 return {'started', ARGV[1]}
 """
+)
