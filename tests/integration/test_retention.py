@@ -199,8 +199,11 @@ def test_a_run_whose_keys_expired_unpruned_comes_back_new(
     live(rt)
     end(rt)
     wait_gone(client, keys.events(prefix, SLUG))
-    assert client.zscore(keys.runs_index(prefix), SLUG) is not None  # nobody listed the runs yet
+    created = client.zscore(keys.runs_index(prefix), SLUG)
+    assert created is not None  # nobody listed the runs yet
     assert rt.store.append(SLUG, [TargetEvent(eid="target:0", target=Target(repo="repo"))]) == 1
+    again = client.zscore(keys.runs_index(prefix), SLUG)
+    assert again is not None and again > created  # a new run, created now, not the old one's entry
     assert client.zscore(keys.expiring_runs(prefix), SLUG) is None
     assert client.ttl(keys.events(prefix, SLUG)) == -1
 
