@@ -66,16 +66,7 @@ def one_wait(url: str, n: int, w: int, task: float, per_repo: int | None) -> tup
         try:
             fleet.jury_workers(procs, w)
             with backend(settings, 1) as b:
-
-                def start(name: str, events: list[Event]) -> str:
-                    slug = f"{name}-{time.time_ns() % 10**12}"
-                    b.store.create_run(slug)
-                    b.store.append(slug, events)
-                    b.store.activate(slug)
-                    b.kick(slug)
-                    return slug
-
-                slugs = [start(f"busy-{i}", events) for i, events in enumerate(sweep)]
+                slugs = [fleet.start_run(b, f"busy-{i}", events) for i, events in enumerate(sweep)]
                 held = min(w, per_repo or w)  # the slots the sweep can take at once
 
                 def launched() -> int:
@@ -83,7 +74,7 @@ def one_wait(url: str, n: int, w: int, task: float, per_repo: int | None) -> tup
 
                 fleet.wait_until("the sweep to hold its slots", lambda: launched() >= held, 120, 0.05)
                 started = time.time()
-                lone_slug = start("other", lone)
+                lone_slug = fleet.start_run(b, "other", lone)
                 fleet.wait_until(
                     "the other repository's agent to launch",
                     lambda: launched_at(b.store.read(lone_slug)),

@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import redis
 from celery import Celery
@@ -37,6 +38,9 @@ from orchestrator.domain import Event
 from orchestrator.fold import fold
 from orchestrator.spec import SandboxSettings
 from workers.sandbox import sandbox_problem
+
+if TYPE_CHECKING:
+    from jury_cli.backend import Backend
 
 FAKES = Path(__file__).resolve().parent / "fakes"
 AGENT = FAKES / "agent.sh"
@@ -226,14 +230,7 @@ def submit_and_wait(settings: Settings, firsts: list[list[Event]], timeout: floa
 
     with backend(settings, 1) as b:
         t0 = time.perf_counter()
-        slugs = []
-        for i, events in enumerate(firsts):
-            slug = f"bench-pr-{i}-{time.time_ns() % 10**9}"
-            b.store.create_run(slug)
-            b.store.append(slug, events)
-            b.store.activate(slug)
-            b.kick(slug)
-            slugs.append(slug)
+        slugs = [start_run(b, f"bench-pr-{i}", events) for i, events in enumerate(firsts)]
         wanted = set(slugs)
         wait_until("every run to end", lambda: not wanted & set(b.store.active_runs()), timeout, 0.05)
         seconds = time.perf_counter() - t0
@@ -244,6 +241,17 @@ def ended_otherwise(states: list[str]) -> str:
     """A figure's note when some runs did not converge: their rate is not a review's, and says so."""
     bad = sorted({s for s in states if s != "converged"})
     return f"; {sum(s != 'converged' for s in states)} runs ended {bad}" if bad else ""
+
+
+def start_run(b: Backend, name: str, events: list[Event]) -> str:
+    """Start a run as ``jury review --detach`` does: register it, append its first events, activate it and
+    kick its coordinator. Its slug: ``name`` and a clock reading, so each start is a run of its own."""
+    slug = f"{name}-{time.time_ns() % 10**12}"
+    b.store.create_run(slug)
+    b.store.append(slug, events)
+    b.store.activate(slug)
+    b.kick(slug)
+    return slug
 
 
 def jury_workers(procs: Processes, w: int) -> None:
