@@ -25,7 +25,7 @@ from rich.text import Text
 from bench import eventlog, fairness, fleet, isolation, machine, parsers
 from bench.stats import Figure
 
-SECTIONS = ("fleet", "fair share", "event log", "isolation", "parsers")
+SECTIONS = ("dispatch", "fleet", "fair share", "event log", "isolation", "parsers")
 
 
 def quiet_logs() -> None:
@@ -82,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
         "parsers": lambda: parsers.measure(repeat, size=100_000 if args.quick else parsers.MB),
     }
     runs = {
-        "fleet": lambda: fleet.measure(args.redis, quick=args.quick, repeat=repeat),
+        "dispatch": lambda: fleet.measure_dispatch(args.redis, quick=args.quick),
+        "fleet": lambda: fleet.measure(args.redis, quick=args.quick),
         "fair share": lambda: fairness.measure(args.redis, quick=args.quick, repeat=1 if args.quick else 3),
     } | runs
     chosen = args.only or list(runs)

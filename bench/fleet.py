@@ -7,7 +7,8 @@ sandbox. The Redis database is one of the test databases, held with the tests' o
 session flushes it meanwhile; it is flushed before and after.
 
 The codejury schedule (one PR at a time, reviewers in parallel, triage one finding at a time) is computed
-from the same drawn durations, not run: it is the sum over PRs of each PR's critical path.
+from the same drawn durations, not run: it is the sum over PRs of each PR's critical path. The dispatch
+figures also say whose CPU each side spent a task (``bench/cpu.py``): on two busy cores, that is the rate.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import redis
 from celery import Celery
 
 from bench import noop
+from bench.cpu import CpuMeter, Spent
 from bench.stats import Figure, figure
 from orchestrator.config import Settings
 from orchestrator.demo import make_sample_repo
@@ -337,6 +339,7 @@ def dispatch(url: str, runs: int, repeat: int, w: int = 2) -> list[Figure]:
     three tasks. Both sides run on ``w`` worker processes of concurrency 1."""
     client = redis.Redis.from_url(url)
     jury_rates, noop_rates = [], []
+    spent: dict[str, list[tuple[Spent | None, int]]] = {"jury": [], "celery": []}
     ends: list[str] = []
     for _ in range(repeat):
         with tempfile.TemporaryDirectory() as d:
@@ -346,7 +349,10 @@ def dispatch(url: str, runs: int, repeat: int, w: int = 2) -> list[Figure]:
             try:
                 firsts = prepare(settings, base, [None] * runs, "r2")
                 jury_workers(procs, w)
+                meter = CpuMeter([p.pid for p in procs.procs], client)
+                meter.start()
                 wall, states = submit_and_wait(settings, firsts, timeout=600)
+                spent["jury"].append((meter.stop(), 3 * runs))
                 jury_rates.append(3 * runs / wall)
                 ends += states
                 procs.stop()
@@ -374,12 +380,15 @@ def dispatch(url: str, runs: int, repeat: int, w: int = 2) -> list[Figure]:
                 procs.ready(logs)
                 k = max(200, 3 * runs)
                 client.delete(noop.COUNTER)
+                meter = CpuMeter([p.pid for p in procs.procs], client)
+                meter.start()
                 t0 = time.perf_counter()
                 sender = Celery("bench_noop", broker=url)
                 for _ in range(k):
                     sender.send_task("bench.noop", queue="bench-noop")
                 wait_until("the no-op tasks", lambda k=k: int(client.get(noop.COUNTER) or 0) >= k, 300, 0.01)
                 noop_rates.append(k / (time.perf_counter() - t0))
+                spent["celery"].append((meter.stop(), k))
             finally:
                 procs.stop()
     j = figure(
@@ -400,7 +409,27 @@ def dispatch(url: str, runs: int, repeat: int, w: int = 2) -> list[Figure]:
         min(j.runs, c.runs),
         note="target >= 0.3",
     )
-    return [j, c, ratio]
+    return [j, c, ratio, *cpu_figures("jury", spent["jury"]), *cpu_figures("celery", spent["celery"])]
+
+
+def cpu_figures(side: str, spent: list[tuple[Spent | None, int]]) -> list[Figure]:
+    """Whose CPU a side's tasks took, in ms a task (``CpuMeter``), and the cores busy meanwhile: on a
+    machine whose cores are all busy, the rate is what this CPU allows. None when not measurable here."""
+    if not spent or any(s is None for s, _ in spent):
+        return []
+    rows = [(s, n) for s, n in spent if s is not None]
+
+    def per_task(what: str, samples: list[float], note: str = "") -> Figure:
+        return figure("dispatch", f"{side}: CPU in {what}", "ms/task", samples, note=note)
+
+    out = [per_task("the workers", [1e3 * s.workers / n for s, n in rows])]
+    if side == "jury":  # a no-op task starts no process
+        children = [1e3 * s.children / n for s, n in rows]
+        out.append(per_task("their child processes", children, note="git, bwrap, the agents"))
+    out.append(per_task("Redis", [1e3 * s.redis / n for s, n in rows]))
+    busy = [s.busy_cores for s, _ in rows]
+    note = f"of {os.cpu_count()}, everything on the machine"
+    return [*out, figure("dispatch", f"{side}: cores busy", "cores", busy, note=note)]
 
 
 def need_sandbox() -> None:
@@ -411,15 +440,19 @@ def need_sandbox() -> None:
         raise SystemExit(f"bench: the fleet figures run agents in Jury's sandbox, not here: {problem}")
 
 
-def measure(base_url: str, *, quick: bool, repeat: int) -> list[Figure]:
+def measure_dispatch(base_url: str, *, quick: bool) -> list[Figure]:
+    """The dispatch section: Jury's whole path against Celery's no-op task, and whose CPU each took."""
+    need_sandbox()
+    with private_db(base_url) as url:
+        return dispatch(url, runs=10, repeat=1) if quick else dispatch(url, runs=50, repeat=3)
+
+
+def measure(base_url: str, *, quick: bool) -> list[Figure]:
+    """The fleet section: makespan against the ideal and the codejury schedule, and scaling."""
     need_sandbox()
     with private_db(base_url) as url:
         if quick:
-            return dispatch(url, runs=10, repeat=1) + makespan(
-                url, n=20, scale=0.06, workers=(2, 4, 8), repeat=1
-            )
+            return makespan(url, n=20, scale=0.06, workers=(2, 4, 8), repeat=1)
         # W = 24 beyond the issue's 2, 4, 8: the codejury comparison's target (8x) lies past what 8 slots
         # can give on this workload (W x codejury / total agent time, about 3.9x at W = 8).
-        return dispatch(url, runs=50, repeat=3) + makespan(
-            url, n=200, scale=1.0, workers=(2, 4, 8, 24), repeat=1
-        )
+        return makespan(url, n=200, scale=1.0, workers=(2, 4, 8, 24), repeat=1)

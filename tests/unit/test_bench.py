@@ -4,9 +4,16 @@ pair the worst with the best, the makespan ideal follows the PR's real schedule 
 
 from __future__ import annotations
 
-import pytest
+import os
+import subprocess
+import sys
+import time
 
-from bench.fleet import Durations, draw, ended_otherwise, measure
+import pytest
+import redis
+
+from bench.cpu import CpuMeter
+from bench.fleet import Durations, draw, ended_otherwise, measure, measure_dispatch
 from bench.parsers import MB, hostile_lines
 from bench.stats import figure, ratio
 
@@ -53,7 +60,30 @@ def test_the_fleet_figures_refuse_to_run_without_the_sandbox(monkeypatch: pytest
     # Every review would end at once in `human`: a rate of no review at all, shown as Jury's.
     monkeypatch.setenv("JURY_BWRAP", "/nonexistent/bwrap")
     with pytest.raises(SystemExit, match="sandbox, not here: .*bubblewrap"):
-        measure("redis://127.0.0.1:1/0", quick=True, repeat=1)
+        measure("redis://127.0.0.1:1/0", quick=True)
+    with pytest.raises(SystemExit, match="sandbox, not here: .*bubblewrap"):
+        measure_dispatch("redis://127.0.0.1:1/0", quick=True)
+
+
+def burn(seconds: float) -> None:
+    """Spend ``seconds`` of this process's CPU (not of the wall clock: a busy machine only takes longer)."""
+    start = time.process_time()
+    while time.process_time() - start < seconds:
+        pass
+
+
+def test_the_cpu_meter_tells_a_process_own_cpu_from_its_childrens(shared_redis: str) -> None:
+    client = redis.Redis.from_url(shared_redis)
+    meter = CpuMeter([os.getpid()], client)
+    meter.start()
+    burn(0.3)
+    child = "import time\ns = time.process_time()\nwhile time.process_time() - s < 0.6: pass"
+    subprocess.run([sys.executable, "-c", child], check=True)  # waited for: its CPU is our children's
+    spent = meter.stop()
+    assert spent is not None
+    # Clock ticks are 10 ms; an interpreter's start-up adds to the child, never takes from it.
+    assert 0.28 <= spent.workers < 0.6 <= spent.children + 0.02
+    assert spent.redis >= 0 and 0 < spent.busy_cores <= (os.cpu_count() or 1)
 
 
 def test_the_tables_print_a_figure_name_with_brackets_as_written() -> None:
