@@ -414,7 +414,7 @@ def dispatch(url: str, runs: int, repeat: int, w: int = 2) -> list[Figure]:
 
 def cpu_figures(side: str, spent: list[tuple[Spent | None, int]]) -> list[Figure]:
     """Whose CPU a side's tasks took, in ms a task (``CpuMeter``), and the cores busy meanwhile: on a
-    machine whose cores are all busy, the rate is what this CPU allows. None when not measurable here."""
+    machine whose cores are all busy, the rate is what this CPU allows. No figure when not measurable here."""
     if not spent or any(s is None for s, _ in spent):
         return []
     rows = [(s, n) for s, n in spent if s is not None]
