@@ -64,12 +64,30 @@ def print_tables(console: Console, info: dict[str, object], figures: list[Figure
         console.print(table)
 
 
+def positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"a whole number of runs, 1 or more, not {text!r}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small workloads, under two minutes")
     ap.add_argument("--json", action="store_true", help="one JSON document: the machine and every figure")
     ap.add_argument("--only", action="append", choices=SECTIONS, help="run only this section (repeatable)")
     ap.add_argument("--redis", default=os.environ.get("JURY_REDIS_URL", "redis://127.0.0.1:6379/0"))
+    ap.add_argument(
+        "--fleet-repeat",
+        type=positive,
+        default=1,
+        metavar="N",
+        help="runs of the fleet section's workload per W, for a median of N (default 1: a 200-PR run "
+        "on W = 2 takes about 40 minutes)",
+    )
     args = ap.parse_args(argv)
     quiet_logs()
     client = redis.Redis.from_url(args.redis)
@@ -83,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     runs = {
         "dispatch": lambda: fleet.measure_dispatch(args.redis, quick=args.quick),
-        "fleet": lambda: fleet.measure(args.redis, quick=args.quick),
+        "fleet": lambda: fleet.measure(args.redis, quick=args.quick, repeat=args.fleet_repeat),
         "fair share": lambda: fairness.measure(args.redis, quick=args.quick, repeat=1 if args.quick else 3),
     } | runs
     chosen = args.only or list(runs)

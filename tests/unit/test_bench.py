@@ -95,3 +95,12 @@ def test_the_tables_print_a_figure_name_with_brackets_as_written() -> None:
     info = {"date": "d", "cpu": "c", "cores": 2, "host_cores": 2, "memory_gb": 1, "python": "3", "redis": "7"}
     print_tables(console, info | {"load_avg": [0]}, [figure("fair share", "no [limits]: wait", "s", [1.0])])
     assert "no [limits]: wait" in console.export_text()
+
+
+def test_a_fleet_repeat_below_one_is_refused_naming_the_option(capsys: pytest.CaptureFixture[str]) -> None:
+    from bench.__main__ import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["--fleet-repeat", "0", "--only", "parsers"])
+    assert exited.value.code == 2
+    assert "--fleet-repeat: a whole number of runs, 1 or more, not '0'" in capsys.readouterr().err
