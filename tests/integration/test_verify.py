@@ -532,7 +532,10 @@ def test_sub():
     assert sub(3, 1) == 2
 """
 EVEN = "from calc import median\n\n\ndef test_even():\n    assert median([4, 1, 3, 2]) == 2.5\n"
-PYTEST_CMD = f"{PY} -m pytest -q tests/test_even.py"
+# The sample projects need no pytest plugin; without this, each run in the sandbox loads every plugin the
+# dev venv holds (hypothesis, xdist, playwright, ...): 2.1 s of CPU a run against 0.3 s.
+PYTEST = f"PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 {PY} -m pytest"
+PYTEST_CMD = f"{PYTEST} -q tests/test_even.py"
 BROKEN_DOUBLE = CALC_FIXED.replace("return x * 2", "return x * 3")
 
 
@@ -717,13 +720,13 @@ SKIP_MARK = "import pytest\n\npytestmark = pytest.mark.skip('flaky')\n\n"
         ),
         pytest.param(
             {"calc.py": CALC_FIXED, "tests/test_even.py": EVEN},
-            f"{PY} -m pytest -q tests/test_calc.py",
+            f"{PYTEST} -q tests/test_calc.py",
             "not a test command Jury can verify: it names no test the fix added or changed",
             id="names-an-old-test",
         ),
         pytest.param(
             {"calc.py": CALC_FIXED, "tests/test_even.py": EVEN},
-            f"{PY} -m pytest -q -p myplugin tests/test_even.py",
+            f"{PYTEST} -q -p myplugin tests/test_even.py",
             "not a test command Jury can verify: loading a plugin",
             id="plugin-option",
         ),
@@ -783,7 +786,7 @@ def test_added_tests_in_an_existing_file_are_no_configuration_change(
         wts,
         tmp_path,
         {"calc.py": CALC_FIXED, "tests/test_calc.py": more},
-        f"{PY} -m pytest -q tests/test_calc.py::test_even",
+        f"{PYTEST} -q tests/test_calc.py::test_even",
     )
     assert v.ok, v.reason
     assert v.config_changes == []
