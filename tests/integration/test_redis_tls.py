@@ -3,8 +3,9 @@ broker, a real ``jury worker`` and the CLI; the certificate is verified, and the
 
 The certificates are made here with the ``openssl`` CLI (a private CA and a server certificate for
 127.0.0.1). The server is ``$JURY_TEST_REDIS_SERVER`` when set, else the first ``redis-server`` on the PATH
-that has TLS. Skipped where none has TLS or ``openssl`` is missing, except under ``CI=true``: there no
-server with TLS fails the tests, since .ci/run installs Debian's redis-server, which has it.
+that has TLS. Skipped where none has TLS or ``openssl`` is missing, except under ``CI=true``: there either
+fails the tests (as every skip does there, ``tests/ci_skips.py``), since .ci/run installs Debian's
+redis-server, which has TLS, and openssl.
 """
 
 from __future__ import annotations
