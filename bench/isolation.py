@@ -163,7 +163,7 @@ def sandbox_startup(repeat: int) -> list[Figure]:
             [s * 1e3 for s in seconds_of(lambda: run(jail), repeat)],
         )
         out.append(jailed)
-        # run_supervised polls its child, which rounds both figures above to its tick; the spawn alone:
+        # both figures above include run_supervised's output readers, limits, process group; the spawn alone:
         confined = confine(jail, ["true"], work, env)
         raw_bare = figure(
             "isolation",
