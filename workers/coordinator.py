@@ -425,13 +425,14 @@ def reap(rt: Runtime) -> list[str]:
             # was lost (or a pass that died before it dispatched) would leave it waiting. A run with
             # actions in flight is kicked by each of them as it ends (or, lost, sent again below).
             rt.wake(slug)
-        for a in inflight:
-            name = f"{slug}:{a.key}"
-            # The mark before the lease: a mark that says taken, read before a lease found lapsed, is the
-            # taker's that lapsed (a taker marks after it acquires; a put-back or hand-back marks the
-            # action sent again before it lets its lease go).
-            mark = rt.store.sent_mark(slug, a.key)
-            if not rt.leases.expired_without_done([name]):
+        names = [f"{slug}:{a.key}" for a in inflight]
+        # The marks before the leases: a mark that says taken, read before a lease found lapsed, is the
+        # taker's that lapsed (a taker marks after it acquires; a put-back or hand-back marks the action
+        # sent again before it lets its lease go). Each read at once for all the run's actions in flight.
+        marks = rt.store.sent_marks(slug, [a.key for a in inflight]) if inflight else []
+        lapsed = set(rt.leases.expired_without_done(names)) if inflight else set()
+        for a, name, mark in zip(inflight, names, marks, strict=True):
+            if name not in lapsed:
                 continue
             if mark is not None and mark.taken:
                 send(rt, a.kind, slug, a.key)

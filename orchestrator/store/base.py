@@ -257,6 +257,12 @@ class LiveStore(EventStore, Protocol):
         """The action's sent mark by the store's clock; None if it was never sent (or the mark expired)."""
         ...
 
+    def sent_marks(self, slug: str, action_keys: Sequence[str]) -> list[SentMark | None]:
+        """``sent_mark`` of each of the run's ``action_keys``, in their order, read at once (the reaper
+        reads every action in flight of every active run each period: one round trip a run, not one an
+        action)."""
+        ...
+
     def sent_age(self, slug: str, key: str) -> float | None:
         """Seconds since the action's task was last enqueued and due, by the store's clock, never below 0
         (0 while its countdown runs); None if never (or the mark has expired)."""

@@ -415,6 +415,12 @@ class MemoryStore:
             taken = self._unexpired(self._taken, (slug, key), now) is not None
             return SentMark(now - due, taken, self._unexpired(self._resent, (slug, key), now) or 0)
 
+    def sent_marks(self, slug: str, action_keys: Sequence[str]) -> list[SentMark | None]:
+        """``sent_mark`` of each action, under one hold of the lock (all at once, as Redis's MGET)."""
+        check_slug(slug)
+        with self._cond:
+            return [self.sent_mark(slug, key) for key in action_keys]
+
     def sent_age(self, slug: str, key: str) -> float | None:
         """Seconds of the clock since the action's task was sent and due (0 while its countdown runs);
         None if never, or the mark expired."""

@@ -471,20 +471,36 @@ class RedisStore:
     def sent_mark(self, slug: str, key: str) -> SentMark | None:
         """One MGET of the sent, taken and resent marks; None without a sent mark (or with one that does
         not parse: logged)."""
+        return self.sent_marks(slug, [key])[0]
+
+    def sent_marks(self, slug: str, action_keys: Sequence[str]) -> list[SentMark | None]:
+        """One MGET of the sent, taken and resent marks of every action (``sent_mark`` of each)."""
         check_slug(slug)
-        name = f"{slug}:{key}"
-        marks = [keys.sent(self.prefix, name), keys.taken(self.prefix, name), keys.resent(self.prefix, name)]
-        with store_errors("read an action's sent mark in", slug):
-            due, taken, resent = cast(list[bytes | None], self.client.mget(marks))
-        if due is None:
-            return None
-        try:
-            age = time.time() - float(due)
-            resends = int(resent) if resent is not None else 0
-        except ValueError:
-            log.warning("store.bad_sent_mark", slug=slug, key=key)
-            return None
-        return SentMark(age=age, taken=taken is not None, resends=resends)
+        if not action_keys:
+            return []
+        marks = [
+            family(self.prefix, f"{slug}:{key}")
+            for key in action_keys
+            for family in (keys.sent, keys.taken, keys.resent)
+        ]
+        with store_errors("read the sent marks of actions in", slug):
+            values = cast(list[bytes | None], self.client.mget(marks))
+        now = time.time()
+        out: list[SentMark | None] = []
+        for i, key in enumerate(action_keys):
+            due, taken, resent = values[3 * i : 3 * i + 3]
+            if due is None:
+                out.append(None)
+                continue
+            try:
+                age = now - float(due)
+                resends = int(resent) if resent is not None else 0
+            except ValueError:
+                log.warning("store.bad_sent_mark", slug=slug, key=key)
+                out.append(None)
+                continue
+            out.append(SentMark(age=age, taken=taken is not None, resends=resends))
+        return out
 
     def sent_age(self, slug: str, key: str) -> float | None:
         """Seconds since the sent mark's time, None without a mark (or with one that does not parse); never

@@ -493,6 +493,18 @@ class TestLiveContract:
         s.mark_taken(SLUG, "review:r1:claude")  # taken, never sent: no sent mark
         assert s.sent_mark(SLUG, "review:r1:claude") is None
 
+    def test_the_sent_marks_of_many_actions_are_each_ones_sent_mark_in_order(self, live: Live) -> None:
+        """What the reaper reads once a run: each action's mark, in the order asked, None where unsent."""
+        s = live.store
+        s.mark_sent(SLUG, "review:r1:a")
+        s.mark_sent(SLUG, "review:r1:c")
+        s.mark_taken(SLUG, "review:r1:c")
+        assert s.mark_resent(SLUG, "review:r1:c") == 1
+        s.mark_taken(SLUG, "review:r1:b")  # taken, never sent: no mark
+        marks = s.sent_marks(SLUG, ["review:r1:c", "review:r1:b", "review:r1:a", "review:r1:z"])
+        assert [None if m is None else m[1:] for m in marks] == [(True, 1), None, (False, 0), None]
+        assert s.sent_marks(SLUG, []) == [] and s.sent_marks("other", ["review:r1:a"]) == [None]
+
     def test_a_put_back_task_is_due_when_its_countdown_ends(self, live: Live) -> None:
         s, key = live.store, "review:r1:codex"
         s.mark_sent(SLUG, key, delay=3600)
