@@ -1,10 +1,16 @@
-"""Event log: append and fold rates on both stores, and what one coordinate pass costs as the log grows.
+"""Event log: append and fold rates on both stores, what one coordinate pass costs as the log grows, and
+what one reaper pass costs as the fleet holds more runs.
 
 Every coordinate pass decides from the run's folded log; if its cost grows with the log, a long run (an
 ``agent.alive`` tick every few seconds per agent) makes the ``control`` queue the fleet's bottleneck.
 The coordinate figure runs ``workers.coordinator.coordinate`` on a Runtime over the Redis store (the
 fleet's), with a run whose reviewers are in flight, so a pass decides nothing new: what it costs is the
 reading, folding and mirroring.
+
+The reaper figure runs ``workers.coordinator.reap`` over that many such runs. One worker makes that pass
+every reap period (``JURY_REAP_EVERY``), in a thread beside its tasks, and it reads every active run:
+its cost grows with the number of runs the fleet holds, not with their logs, and it says how many runs a
+fleet can hold before the pass takes a good part of its period.
 """
 
 from __future__ import annotations
@@ -150,9 +156,12 @@ def rates(client: redis.Redis, n: int, repeat: int) -> list[Figure]:
     return out
 
 
-def runtime(client: redis.Redis, prefix: str, state_dir: Path) -> Runtime:
-    """A Runtime on the Redis store under ``prefix`` whose sends and kicks go nowhere (no worker runs)."""
+def runtime(client: redis.Redis, prefix: str, state_dir: Path, reap_after: float | None = None) -> Runtime:
+    """A Runtime on the Redis store under ``prefix`` whose sends and kicks go nowhere (no worker runs);
+    ``reap_after`` as the settings' (their default when None)."""
     settings = Settings(dir=state_dir)
+    if reap_after is not None:
+        settings = Settings(dir=state_dir, reap_after=reap_after)
     return Runtime(
         settings=settings,
         store=RedisStore(client, prefix=prefix),
@@ -191,6 +200,27 @@ def coordinate_pass(client: redis.Redis, length: int, repeat: int) -> Figure:
     )
 
 
+def reap_pass(client: redis.Redis, active: int, repeat: int) -> list[Figure]:
+    """Milliseconds of one reaper pass over ``active`` runs, each with its two reviewers sent and not yet
+    taken (a fleet's backlog: the commonest case), and that per run. Their sends are young (``reap_after``
+    an hour), so every pass reads each run and its actions' marks and leases and sends nothing again."""
+    with scratch_prefix(client) as prefix, tempfile.TemporaryDirectory() as d:
+        rt = runtime(client, prefix, Path(d), reap_after=3600.0)
+        for i in range(active):
+            slug = f"bench-reap-{i}"
+            rt.store.create_run(slug)
+            rt.store.append(slug, head())
+            rt.store.activate(slug)
+            state = coordinator.coordinate(rt, slug)  # dispatches its reviewers; no worker takes them
+            if len(state.inflight()) != 2:
+                raise RuntimeError(f"reaper bench: {slug} has {len(state.inflight())} actions in flight")
+        ms = [s * 1e3 for s in seconds_of(lambda: coordinator.reap(rt), repeat)]
+    return [
+        figure("reaper", f"pass over {active:,} active runs", "ms", ms, active=active),
+        figure("reaper", f"pass over {active:,} active runs, per run", "ms", [m / active for m in ms]),
+    ]
+
+
 def measure(client: redis.Redis, *, quick: bool, repeat: int) -> list[Figure]:
     n = 10_000 if quick else 100_000
     out = rates(client, n, repeat)
@@ -199,4 +229,6 @@ def measure(client: redis.Redis, *, quick: bool, repeat: int) -> list[Figure]:
     out.append(
         ratio("coordinate", "pass at 10,000 / pass at 100", passes[-1], passes[0], note="target <= 2x")
     )
+    for active in (100, 300) if quick else (100, 1_000):
+        out += reap_pass(client, active, repeat)
     return out
