@@ -161,7 +161,7 @@ def runtime(client: redis.Redis, prefix: str, state_dir: Path, reap_after: float
     ``reap_after`` as the settings' (their default when None)."""
     settings = Settings(dir=state_dir)
     if reap_after is not None:
-        settings = Settings(dir=state_dir, reap_after=reap_after)
+        settings = settings.model_copy(update={"reap_after": reap_after})
     return Runtime(
         settings=settings,
         store=RedisStore(client, prefix=prefix),

@@ -429,8 +429,8 @@ def reap(rt: Runtime) -> list[str]:
         # The marks before the leases: a mark that says taken, read before a lease found lapsed, is the
         # taker's that lapsed (a taker marks after it acquires; a put-back or hand-back marks the action
         # sent again before it lets its lease go). Each read at once for all the run's actions in flight.
-        marks = rt.store.sent_marks(slug, [a.key for a in inflight]) if inflight else []
-        lapsed = set(rt.leases.expired_without_done(names)) if inflight else set()
+        marks = rt.store.sent_marks(slug, [a.key for a in inflight])
+        lapsed = set(rt.leases.expired_without_done(names))
         for a, name, mark in zip(inflight, names, marks, strict=True):
             if name not in lapsed:
                 continue
