@@ -92,6 +92,7 @@ class Processes:
 
     def __init__(self, env: dict[str, str], logs: Path) -> None:
         self.env, self.logs, self.procs = env, logs, []  # type: ignore[var-annotated]
+        self.signalled: set[int] = set()
         logs.mkdir(parents=True, exist_ok=True)
 
     def spawn(self, argv: list[str]) -> Path:
@@ -115,17 +116,23 @@ class Processes:
             "the workers to be ready", lambda: all(b" ready." in p.read_bytes() for p in logs), timeout, 0.1
         )
 
-    def stop(self) -> None:
+    def terminate(self) -> None:
+        """Ask every process to stop (SIGTERM: a warm shutdown) without waiting: an idle worker takes a
+        second or so to exit, which the next fleet's start-up can overlap (``jury_workers``)."""
         for p in self.procs:
-            if p.poll() is None:
+            if p.poll() is None and p.pid not in self.signalled:
                 os.killpg(p.pid, signal.SIGTERM)
+                self.signalled.add(p.pid)
+
+    def stop(self) -> None:
+        self.terminate()
         for p in self.procs:
             try:
                 p.wait(15)
             except subprocess.TimeoutExpired:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
-        self.procs = []
+        self.procs, self.signalled = [], set()
 
 
 def fleet_env(url: str, state_dir: Path) -> dict[str, str]:
@@ -256,11 +263,15 @@ def start_run(b: Backend, name: str, events: list[Event]) -> str:
     return slug
 
 
-def jury_workers(procs: Processes, w: int) -> None:
+def jury_workers(procs: Processes, w: int, retiring: Processes | None = None) -> None:
+    """Start ``w`` workers and wait until they are ready. ``retiring``, the previous fleet (already asked
+    to stop), shuts down while these start, and is gone before they take any task."""
     logs = [
         procs.spawn([sys.executable, "-m", "jury_cli", "worker", "--concurrency", "1", "--loglevel", "INFO"])
         for _ in range(w)
     ]
+    if retiring is not None:
+        retiring.stop()
     procs.ready(logs, timeout=60 + 10 * w)  # many interpreters starting at once on two cores
 
 
@@ -277,22 +288,24 @@ def makespan(url: str, n: int, scale: float, workers: tuple[int, ...], repeat: i
         base = Path(d)
         # The PRs' repositories and first events once; each W gets a state directory and slugs of its own.
         firsts = prepare(Settings(dir=base / "prep", redis_url=url), base, list(plans), ",".join(REVIEWERS))
-        runs = 0
-        for w in workers:
-            walls: list[float] = []
-            ends: list[str] = []
-            for _ in range(repeat):
-                runs += 1
-                settings = Settings(dir=base / f"state{runs}", redis_url=url)
-                procs = Processes(fleet_env(url, settings.dir), base / f"logs{runs}")
-                try:
-                    jury_workers(procs, w)
+        fleets: list[Processes] = []  # one per measured run; each asked to stop once its run ends
+        try:
+            for w in workers:
+                walls: list[float] = []
+                ends: list[str] = []
+                for _ in range(repeat):
+                    settings = Settings(dir=base / f"state{len(fleets)}", redis_url=url)
+                    procs = Processes(fleet_env(url, settings.dir), base / f"logs{len(fleets)}")
+                    fleets.append(procs)
+                    jury_workers(procs, w, retiring=fleets[-2] if len(fleets) > 1 else None)
                     wall, states = submit_and_wait(settings, firsts, timeout=max(600.0, 4 * total / w))
-                finally:
-                    procs.stop()
-                walls.append(wall)
-                ends += states
-            by_w[w] = (walls, ends)
+                    procs.terminate()
+                    walls.append(wall)
+                    ends += states
+                by_w[w] = (walls, ends)
+        finally:
+            for procs in fleets:
+                procs.stop()
     for w in workers:
         walls, ends = by_w[w]
         ideal = max(critical, total / w)
@@ -346,6 +359,7 @@ def dispatch(url: str, runs: int, repeat: int, w: int = 2) -> list[Figure]:
             base = Path(d)
             settings = Settings(dir=base / "state", redis_url=url)
             procs = Processes(fleet_env(url, settings.dir), base / "logs")
+            noops = Processes(fleet_env(url, settings.dir), base / "noop-logs")
             try:
                 firsts = prepare(settings, base, [None] * runs, "r2")
                 jury_workers(procs, w)
@@ -355,9 +369,9 @@ def dispatch(url: str, runs: int, repeat: int, w: int = 2) -> list[Figure]:
                 spent["jury"].append((meter.stop(), 3 * runs))
                 jury_rates.append(3 * runs / wall)
                 ends += states
-                procs.stop()
+                procs.terminate()  # Jury's workers shut down while Celery's start
                 logs = [
-                    procs.spawn(
+                    noops.spawn(
                         [
                             sys.executable,
                             "-m",
@@ -377,10 +391,11 @@ def dispatch(url: str, runs: int, repeat: int, w: int = 2) -> list[Figure]:
                     )
                     for _ in range(w)
                 ]
-                procs.ready(logs)
+                procs.stop()  # gone before Celery's side is measured
+                noops.ready(logs)
                 k = max(200, 3 * runs)
                 client.delete(noop.COUNTER)
-                meter = CpuMeter([p.pid for p in procs.procs], client)
+                meter = CpuMeter([p.pid for p in noops.procs], client)
                 meter.start()
                 t0 = time.perf_counter()
                 sender = Celery("bench_noop", broker=url)
@@ -391,6 +406,7 @@ def dispatch(url: str, runs: int, repeat: int, w: int = 2) -> list[Figure]:
                 spent["celery"].append((meter.stop(), k))
             finally:
                 procs.stop()
+                noops.stop()
     j = figure(
         "dispatch",
         f"jury: agents that exit at once (W={w})",
