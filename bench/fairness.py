@@ -6,7 +6,8 @@ review of ``TASK`` seconds (the bench's fake agent, in Jury's sandbox) that find
 the other run's wait, from its start to its agent's launch, against one task's length: with ``[limits]
 per_repo`` under W the busy repository cannot take the last slot, so the wait is at most about one task
 (the issue's bound); without a limit the other run queues behind the whole sweep, which the second row
-shows for contrast.
+shows for contrast. Both settings run on the same workers, one after the other (the limit is read from
+each run's operator file), so the fleet starts once.
 """
 
 from __future__ import annotations
@@ -17,12 +18,16 @@ import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bench import fleet
 from bench.stats import Figure, figure
 from orchestrator.config import Settings
 from orchestrator.demo import make_sample_repo
 from orchestrator.domain import AgentLaunch, Event
+
+if TYPE_CHECKING:
+    from jury_cli.backend import Backend
 
 
 def config(path: Path, task: float, per_repo: int | None) -> Path:
@@ -50,66 +55,71 @@ def launched_at(events: list[Event]) -> float | None:
     return None
 
 
-def one_wait(url: str, n: int, w: int, task: float, per_repo: int | None) -> tuple[float, list[str]]:
-    """The other repository's run's wait (seconds from its start to its agent's launch), and every run's
-    end state."""
+def one_wait(b: Backend, sweep: list[list[Event]], lone: list[Event], held: int) -> tuple[float, list[str]]:
+    """Start the sweep's runs, then, once ``held`` of them have launched their agents (every slot the
+    sweep can take), the other repository's run. Its wait (seconds from its start to its agent's launch),
+    and every run's end state: the call returns once all have ended, so the fleet is idle again."""
+    slugs = [fleet.start_run(b, f"busy-{i}", events) for i, events in enumerate(sweep)]
+
+    def launched() -> int:
+        return sum(1 for s in slugs if launched_at(b.store.read(s)) is not None)
+
+    fleet.wait_until("the sweep to hold its slots", lambda: launched() >= held, 120, 0.05)
+    started = time.time()
+    lone_slug = fleet.start_run(b, "other", lone)
+    fleet.wait_until(
+        "the other repository's agent to launch", lambda: launched_at(b.store.read(lone_slug)), 600, 0.05
+    )
+    wait = (launched_at(b.store.read(lone_slug)) or started) - started
+    everyone = {*slugs, lone_slug}
+    fleet.wait_until("every run to end", lambda: not everyone & set(b.store.active_runs()), 600, 0.1)
+    states = [s or "gone" for s in b.store.run_states(sorted(everyone)).values()]
+    return wait, states
+
+
+def waits(
+    url: str, n: int, w: int, task: float, limits: tuple[int | None, ...], repeat: int
+) -> dict[int | None, tuple[list[float], list[str]]]:
+    """Each ``[limits] per_repo`` setting's waits (``repeat`` of them) and end states, on one fleet of
+    ``w`` workers: the limit is the operator file's, read for each run, so every setting runs on the
+    same workers, one after the other, each starting once the fleet is idle."""
     from jury_cli.backend import backend
 
+    out: dict[int | None, tuple[list[float], list[str]]] = {limit: ([], []) for limit in limits}
     with tempfile.TemporaryDirectory() as d:
         base = Path(d)
         settings = Settings(dir=base / "state", redis_url=url)
         busy, other = make_sample_repo(base / "busy"), make_sample_repo(base / "other")
-        cfg = config(base / "jury-bench.toml", task, per_repo)
-        sweep = [first_events(settings, busy, cfg) for _ in range(n)]
-        lone = first_events(settings, other, cfg)
         procs = fleet.Processes(fleet.fleet_env(url, settings.dir), base / "logs")
         try:
             fleet.jury_workers(procs, w)
             with backend(settings, 1) as b:
-                slugs = [fleet.start_run(b, f"busy-{i}", events) for i, events in enumerate(sweep)]
-                held = min(w, per_repo or w)  # the slots the sweep can take at once
-
-                def launched() -> int:
-                    return sum(1 for s in slugs if launched_at(b.store.read(s)) is not None)
-
-                fleet.wait_until("the sweep to hold its slots", lambda: launched() >= held, 120, 0.05)
-                started = time.time()
-                lone_slug = fleet.start_run(b, "other", lone)
-                fleet.wait_until(
-                    "the other repository's agent to launch",
-                    lambda: launched_at(b.store.read(lone_slug)),
-                    600,
-                    0.05,
-                )
-                wait = (launched_at(b.store.read(lone_slug)) or started) - started
-                everyone = {*slugs, lone_slug}
-                fleet.wait_until(
-                    "every run to end", lambda: not everyone & set(b.store.active_runs()), 600, 0.1
-                )
-                states = [s or "gone" for s in b.store.run_states(sorted(everyone)).values()]
+                for _ in range(repeat):
+                    for per_repo in limits:
+                        cfg = config(base / f"jury-bench-{per_repo or 'none'}.toml", task, per_repo)
+                        sweep = [first_events(settings, busy, cfg) for _ in range(n)]
+                        lone = first_events(settings, other, cfg)
+                        wait, states = one_wait(b, sweep, lone, held=min(w, per_repo or w))
+                        out[per_repo][0].append(wait)
+                        out[per_repo][1].extend(states)
         finally:
             procs.stop()
-    return wait, states
+    return out
 
 
 def measure(base_url: str, *, quick: bool, repeat: int) -> list[Figure]:
     fleet.need_sandbox()
-    n, w, task = (20, 4, 1.0) if quick else (50, 4, 2.0)
+    n, w, task = (9, 4, 0.5) if quick else (50, 4, 2.0)
     out = []
     with fleet.private_db(base_url) as url:
-        for per_repo in (w - 1, None):
-            waits, ends = [], []
-            for _ in range(repeat):
-                wait, states = one_wait(url, n, w, task, per_repo)
-                waits.append(wait)
-                ends += states
+        for per_repo, (samples, ends) in waits(url, n, w, task, (w - 1, None), repeat).items():
             limit = f"per_repo = {per_repo}" if per_repo else "no [limits]"
             out.append(
                 figure(
                     "fair share",
                     f"one PR of another repo behind {n} of one, W={w}, {limit}: wait",
                     "s",
-                    waits,
+                    samples,
                     note=f"one task is {task:g} s" + fleet.ended_otherwise(ends),
                 )
             )
@@ -118,7 +128,7 @@ def measure(base_url: str, *, quick: bool, repeat: int) -> list[Figure]:
                     "fair share",
                     f"{limit}: wait / one task",
                     "x",
-                    [x / task for x in waits],
+                    [x / task for x in samples],
                     note="target <= 1 with per_repo under W" if per_repo else "for contrast",
                 )
             )
