@@ -15,6 +15,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from typing import cast
 
 import redis
 import structlog
@@ -54,8 +55,11 @@ def print_tables(console: Console, info: dict[str, object], figures: list[Figure
     sections: dict[str, list[Figure]] = {}
     for f in figures:
         sections.setdefault(f.section, []).append(f)
+    took = cast(dict[str, float], info.get("section_seconds", {}))
     for name, rows in sections.items():
-        table = Table(title=name, title_justify="left")
+        # a figure's section may be a part of what ran ("coordinate" in "event log"): no time of its own
+        title = f"{name} ({took[name]} s)" if name in took else name
+        table = Table(title=title, title_justify="left")
         for col in ("figure", "median", "min", "max", "unit", "runs", "note"):
             table.add_column(col, justify="left" if col in ("figure", "unit", "note") else "right")
         for f in rows:
@@ -107,10 +111,14 @@ def main(argv: list[str] | None = None) -> int:
     chosen = args.only or list(runs)
     figures: list[Figure] = []
     started = time.perf_counter()
+    took: dict[str, float] = {}
     for name in chosen:
         if name in runs:
+            begun = time.perf_counter()
             figures += runs[name]()
+            took[name] = round(time.perf_counter() - begun, 1)
     info["seconds"] = round(time.perf_counter() - started, 1)
+    info["section_seconds"] = took
     if args.json:
         json.dump({"machine": info, "figures": [f.as_dict() for f in figures]}, sys.stdout, indent=2)
         sys.stdout.write("\n")

@@ -229,6 +229,6 @@ def measure(client: redis.Redis, *, quick: bool, repeat: int) -> list[Figure]:
     out.append(
         ratio("coordinate", "pass at 10,000 / pass at 100", passes[-1], passes[0], note="target <= 2x")
     )
-    for active in (100, 300) if quick else (100, 1_000):
+    for active in (100, 200) if quick else (100, 1_000):
         out += reap_pass(client, active, repeat)
     return out

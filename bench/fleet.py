@@ -469,7 +469,7 @@ def measure(base_url: str, *, quick: bool, repeat: int = 1) -> list[Figure]:
     need_sandbox()
     with private_db(base_url) as url:
         if quick:
-            return makespan(url, n=20, scale=0.06, workers=(2, 4, 8), repeat=repeat)
+            return makespan(url, n=20, scale=0.04, workers=(2, 4, 8), repeat=repeat)
         # W = 24 beyond the 2, 4, 8: the codejury comparison's target (8x) lies past what 8 slots
         # can give on this workload (W x codejury / total agent time, about 3.9x at W = 8).
         return makespan(url, n=200, scale=1.0, workers=(2, 4, 8, 24), repeat=repeat)

@@ -198,5 +198,5 @@ def measure(*, quick: bool, repeat: int) -> list[Figure]:
     """The full figures on 5,000 files; ``quick`` on 1,000, since on a machine with a slow disk the first
     checkouts of 5,000 files alone took most of the two minutes ``--quick`` has."""
     if quick:
-        return worktree_vs_clone(4, files=1_000) + sandbox_startup(5)
+        return worktree_vs_clone(3, files=1_000) + sandbox_startup(5)
     return worktree_vs_clone(2 * repeat) + sandbox_startup(10)

@@ -97,6 +97,22 @@ def test_the_tables_print_a_figure_name_with_brackets_as_written() -> None:
     assert "no [limits]: wait" in console.export_text()
 
 
+def test_each_section_that_ran_titles_its_table_with_its_seconds() -> None:
+    from rich.console import Console
+
+    from bench.__main__ import print_tables
+
+    console = Console(width=200, record=True, color_system=None)
+    info = {"date": "d", "cpu": "c", "cores": 2, "host_cores": 2, "memory_gb": 1, "python": "3", "redis": "7"}
+    info |= {"load_avg": [0], "section_seconds": {"event log": 12.5}}
+    rows = [figure("event log", "redis append", "events/s", [1.0]), figure("reaper", "pass", "ms", [2.0])]
+    print_tables(console, info, rows)
+    text = console.export_text()
+    assert "event log (12.5 s)" in text
+    titles = [line.strip() for line in text.splitlines() if line.strip().startswith(("event log", "reaper"))]
+    assert titles == ["event log (12.5 s)", "reaper"]  # the reaper is part of the event log's section
+
+
 def test_a_fleet_repeat_below_one_is_refused_naming_the_option(capsys: pytest.CaptureFixture[str]) -> None:
     from bench.__main__ import main
 
