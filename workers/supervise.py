@@ -411,7 +411,9 @@ def run_supervised(
     stdout_path.parent.mkdir(parents=True, exist_ok=True)
     stderr_path.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
+    program = argv[0]  # what the logs name: the command's own, not the sandbox's launcher
     limits = None
+    parent_death = _pdeathsig_preexec()
     if jail is not None:
         try:
             confined = confine(jail, argv, cwd, env)
@@ -435,7 +437,10 @@ def run_supervised(
                 error=error,
             )
         argv, env, limits = confined.argv, confined.env, set_limits(confined.limits)
-    preexec = _preexec(_pdeathsig_preexec(), limits)
+        if confined.dies_with_parent:
+            parent_death = None  # bwrap's --die-with-parent: a sandboxed command needs no preexec_fn
+    # No preexec_fn at all lets Popen vfork instead of forking the whole worker (sandbox.through_prlimit)
+    preexec = _preexec(parent_death, limits)
     with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
         try:
             proc = subprocess.Popen(
@@ -447,7 +452,7 @@ def run_supervised(
                 stderr=err if max_output is None else subprocess.PIPE,
                 start_new_session=True,
                 close_fds=True,
-                preexec_fn=preexec,  # PDEATHSIG (see _pdeathsig_preexec), then the jail's rlimits
+                preexec_fn=preexec,  # PDEATHSIG and rlimits, where bwrap and prlimit do not set them
             )
         except OSError as exc:
             error = _start_error(exc, argv, cwd)
@@ -476,7 +481,7 @@ def run_supervised(
     log.info(
         "proc.started",
         pid=pid,
-        argv0=argv[0],
+        argv0=program,
         cwd=str(cwd),
         timeout=timeout,
         max_output=max_output,

@@ -373,6 +373,37 @@ def test_file_size_limit_bites(tmp_path: Path, worker_env: dict[str, str]) -> No
     assert (wt / "big").stat().st_size <= 1024 * 1024
 
 
+def test_every_limit_holds_inside_the_sandbox_and_the_worker_forks_nothing_for_it(
+    tmp_path: Path, worker_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The jail's three limits are what the sandboxed process reads of itself, and the worker started it
+    with no preexec_fn (prlimit set them, bwrap's --die-with-parent stands in for PDEATHSIG), so Popen
+    could vfork instead of forking the whole worker."""
+    wt = tmp_path / "wt"
+    wt.mkdir()
+    jail = Jail(worktree=wt, settings=SandboxSettings(memory_mb=3000, max_procs=77, max_file_mb=5))
+    seen: list[object] = []
+    real_popen = subprocess.Popen
+
+    def popen(*args: object, **kwargs: object) -> object:
+        seen.append(kwargs.get("preexec_fn"))
+        return real_popen(*args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    code = """
+        import resource
+        for name in ("RLIMIT_AS", "RLIMIT_NPROC", "RLIMIT_FSIZE"):
+            print(name, *resource.getrlimit(getattr(resource, name)))
+    """
+    res, out = run(tmp_path, jail, code, worker_env)
+    assert res.exit_code == 0, out
+    mib = 1024 * 1024
+    assert f"RLIMIT_AS {3000 * mib} {3000 * mib}" in out
+    assert "RLIMIT_NPROC 77 77" in out
+    assert f"RLIMIT_FSIZE {5 * mib} {5 * mib}" in out
+    assert seen and all(fn is None for fn in seen)  # the sandbox probe (once a process) and the run
+
+
 def test_output_is_capped(tmp_path: Path, worker_env: dict[str, str]) -> None:
     wt = tmp_path / "wt"
     wt.mkdir()
