@@ -383,7 +383,10 @@ def through_prlimit(
     binary = prlimit_binary()
     if not limits or binary is None or any(res not in PRLIMIT_OPTIONS for res, _ in limits):
         return list(argv), limits
-    options = [f"{PRLIMIT_OPTIONS[res]}={cap}:{cap}" for res, cap in ((r, capped(r, v)) for r, v in limits)]
+    options = []
+    for res, value in limits:
+        cap = capped(res, value)
+        options.append(f"{PRLIMIT_OPTIONS[res]}={cap}:{cap}")
     return [binary, *options, "--", *argv], ()
 
 
