@@ -404,6 +404,28 @@ def test_every_limit_holds_inside_the_sandbox_and_the_worker_forks_nothing_for_i
     assert seen and all(fn is None for fn in seen)  # the sandbox probe (once a process) and the run
 
 
+def test_without_prlimit_the_limits_still_hold_set_before_exec(
+    tmp_path: Path, worker_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A machine without util-linux's prlimit: the limits are set in the child before exec, as before."""
+    import workers.sandbox as sandbox
+
+    monkeypatch.setattr(sandbox, "prlimit_binary", lambda: None)
+    wt = tmp_path / "wt"
+    wt.mkdir()
+    jail = Jail(worktree=wt, settings=SandboxSettings(max_procs=66, max_file_mb=3))
+    confined = sandbox.confine(jail, ["true"], wt, worker_env)
+    assert "prlimit" not in confined.argv[0] and confined.limits  # left for the preexec_fn
+    code = """
+        import resource
+        print("NPROC", *resource.getrlimit(resource.RLIMIT_NPROC))
+        print("FSIZE", *resource.getrlimit(resource.RLIMIT_FSIZE))
+    """
+    res, out = run(tmp_path, jail, code, worker_env)
+    assert res.exit_code == 0, out
+    assert "NPROC 66 66" in out and f"FSIZE {3 * 1024 * 1024} {3 * 1024 * 1024}" in out
+
+
 def test_output_is_capped(tmp_path: Path, worker_env: dict[str, str]) -> None:
     wt = tmp_path / "wt"
     wt.mkdir()
