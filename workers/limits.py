@@ -15,6 +15,16 @@ never holds a worker that another run could use. A slot is held by the task's le
 (the lease's), renewed by a heartbeat thread while the task runs and released when it ends; a holder that
 dies stops renewing, and its slot expires with its lease (the next taker drops expired holders first).
 
+A task put back waits in line: the take that found a semaphore full also adds the task (``waiter_id``:
+its kind, run and action) to that semaphore's waiters, oldest first, and a release that frees a slot
+pops the oldest waiter and hands it to the releasing worker, which sends that task again at once
+(``workers.coordinator.wake_waiters``). So a freed slot is taken as soon as it frees, not after the
+put-back's countdown. The countdown copy stays the guarantee: a waiter whose wake was lost (its worker
+died between release and send, or the woken copy found the waiting task still holding its lease and
+went away as busy) is taken when its countdown ends, and whichever copy comes second finds the action
+done or held and does nothing. A take that succeeds drops the task from the waiters of every semaphore
+it took.
+
 Where the semaphores live is a ``Slots``: ``RedisSlots`` for a fleet (one sorted set per semaphore,
 holder -> expiry on the Redis server's clock; every take, renewal and count one Lua script) and
 ``MemorySlots`` for one process (the same rules under a lock, by a clock a test moves). Both pass
@@ -23,13 +33,14 @@ holder -> expiry on the Redis server's clock; every take, renewal and count one 
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
-from typing import Protocol, cast
+from typing import NamedTuple, Protocol, cast
 
 import redis
 import structlog
@@ -114,28 +125,62 @@ def slots_for(limits: Limits, repo: str | None, spec: AgentSpec) -> list[Slot]:
     return found
 
 
+class Waiter(NamedTuple):
+    """A task put back because a semaphore was full: what a release sends again."""
+
+    kind: str
+    slug: str
+    key: str
+
+
+def waiter_id(kind: str, slug: str, key: str) -> str:
+    """How a waiting task is named in a semaphore's waiters: ``[kind, slug, key]`` as JSON (a slug or key
+    may hold any character, a JSON list parses back whatever they hold)."""
+    return json.dumps([kind, slug, key], separators=(",", ":"))
+
+
+def parse_waiter(member: str) -> Waiter | None:
+    """The task ``waiter_id`` named, or None for a member that is not one (nothing is sent for it)."""
+    try:
+        found = json.loads(member)
+    except ValueError:
+        return None
+    if not (isinstance(found, list) and len(found) == 3 and all(isinstance(v, str) and v for v in found)):
+        return None
+    return Waiter(*found)
+
+
 # -- where the semaphores live ---------------------------------------------------------------------------
 
 
 class Slots(Protocol):
     """The fleet's semaphores: one per name, each a set of holders that expire."""
 
-    def take(self, slots: Sequence[Slot], holder: str, ttl: float) -> Slot | None:
+    def take(self, slots: Sequence[Slot], holder: str, ttl: float, waiter: str | None = None) -> Slot | None:
         """Take a slot of every one of ``slots`` for ``holder`` until ``ttl`` seconds from now, or none of
         them: None when taken (a holder that has one already keeps it, renewed), else the first that was
-        full. Expired holders are dropped first: a slot whose holder died is free again."""
+        full. Expired holders are dropped first: a slot whose holder died is free again.
+
+        With a ``waiter`` (``waiter_id``): a full semaphore adds it to its waiters, keeping the time it
+        first waited (the waiters expire ``ttl`` after the last one joined); a take that succeeds drops it
+        from the waiters of every one of ``slots``."""
         ...
 
     def renew(self, slots: Sequence[Slot], holder: str, ttl: float) -> int:
         """Extend ``holder``'s unexpired slots to ``ttl`` from now; how many it still held."""
         ...
 
-    def release(self, slots: Sequence[Slot], holder: str) -> None:
-        """Give ``holder``'s slots back (none held: nothing happens)."""
+    def release(self, slots: Sequence[Slot], holder: str) -> list[str]:
+        """Give ``holder``'s slots back (none held: nothing happens) and pop the oldest waiter of each
+        semaphore where that freed a slot: the waiters to send again now, each once, in order."""
         ...
 
     def holders(self, name: str) -> list[str]:
         """The unexpired holders of the semaphore ``name``, for tests and the fleet's views."""
+        ...
+
+    def waiters(self, name: str) -> list[str]:
+        """The waiters of the semaphore ``name``, oldest first, for tests and the fleet's views."""
         ...
 
 
@@ -144,27 +189,55 @@ def _ms(seconds: float) -> int:
 
 
 # Take a slot of every semaphore, or none.
-#   KEYS[i]    the semaphores        (store_keys.slots)
-#   ARGV[1]    the holder's token
-#   ARGV[2]    the TTL, milliseconds
-#   ARGV[2+i]  the size of KEYS[i]
-# Returns 0 when every slot is taken (or was held already: renewed), else i, the first full semaphore.
+#   KEYS[i]      the semaphores, i = 1..n        (store_keys.slots)
+#   KEYS[n+i]    the waiters of KEYS[i]          (store_keys.waiters)
+#   ARGV[1]      the holder's token
+#   ARGV[2]      the TTL, milliseconds
+#   ARGV[3]      the waiter (waiter_id), or '' for none
+#   ARGV[3+i]    the size of KEYS[i]
+# Returns 0 when every slot is taken (or was held already: renewed), else i, the first full semaphore,
+# whose waiters the waiter joined (NX: it keeps the time it first waited).
 # The clock is the Redis server's, the same for every worker whatever their own clocks say.
 TAKE_LUA = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[2])
-for i, key in ipairs(KEYS) do
+local waiter = ARGV[3]
+local n = #KEYS / 2
+for i = 1, n do
+  local key = KEYS[i]
   redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
-  if not redis.call('ZSCORE', key, ARGV[1]) and redis.call('ZCARD', key) >= tonumber(ARGV[2 + i]) then
+  if not redis.call('ZSCORE', key, ARGV[1]) and redis.call('ZCARD', key) >= tonumber(ARGV[3 + i]) then
+    if waiter ~= '' then
+      redis.call('ZADD', KEYS[n + i], 'NX', now, waiter)
+      if redis.call('PTTL', KEYS[n + i]) < ttl then redis.call('PEXPIRE', KEYS[n + i], ttl) end
+    end
     return i
   end
 end
-for _, key in ipairs(KEYS) do
-  redis.call('ZADD', key, now + ttl, ARGV[1])
-  if redis.call('PTTL', key) < ttl then redis.call('PEXPIRE', key, ttl) end
+for i = 1, n do
+  redis.call('ZADD', KEYS[i], now + ttl, ARGV[1])
+  if redis.call('PTTL', KEYS[i]) < ttl then redis.call('PEXPIRE', KEYS[i], ttl) end
+  if waiter ~= '' then redis.call('ZREM', KEYS[n + i], waiter) end
 end
 return 0
+"""
+
+# Give the holder's slots back, and wake the oldest waiter of each semaphore where that freed a slot.
+#   KEYS[i]      the semaphores, i = 1..n
+#   KEYS[n+i]    the waiters of KEYS[i]
+#   ARGV[1]      the holder's token
+# Returns the waiters popped, in the order of KEYS.
+RELEASE_LUA = """
+local n = #KEYS / 2
+local woken = {}
+for i = 1, n do
+  if redis.call('ZREM', KEYS[i], ARGV[1]) == 1 then
+    local popped = redis.call('ZPOPMIN', KEYS[n + i])
+    if popped[1] then table.insert(woken, popped[1]) end
+  end
+end
+return woken
 """
 
 # Extend the holder's unexpired slots.
@@ -198,25 +271,35 @@ return redis.call('ZRANGE', KEYS[1], 0, -1)
 """
 
 
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
 class RedisSlots:
-    """``Slots`` in Redis under ``prefix``: ``slots:<name>``, a sorted set of holder -> expiry (ms)."""
+    """``Slots`` in Redis under ``prefix``: ``slots:<name>``, a sorted set of holder -> expiry (ms), and
+    ``waiters:<name>``, a sorted set of waiter -> when it first waited (ms)."""
 
     def __init__(self, client: redis.Redis, prefix: str = store_keys.PREFIX) -> None:
         self.client = client
         self.prefix = prefix
         self._take = client.register_script(TAKE_LUA)
         self._renew = client.register_script(RENEW_LUA)
+        self._release = client.register_script(RELEASE_LUA)
         self._holders = client.register_script(HOLDERS_LUA)
 
     def _keys(self, slots: Sequence[Slot]) -> list[str]:
         return [store_keys.slots(self.prefix, s.name) for s in slots]
 
-    def take(self, slots: Sequence[Slot], holder: str, ttl: float) -> Slot | None:
+    def _with_waiters(self, slots: Sequence[Slot]) -> list[str]:
+        return self._keys(slots) + [store_keys.waiters(self.prefix, s.name) for s in slots]
+
+    def take(self, slots: Sequence[Slot], holder: str, ttl: float, waiter: str | None = None) -> Slot | None:
         """TAKE_LUA: all of them or none."""
         if not slots:
             return None
+        args: list[str | int] = [holder, _ms(ttl), waiter or "", *(s.limit for s in slots)]
         try:
-            full = self._take(keys=self._keys(slots), args=[holder, _ms(ttl), *(s.limit for s in slots)])
+            full = self._take(keys=self._with_waiters(slots), args=args)
         except RedisError as exc:
             raise StoreError(f"cannot take a slot of {slots[0].name!r}: {exc}") from exc
         i = int(cast(int, full))
@@ -231,17 +314,15 @@ class RedisSlots:
         except RedisError as exc:
             raise StoreError(f"cannot renew the slot of {slots[0].name!r}: {exc}") from exc
 
-    def release(self, slots: Sequence[Slot], holder: str) -> None:
-        """ZREM from each, pipelined."""
+    def release(self, slots: Sequence[Slot], holder: str) -> list[str]:
+        """RELEASE_LUA."""
         if not slots:
-            return
+            return []
         try:
-            pipe = self.client.pipeline(transaction=False)
-            for key in self._keys(slots):
-                pipe.zrem(key, holder)
-            pipe.execute()
+            woken = cast(list[bytes | str], self._release(keys=self._with_waiters(slots), args=[holder]))
         except RedisError as exc:
             raise StoreError(f"cannot release the slot of {slots[0].name!r}: {exc}") from exc
+        return list(dict.fromkeys(_text(w) for w in woken))
 
     def holders(self, name: str) -> list[str]:
         """HOLDERS_LUA."""
@@ -249,7 +330,15 @@ class RedisSlots:
             found = cast(list[bytes | str], self._holders(keys=[store_keys.slots(self.prefix, name)]))
         except RedisError as exc:
             raise StoreError(f"cannot read the slots of {name!r}: {exc}") from exc
-        return [h.decode() if isinstance(h, bytes) else h for h in found]
+        return [_text(h) for h in found]
+
+    def waiters(self, name: str) -> list[str]:
+        """ZRANGE of ``waiters:<name>``: oldest first."""
+        try:
+            found = cast(list[bytes | str], self.client.zrange(store_keys.waiters(self.prefix, name), 0, -1))
+        except RedisError as exc:
+            raise StoreError(f"cannot read the waiters of {name!r}: {exc}") from exc
+        return [_text(w) for w in found]
 
 
 class MemorySlots:
@@ -260,6 +349,14 @@ class MemorySlots:
         self.clock = clock
         self.lock = threading.Lock()
         self.sems: dict[str, dict[str, float]] = {}  # name -> holder -> expiry
+        self.lines: dict[str, dict[str, float]] = {}  # name -> waiter -> when it first waited
+        self.lines_until: dict[str, float] = {}  # name -> when its waiters expire (as the Redis key does)
+
+    def _line(self, name: str) -> dict[str, float]:
+        line = self.lines.setdefault(name, {})
+        if line and self.lines_until.get(name, 0.0) <= self.clock():
+            line.clear()
+        return line
 
     def _live(self, name: str) -> dict[str, float]:
         now = self.clock()
@@ -268,15 +365,21 @@ class MemorySlots:
             del sem[holder]
         return sem
 
-    def take(self, slots: Sequence[Slot], holder: str, ttl: float) -> Slot | None:
+    def take(self, slots: Sequence[Slot], holder: str, ttl: float, waiter: str | None = None) -> Slot | None:
         """All of them or none, as TAKE_LUA."""
         with self.lock:
+            now = self.clock()
             for s in slots:
                 sem = self._live(s.name)
                 if holder not in sem and len(sem) >= s.limit:
+                    if waiter:
+                        self._line(s.name).setdefault(waiter, now)
+                        self.lines_until[s.name] = max(self.lines_until.get(s.name, 0.0), now + ttl)
                     return s
             for s in slots:
-                self.sems[s.name][holder] = self.clock() + ttl
+                self.sems[s.name][holder] = now + ttl
+                if waiter:
+                    self._line(s.name).pop(waiter, None)
             return None
 
     def renew(self, slots: Sequence[Slot], holder: str, ttl: float) -> int:
@@ -290,14 +393,28 @@ class MemorySlots:
                     kept += 1
             return kept
 
-    def release(self, slots: Sequence[Slot], holder: str) -> None:
+    def release(self, slots: Sequence[Slot], holder: str) -> list[str]:
+        """As RELEASE_LUA: ZPOPMIN orders by time, then by member."""
         with self.lock:
+            woken: list[str] = []
             for s in slots:
-                self.sems.get(s.name, {}).pop(holder, None)
+                if self.sems.get(s.name, {}).pop(holder, None) is None:
+                    continue
+                line = self._line(s.name)
+                if line:
+                    oldest = min(line, key=lambda w: (line[w], w))
+                    del line[oldest]
+                    woken.append(oldest)
+            return list(dict.fromkeys(woken))
 
     def holders(self, name: str) -> list[str]:
         with self.lock:
             return sorted(self._live(name))
+
+    def waiters(self, name: str) -> list[str]:
+        with self.lock:
+            line = self._line(name)
+            return sorted(line, key=lambda w: (line[w], w))
 
 
 # -- a task's admission ----------------------------------------------------------------------------------
@@ -333,23 +450,36 @@ class Admission:
             except StoreError as exc:
                 log.warning("limits.renew_failed", holder=self.holder, error=str(exc))
 
-    def release(self) -> None:
-        """Stop renewing and give the slots back (a store error leaves them to expire)."""
+    def release(self) -> list[Waiter]:
+        """Stop renewing and give the slots back (a store error leaves them to expire); the waiting tasks
+        the freed slots woke, for the caller to send again now (none when nothing was held)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
         try:
-            self.slots.release(self.held, self.holder)
+            woken = self.slots.release(self.held, self.holder)
         except StoreError as exc:
             log.warning("limits.release_failed", holder=self.holder, error=str(exc))
+            return []
+        found: list[Waiter] = []
+        for member in woken:
+            waiter = parse_waiter(member)
+            if waiter is None:
+                log.warning("limits.bad_waiter", holder=self.holder, waiter=member[:200])
+            else:
+                found.append(waiter)
+        return found
 
 
-def admit(slots: Slots, state: RunState, key: str, holder: str, ttl: float) -> Admission:
-    """Take ``holder``'s slots for the action ``key`` (all or none) and start renewing them."""
+def admit(
+    slots: Slots, state: RunState, key: str, holder: str, ttl: float, waiter: str | None = None
+) -> Admission:
+    """Take ``holder``'s slots for the action ``key`` (all or none) and start renewing them; with a
+    ``waiter`` (``waiter_id``), a full semaphore keeps it in line to be woken by the next release."""
     action = state.actions.get(key)
     attempt = action.backoffs if action is not None else 0
     need = wanted(state, key)
-    full = slots.take(need, holder, ttl) if need else None
+    full = slots.take(need, holder, ttl, waiter) if need else None
     if full is not None:
         return Admission(slots, [], holder, ttl, full=full, attempt=attempt)
     return Admission(slots, need, holder, ttl, attempt=attempt).start()

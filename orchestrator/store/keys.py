@@ -32,6 +32,8 @@ and a test can use a random prefix and delete exactly its own keys.
     <prefix>:schedule:<name>:firings       stream: one entry per firing (slot, at, by, ok, outcome), capped
     <prefix>:slots:<name>                  sorted set: one ``[limits]`` semaphore (``repo:<identity>``,
                                            ``model:<pattern>``): holder token -> expiry (server ms)
+    <prefix>:waiters:<name>                sorted set: the tasks put back because that semaphore was
+                                           full (``[kind, slug, key]`` JSON) -> when they first waited
     <prefix>:reaper                        string: the id of the worker reaping this period (PX: the period)
     <prefix>:workers                       sorted set: worker id -> when its presence was last refreshed
     <prefix>:worker:<id>                   string: a live worker's presence (JSON), with a TTL
@@ -184,6 +186,11 @@ def expiring_runs(prefix: str) -> str:
 def slots(prefix: str, name: str) -> str:
     """A ``[limits]`` semaphore: its holders (lease tokens) scored by when they expire (fleet-wide)."""
     return f"{prefix}:slots:{name}"
+
+
+def waiters(prefix: str, name: str) -> str:
+    """The tasks put back because the semaphore ``name`` was full, oldest first: a release sends one on."""
+    return f"{prefix}:waiters:{name}"
 
 
 def reaper(prefix: str) -> str:

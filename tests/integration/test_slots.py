@@ -33,6 +33,7 @@ MODEL = Slot("model:anthropic/*", 1, '[limits] per_model "anthropic/*" = 1 (clau
 class Backend:
     slots: Slots
     age: Callable[[Slot, str, float], None]  # as if ``seconds`` had passed since the holder's last renewal
+    age_waiter: Callable[[Slot, str, float], None]  # as if the waiter had first waited ``seconds`` earlier
 
 
 @pytest.fixture(params=["redis", "memory"])
@@ -47,14 +48,23 @@ def backend(request: pytest.FixtureRequest) -> Backend:
             assert score is not None
             client.zadd(key, {holder: score - seconds * 1000})
 
-        return Backend(RedisSlots(client, prefix), age_redis)
+        def age_redis_waiter(slot: Slot, waiter: str, seconds: float) -> None:
+            key = keys.waiters(prefix, slot.name)
+            score = client.zscore(key, waiter)
+            assert score is not None
+            client.zadd(key, {waiter: score - seconds * 1000})
+
+        return Backend(RedisSlots(client, prefix), age_redis, age_redis_waiter)
     clock = ManualClock()
     memory = MemorySlots(clock)
 
     def age_memory(slot: Slot, holder: str, seconds: float) -> None:
         memory.sems[slot.name][holder] -= seconds
 
-    return Backend(memory, age_memory)
+    def age_memory_waiter(slot: Slot, waiter: str, seconds: float) -> None:
+        memory.lines[slot.name][waiter] -= seconds
+
+    return Backend(memory, age_memory, age_memory_waiter)
 
 
 def test_a_semaphore_holds_as_many_as_its_limit(backend: Backend) -> None:
@@ -110,7 +120,57 @@ def test_renewal_keeps_a_live_holder(backend: Backend) -> None:
 def test_no_slots_asked_takes_nothing(backend: Backend) -> None:
     assert backend.slots.take([], "x", TTL) is None
     assert backend.slots.renew([], "x", TTL) == 0
-    backend.slots.release([], "x")
+    assert backend.slots.release([], "x") == []
+
+
+def test_a_full_semaphore_keeps_its_waiters_in_line_and_a_freed_slot_wakes_the_oldest(
+    backend: Backend,
+) -> None:
+    s = backend.slots
+    assert s.take([REPO], "a", TTL) is None
+    assert s.take([REPO], "b", TTL) is None
+    assert s.take([REPO], "c", TTL, waiter="w-z") == REPO
+    assert s.take([REPO], "d", TTL, waiter="w-a") == REPO
+    backend.age_waiter(REPO, "w-z", 10)  # it waited first: its name sorts last, its time first
+    assert s.take([REPO], "c", TTL, waiter="w-z") == REPO  # waiting again keeps its place
+    assert s.waiters(REPO.name) == ["w-z", "w-a"]
+    assert s.take([REPO], "e", TTL) == REPO  # a take that names no waiter joins no line
+    assert s.waiters(REPO.name) == ["w-z", "w-a"]
+
+    assert s.release([REPO], "nobody") == []  # nothing freed: nobody is woken
+    assert s.release([REPO], "a") == ["w-z"]  # one slot freed: the oldest waiter, once
+    assert s.waiters(REPO.name) == ["w-a"]
+    assert s.take([REPO], "c", TTL, waiter="w-z") is None  # the woken task takes the freed slot
+    assert s.holders(REPO.name) == ["b", "c"]
+    assert s.release([REPO], "a") == []  # released twice: freed once
+
+
+def test_a_take_that_succeeds_leaves_every_line_it_was_in(backend: Backend) -> None:
+    """A waiter whose countdown copy took the slot (its wake lost, or a slot freed by expiry) is not woken
+    for nothing by the next release; and a release of two semaphores wakes a waiter of both once."""
+    s = backend.slots
+    assert s.take([REPO, MODEL], "h", TTL) is None
+    assert s.take([REPO], "h2", TTL) is None
+    assert s.take([REPO], "t", TTL, waiter="w") == REPO
+    assert s.take([MODEL], "t", TTL, waiter="w") == MODEL
+    assert s.release([REPO, MODEL], "h") == ["w"]  # in both lines, woken once
+    assert s.waiters(REPO.name) == [] and s.waiters(MODEL.name) == []
+
+    assert s.take([MODEL], "t", TTL) is None
+    assert s.take([REPO, MODEL], "u", TTL, waiter="v") == MODEL
+    backend.age(MODEL, "t", TTL + 1)  # its holder died: the slot frees by expiry, waking nobody
+    assert s.take([REPO, MODEL], "u", TTL, waiter="v") is None
+    assert s.waiters(MODEL.name) == []
+    assert s.release([REPO, MODEL], "u") == []
+
+
+def test_the_redis_waiters_expire_as_a_whole(client: redis.Redis, prefix: str) -> None:
+    """Waiters whose tasks went away (their run cancelled while they waited) do not stay in Redis."""
+    s = RedisSlots(client, prefix)
+    assert s.take([MODEL], "a", TTL) is None
+    assert s.take([MODEL], "b", 30.0, waiter="w") == MODEL
+    ttl = client.pttl(keys.waiters(prefix, MODEL.name))
+    assert 0 < ttl <= 30_000
 
 
 def test_the_redis_semaphore_expires_as_a_whole(client: redis.Redis, prefix: str) -> None:
