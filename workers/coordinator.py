@@ -37,7 +37,7 @@ from workers import shutdown
 from workers.agents.run import RateLimited
 from workers.jobs import TASKS
 from workers.lease import Claim
-from workers.limits import MAX_BACKOFFS, admit, put_back_cap, rate_limit_wait, slot_wait
+from workers.limits import MAX_BACKOFFS, Waiter, admit, put_back_cap, rate_limit_wait, slot_wait, waiter_id
 from workers.runtime import (
     BudgetExhausted,
     Job,
@@ -232,7 +232,9 @@ def run_task(rt: Runtime, kind: str, slug: str, key: str) -> None:
     A crash is recorded against the action instead of leaving the run waiting; a refused budget ends
     the action without running its agent (the coordinator then ends the run); a worker that cannot
     sandbox the action's agent or code ends the run ``human`` without running anything. It takes its
-    ``[limits]`` slots under its lease's token, or none when one is full and then puts the action back.
+    ``[limits]`` slots under its lease's token, or none when one is full and then puts the action back,
+    in line for that slot; the slots it gave back when it ends wake the tasks waiting for them
+    (``wake_waiters``).
     Once its lease is taken, the action's sent mark says so (``mark_taken``): should the lease lapse
     without a done marker, the reaper knows a worker died with it, not that its message waits in a queue.
     """
@@ -253,7 +255,8 @@ def run_task(rt: Runtime, kind: str, slug: str, key: str) -> None:
         rt.store.mark_taken(slug, key)
         if rt.leases.is_done(name):
             return rt.wake(slug)
-        admission = admit(rt.slots, load(rt, slug)[0], key, lease.token, rt.settings.lease_ttl)
+        waiter = waiter_id(kind, slug, key)
+        admission = admit(rt.slots, load(rt, slug)[0], key, lease.token, rt.settings.lease_ttl, waiter)
         if admission.full is not None:
             wait = slot_wait(rt.settings.limit_wait, rt.settings.reap_after)
             waits = f"{key}:wait:{admission.attempt}"  # one event per attempt, however often it waits
@@ -301,7 +304,7 @@ def run_task(rt: Runtime, kind: str, slug: str, key: str) -> None:
                 return None
             handed_back = True
         finally:
-            admission.release()
+            wake_waiters(rt, admission.release())
         if not handed_back:
             rt.leases.mark_done(name)
             return None
@@ -313,6 +316,23 @@ def run_task(rt: Runtime, kind: str, slug: str, key: str) -> None:
     log.warning("task.handed_back", slug=slug, key=key, kind=kind)
     rt.send(kind, slug, key)
     return None
+
+
+def wake_waiters(rt: Runtime, woken: list[Waiter]) -> None:
+    """Send again, at once, the tasks put back for the slots this task just gave back
+    (``workers.limits``): a freed slot is taken now, not when a countdown ends. Only the kinds a handler
+    is bound to are sent (a waiter is a name read back from Redis). A send that fails is logged and
+    left: the waiter's own countdown copy is still queued, and this task's outcome is already decided."""
+    for waiter in woken:
+        if waiter.kind not in TASKS:
+            log.warning("limits.unknown_waiter", kind=waiter.kind, slug=waiter.slug, key=waiter.key)
+            continue
+        try:
+            rt.send(waiter.kind, waiter.slug, waiter.key)
+        except Exception as exc:  # the broker out of reach: the countdown copy brings the task back
+            log.warning("limits.wake_failed", slug=waiter.slug, key=waiter.key, error=str(exc))
+            continue
+        log.info("limits.woken", slug=waiter.slug, key=waiter.key, kind=waiter.kind)
 
 
 def rate_limited(rt: Runtime, key: str, attempt: int, exc: RateLimited) -> ActionDeferred:

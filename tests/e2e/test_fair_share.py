@@ -5,6 +5,8 @@ local chat server).
 - ``[limits] per_repo = 1``, two runs of one repository and one of another on two workers of one slot
   each: the other repository's run is never waiting behind both (it converges while the busy
   repository's first review is still held), and the busy repository's two reviews never overlap.
+- the same limit with a put-back countdown of five minutes or more: the waiting review runs as soon as the
+  first one gives the repository's slot back (the release wakes it), long before its countdown ends;
 - a 429 storm from one HTTP model (Retry-After: 30) on a worker of one slot: the rate-limited review is
   put back with a countdown (the 30 s asked for), and meanwhile a run using another model converges on
   that same worker; once the storm ends the first run converges too, its spend and ledger true;
@@ -115,6 +117,51 @@ def test_a_busy_repository_never_holds_another_back(
     assert launch.ts >= report.ts
     assert len(pids_of(fake_state, "held")) == 2
     slots = RedisSlots(fleet.client)
+    wait_for("the repository's slot to be given back", lambda: slots.holders(f"repo:{busy}") == [], 10)
+
+
+def test_a_freed_slot_wakes_the_task_waiting_for_it(
+    fleet: Fleet, tmp_path: Path, write_config, fake_state: Path
+) -> None:
+    """The countdown is 300 s to 600 s (``JURY_LIMIT_WAIT`` 600, kept under ``JURY_REAP_AFTER`` / 2), far
+    beyond this test's deadlines: the second review can only run in time if the first one's release sends
+    it on. Without the wake this test times out."""
+    fleet.extra["JURY_LIMIT_WAIT"] = "600"
+    fleet.extra["JURY_REAP_AFTER"] = "1200"  # nor does the reaper re-send it within the test
+    busy = make_sample_repo(tmp_path / "busy")
+    git(busy, "branch", "feature2", "feature")
+    gate = fake_state / "gate"
+    config = write_config(
+        "[limits]\nper_repo = 1\n",
+        held_agent("held", fake_state, gate),
+        agent("judge", "clean", fake_state, judge_mode="fix"),
+    )
+    fleet.worker(concurrency=1)
+    fleet.worker(concurrency=1)
+    runs = [
+        fleet.start(busy, config, "--reviewer", "held"),
+        fleet.start(busy, config, "--reviewer", "held", branch="feature2"),
+    ]
+    slots = RedisSlots(fleet.client)
+    waiting = wait_for(
+        "one review to wait for the repository's slot",
+        lambda: [s for s in runs if of(fleet.events(s), ActionDeferred)],
+        60,
+    )
+    assert len(waiting) == 1 and len(pids_of(fake_state, "held")) <= 1
+    (deferred,) = of(fleet.events(waiting[0]), ActionDeferred)
+    assert deferred.reason == "slot" and deferred.seconds >= 300, deferred
+    assert slots.waiters(f"repo:{busy}") != []  # in line for the slot
+
+    gate.touch()
+    for slug in runs:
+        assert fleet.wait_ended(slug, timeout=120).state == "converged"
+        assert_log_is_clean(fleet.events(slug))
+    (first,) = [s for s in runs if s not in waiting]
+    (report,) = of(fleet.events(first), AgentReport)
+    (launch,) = of(fleet.events(waiting[0]), AgentLaunch)
+    assert launch.ts >= report.ts  # still one at a time
+    assert slots.waiters(f"repo:{busy}") == []
     wait_for("the repository's slot to be given back", lambda: slots.holders(f"repo:{busy}") == [], 10)
 
 

@@ -35,7 +35,18 @@ from workers import coordinator
 from workers.agents.run import RateLimited
 from workers.lease import MemoryLeases
 from workers.ledger import MemoryLedger
-from workers.limits import MAX_BACKOFFS, SLEEP_AT_MOST, MemorySlots, Slot, slots_for, subjects, wanted
+from workers.limits import (
+    MAX_BACKOFFS,
+    SLEEP_AT_MOST,
+    MemorySlots,
+    Slot,
+    Waiter,
+    parse_waiter,
+    slots_for,
+    subjects,
+    waiter_id,
+    wanted,
+)
 from workers.runtime import Job, Runtime, finish, load_job
 from workers.seating import defer_after
 
@@ -211,11 +222,15 @@ def test_a_task_whose_repository_slot_is_full_is_put_back_and_not_lost(
 
     outer = Review(during=meanwhile)
     monkeypatch.setattr(coordinator, "TASKS", {"review": lambda *a: (inner if a[1] != "one" else outer)(*a)})
+    tw.sent.clear()
     coordinator.run_task(tw.rt, "review", "one", KEY)
 
     assert outer.runs == ["one"] and inner.runs == ["other"]
     (kind, slug, key, seconds) = tw.later.pop()
     assert (kind, slug, key) == ("review", "two", KEY) and 0.1 <= seconds <= REAP_AFTER / 2
+    # run one's task gave the slot back: the task waiting for it is sent again at once (a wake), the
+    # countdown copy still queued
+    assert tw.sent == [("review", "two", KEY)]
     waited = [e for e in tw.store.read("two") if isinstance(e, ActionDeferred)]
     assert [(e.eid, e.reason, e.note) for e in waited] == [
         (f"{KEY}:wait:0", "slot", "[limits] per_repo = 1 (/src/app) is full")
@@ -254,6 +269,27 @@ def test_a_slot_is_given_back_when_the_task_crashes_and_expires_when_its_worker_
     tw.clock.advance(LEASE_TTL + 1)
     assert tw.slots.take([dead], "live-worker", LEASE_TTL) is None
     assert tw.slots.holders(dead.name) == ["live-worker"]
+
+
+def test_a_wake_sends_only_known_kinds_and_a_failed_send_loses_nothing(
+    tw: Twins, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The waiters are names read back from Redis: one that is not a waiter, or names a kind no handler is
+    bound to, sends nothing; a broker that refuses one send does not stop the next (the refused task's
+    countdown copy is still queued)."""
+    assert parse_waiter("not json") is None and parse_waiter('["review", "one"]') is None
+    assert parse_waiter(waiter_id("review", "a:b", KEY)) == Waiter("review", "a:b", KEY)
+    sent: list[tuple[str, str, str]] = []
+
+    def send(kind: str, slug: str, key: str) -> None:
+        if slug == "refused":
+            raise ConnectionError("the broker is restarting")
+        sent.append((kind, slug, key))
+
+    monkeypatch.setattr(tw.rt, "send", send)
+    woken = [Waiter("review", "refused", KEY), Waiter("jury.evil", "x", KEY), Waiter("review", "two", KEY)]
+    coordinator.wake_waiters(tw.rt, woken)
+    assert sent == [("review", "two", KEY)]
 
 
 def test_a_rate_limited_model_puts_its_action_back_numbering_each_attempt(
