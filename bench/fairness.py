@@ -8,17 +8,24 @@ per_repo`` under W the busy repository cannot take the last slot, so the wait is
 (the issue's bound); without a limit the other run queues behind the whole sweep, which the second row
 shows for contrast. Both settings run on the same workers, one after the other (the limit is read from
 each run's operator file), so the fleet starts once.
+
+Beside it, how soon the sweep drains: from its start until every run has ended, against its ideal, one
+task after another on each slot it may take (``ceil(N / slots)`` tasks, slots being ``per_repo`` or W).
+A task that found the repository's slots full waits in line and is sent again the moment a slot frees
+(``workers.limits``); were it to wait out its put-back countdown instead (about ``JURY_LIMIT_WAIT``), the
+freed slot would stand idle meanwhile and the limited sweep would drain far slower than its ideal.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import sys
 import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from bench import fleet
 from bench.stats import Figure, figure
@@ -55,10 +62,20 @@ def launched_at(events: list[Event]) -> float | None:
     return None
 
 
-def one_wait(b: Backend, sweep: list[list[Event]], lone: list[Event], held: int) -> tuple[float, list[str]]:
+class Sample(NamedTuple):
+    """One sweep: the other run's wait, the sweep's drain (its start to its last run's end), end states."""
+
+    wait: float
+    drain: float
+    states: list[str]
+
+
+def one_wait(b: Backend, sweep: list[list[Event]], lone: list[Event], held: int) -> Sample:
     """Start the sweep's runs, then, once ``held`` of them have launched their agents (every slot the
     sweep can take), the other repository's run. Its wait (seconds from its start to its agent's launch),
-    and every run's end state: the call returns once all have ended, so the fleet is idle again."""
+    how long the sweep took to drain, and every run's end state: the call returns once all have ended, so
+    the fleet is idle again."""
+    began = time.time()
     slugs = [fleet.start_run(b, f"busy-{i}", events) for i, events in enumerate(sweep)]
 
     def launched() -> int:
@@ -71,21 +88,24 @@ def one_wait(b: Backend, sweep: list[list[Event]], lone: list[Event], held: int)
         "the other repository's agent to launch", lambda: launched_at(b.store.read(lone_slug)), 600, 0.05
     )
     wait = (launched_at(b.store.read(lone_slug)) or started) - started
+    busy = set(slugs)
+    fleet.wait_until("the sweep to end", lambda: not busy & set(b.store.active_runs()), 600, 0.05)
+    drain = time.time() - began
     everyone = {*slugs, lone_slug}
     fleet.wait_until("every run to end", lambda: not everyone & set(b.store.active_runs()), 600, 0.1)
     states = [s or "gone" for s in b.store.run_states(sorted(everyone)).values()]
-    return wait, states
+    return Sample(wait, drain, states)
 
 
 def waits(
     url: str, n: int, w: int, task: float, limits: tuple[int | None, ...], repeat: int
-) -> dict[int | None, tuple[list[float], list[str]]]:
-    """Each ``[limits] per_repo`` setting's waits (``repeat`` of them) and end states, on one fleet of
-    ``w`` workers: the limit is the operator file's, read for each run, so every setting runs on the
-    same workers, one after the other, each starting once the fleet is idle."""
+) -> dict[int | None, list[Sample]]:
+    """Each ``[limits] per_repo`` setting's samples (``repeat`` of them), on one fleet of ``w`` workers:
+    the limit is the operator file's, read for each run, so every setting runs on the same workers, one
+    after the other, each starting once the fleet is idle."""
     from jury_cli.backend import backend
 
-    out: dict[int | None, tuple[list[float], list[str]]] = {limit: ([], []) for limit in limits}
+    out: dict[int | None, list[Sample]] = {limit: [] for limit in limits}
     with tempfile.TemporaryDirectory() as d:
         base = Path(d)
         settings = Settings(dir=base / "state", redis_url=url)
@@ -99,9 +119,7 @@ def waits(
                         cfg = config(base / f"jury-bench-{per_repo or 'none'}.toml", task, per_repo)
                         sweep = [first_events(settings, busy, cfg) for _ in range(n)]
                         lone = first_events(settings, other, cfg)
-                        wait, states = one_wait(b, sweep, lone, held=min(w, per_repo or w))
-                        out[per_repo][0].append(wait)
-                        out[per_repo][1].extend(states)
+                        out[per_repo].append(one_wait(b, sweep, lone, held=min(w, per_repo or w)))
         finally:
             procs.stop()
     return out
@@ -112,14 +130,15 @@ def measure(base_url: str, *, quick: bool, repeat: int) -> list[Figure]:
     n, w, task = (9, 4, 0.5) if quick else (50, 4, 2.0)
     out = []
     with fleet.private_db(base_url) as url:
-        for per_repo, (samples, ends) in waits(url, n, w, task, (w - 1, None), repeat).items():
+        for per_repo, samples in waits(url, n, w, task, (w - 1, None), repeat).items():
             limit = f"per_repo = {per_repo}" if per_repo else "no [limits]"
+            ends = [state for sample in samples for state in sample.states]
             out.append(
                 figure(
                     "fair share",
                     f"one PR of another repo behind {n} of one, W={w}, {limit}: wait",
                     "s",
-                    samples,
+                    [sample.wait for sample in samples],
                     note=f"one task is {task:g} s" + fleet.ended_otherwise(ends),
                 )
             )
@@ -128,8 +147,18 @@ def measure(base_url: str, *, quick: bool, repeat: int) -> list[Figure]:
                     "fair share",
                     f"{limit}: wait / one task",
                     "x",
-                    [x / task for x in samples],
+                    [sample.wait / task for sample in samples],
                     note="target <= 1 with per_repo under W" if per_repo else "for contrast",
+                )
+            )
+            ideal = math.ceil(n / (per_repo or w)) * task
+            out.append(
+                figure(
+                    "fair share",
+                    f"{limit}: the sweep drains in",
+                    "s",
+                    [sample.drain for sample in samples],
+                    note=f"ideal {ideal:g} s: {math.ceil(n / (per_repo or w))} tasks on each of its slots",
                 )
             )
     return out
