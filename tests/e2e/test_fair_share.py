@@ -72,6 +72,17 @@ def of(events: list[Event], kind: type) -> list:  # type: ignore[type-arg]
     return [e for e in events if isinstance(e, kind)]
 
 
+def two_held_runs(fleet: Fleet, busy: Path, config: Path) -> list[str]:
+    """Two workers of one slot, and two runs of ``busy`` (branches ``feature`` and ``feature2``) whose
+    reviewer is held until its gate opens."""
+    fleet.worker(concurrency=1)
+    fleet.worker(concurrency=1)
+    return [
+        fleet.start(busy, config, "--reviewer", "held"),
+        fleet.start(busy, config, "--reviewer", "held", branch="feature2"),
+    ]
+
+
 def launched(fleet: Fleet, slug: str) -> bool:
     return bool(of(fleet.events(slug), AgentLaunch))
 
@@ -89,12 +100,7 @@ def test_a_busy_repository_never_holds_another_back(
         agent("quick", "clean", fake_state),
         agent("judge", "clean", fake_state, judge_mode="fix"),
     )
-    fleet.worker(concurrency=1)
-    fleet.worker(concurrency=1)
-    busy_runs = [
-        fleet.start(busy, config, "--reviewer", "held"),
-        fleet.start(busy, config, "--reviewer", "held", branch="feature2"),
-    ]
+    busy_runs = two_held_runs(fleet, busy, config)
     other_run = fleet.start(other, config, "--reviewer", "quick")
 
     # The other repository's run converges while the busy repository's first review is still held: it
@@ -136,12 +142,7 @@ def test_a_freed_slot_wakes_the_task_waiting_for_it(
         held_agent("held", fake_state, gate),
         agent("judge", "clean", fake_state, judge_mode="fix"),
     )
-    fleet.worker(concurrency=1)
-    fleet.worker(concurrency=1)
-    runs = [
-        fleet.start(busy, config, "--reviewer", "held"),
-        fleet.start(busy, config, "--reviewer", "held", branch="feature2"),
-    ]
+    runs = two_held_runs(fleet, busy, config)
     slots = RedisSlots(fleet.client)
     waiting = wait_for(
         "one review to wait for the repository's slot",
