@@ -151,14 +151,14 @@ def measure(base_url: str, *, quick: bool, repeat: int) -> list[Figure]:
                     note="target <= 1 with per_repo under W" if per_repo else "for contrast",
                 )
             )
-            ideal = math.ceil(n / (per_repo or w)) * task
+            each = math.ceil(n / (per_repo or w))  # tasks one after another on each slot the sweep may take
             out.append(
                 figure(
                     "fair share",
                     f"{limit}: the sweep drains in",
                     "s",
                     [sample.drain for sample in samples],
-                    note=f"ideal {ideal:g} s: {math.ceil(n / (per_repo or w))} tasks on each of its slots",
+                    note=f"ideal {each * task:g} s: {each} tasks on each of its slots",
                 )
             )
     return out

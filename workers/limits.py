@@ -52,6 +52,7 @@ from orchestrator.refute.families import spec_family
 from orchestrator.spec import TERMINAL_STATES, AgentSpec, Limits
 from orchestrator.store import keys as store_keys
 from orchestrator.store.memory import Clock
+from orchestrator.store.redis_codec import text
 from orchestrator.target import repo_identity
 
 log = structlog.get_logger()
@@ -271,10 +272,6 @@ return redis.call('ZRANGE', KEYS[1], 0, -1)
 """
 
 
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
 class RedisSlots:
     """``Slots`` in Redis under ``prefix``: ``slots:<name>``, a sorted set of holder -> expiry (ms), and
     ``waiters:<name>``, a sorted set of waiter -> when it first waited (ms)."""
@@ -322,7 +319,7 @@ class RedisSlots:
             woken = cast(list[bytes | str], self._release(keys=self._with_waiters(slots), args=[holder]))
         except RedisError as exc:
             raise StoreError(f"cannot release the slot of {slots[0].name!r}: {exc}") from exc
-        return list(dict.fromkeys(_text(w) for w in woken))
+        return list(dict.fromkeys(text(w) for w in woken))
 
     def holders(self, name: str) -> list[str]:
         """HOLDERS_LUA."""
@@ -330,7 +327,7 @@ class RedisSlots:
             found = cast(list[bytes | str], self._holders(keys=[store_keys.slots(self.prefix, name)]))
         except RedisError as exc:
             raise StoreError(f"cannot read the slots of {name!r}: {exc}") from exc
-        return [_text(h) for h in found]
+        return [text(h) for h in found]
 
     def waiters(self, name: str) -> list[str]:
         """ZRANGE of ``waiters:<name>``: oldest first."""
@@ -338,7 +335,7 @@ class RedisSlots:
             found = cast(list[bytes | str], self.client.zrange(store_keys.waiters(self.prefix, name), 0, -1))
         except RedisError as exc:
             raise StoreError(f"cannot read the waiters of {name!r}: {exc}") from exc
-        return [_text(w) for w in found]
+        return [text(w) for w in found]
 
 
 class MemorySlots:
