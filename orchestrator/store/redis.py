@@ -34,7 +34,16 @@ from orchestrator.store.base import (
     check_artifact_name,
     check_slug,
 )
-from orchestrator.store.redis_codec import as_bytes, json_object, text
+from orchestrator.store.redis_codec import (
+    Entries,
+    as_bytes,
+    json_object,
+    sent_marks,
+    stream_events,
+    sweep_claim,
+    target_state,
+    text,
+)
 from orchestrator.store.redis_scripts import APPEND_LUA, EXPIRE_LUA, PERSIST_LUA, PRUNE_LUA, START_SWEPT_LUA
 from orchestrator.store.urls import normalize_url, redact_url, scrub
 
@@ -130,33 +139,20 @@ class RedisStore:
         with store_errors("append to", slug):
             return self._run_script(slug, events)[1]
 
-    def _entries(self, slug: str) -> list[tuple[bytes, dict[bytes, bytes]]]:
+    def _entries(self, slug: str) -> Entries:
         """Every entry of the run's stream, paging through XRANGE."""
         key = keys.events(self.prefix, slug)
-        entries: list[tuple[bytes, dict[bytes, bytes]]] = []
+        entries: Entries = []
         start: bytes | str = "-"
         while True:
-            page = cast(
-                list[tuple[bytes, dict[bytes, bytes]]], self.client.xrange(key, start, "+", XRANGE_PAGE)
-            )
+            page = cast(Entries, self.client.xrange(key, start, "+", XRANGE_PAGE))
             entries += page
             if len(page) < XRANGE_PAGE:
                 return entries
             start = b"(" + as_bytes(page[-1][0])
 
-    def _parse(self, slug: str, entries: list[tuple[bytes, dict[bytes, bytes]]]) -> list[Event]:
-        events: list[Event] = []
-        for number, (entry_id, fields) in enumerate(entries, start=1):
-            raw = next((value for name, value in fields.items() if text(name) == "e"), None)
-            try:
-                event = parse_event(raw) if raw is not None else None
-            except ValueError:
-                event = None
-            if event is None:
-                log.warning("store.skipped_line", slug=slug, line=number, entry=text(entry_id))
-                continue
-            events.append(event)
-        return events
+    def _parse(self, slug: str, entries: Entries) -> list[Event]:
+        return [e for e in stream_events(slug, entries, first_line=1) if e is not None]
 
     def read(self, slug: str, after: int = 0) -> list[Event]:
         """The stream's events after the first ``after`` (unparseable entries skipped and logged)."""
@@ -204,32 +200,15 @@ class RedisStore:
                 there, first = pipe.execute()
                 if not there:
                     return None
-            page = cast(list[tuple[bytes, dict[bytes, bytes]]], first)
+            page = cast(Entries, first)
             while True:
-                for entry_id, event in zip(
-                    (text(i) for i, _ in page), self._parse_entries(slug, page), strict=True
-                ):
+                for (entry_id, _), event in zip(page, stream_events(slug, page), strict=True):
                     if event is not None:
-                        found.append((entry_id, event))
+                        found.append((text(entry_id), event))
                 if len(page) < XRANGE_PAGE:
                     return found
                 start = b"(" + as_bytes(page[-1][0])
-                page = cast(
-                    list[tuple[bytes, dict[bytes, bytes]]], self.client.xrange(key, start, "+", XRANGE_PAGE)
-                )
-
-    def _parse_entries(self, slug: str, page: list[tuple[bytes, dict[bytes, bytes]]]) -> list[Event | None]:
-        out: list[Event | None] = []
-        for entry_id, fields in page:
-            raw = next((value for name, value in fields.items() if text(name) == "e"), None)
-            try:
-                event = parse_event(raw) if raw is not None else None
-            except ValueError:
-                event = None
-            if event is None:
-                log.warning("store.skipped_line", slug=slug, entry=text(entry_id))
-            out.append(event)
-        return out
+                page = cast(Entries, self.client.xrange(key, start, "+", XRANGE_PAGE))
 
     # -- the coordinator's snapshot and the agents' liveness ---------------------------------------------
 
@@ -485,22 +464,7 @@ class RedisStore:
         ]
         with store_errors("read the sent marks of actions in", slug):
             values = cast(list[bytes | None], self.client.mget(marks))
-        now = time.time()
-        out: list[SentMark | None] = []
-        for i, key in enumerate(action_keys):
-            due, taken, resent = values[3 * i : 3 * i + 3]
-            if due is None:
-                out.append(None)
-                continue
-            try:
-                age = now - float(due)
-                resends = int(resent) if resent is not None else 0
-            except ValueError:
-                log.warning("store.bad_sent_mark", slug=slug, key=key)
-                out.append(None)
-                continue
-            out.append(SentMark(age=age, taken=taken is not None, resends=resends))
-        return out
+        return sent_marks(slug, action_keys, values, time.time())
 
     def sent_age(self, slug: str, key: str) -> float | None:
         """Seconds since the sent mark's time, None without a mark (or with one that does not parse); never
@@ -548,16 +512,7 @@ class RedisStore:
             )
         with store_errors("start swept runs in", "*"):
             answers = cast(list[list[bytes]], pipe.execute()) if starts else []
-        claims = []
-        for outcome, holder in answers:
-            word = text(outcome)
-            if word == "started":
-                claims.append(SweepClaim("started"))
-            elif word == "claimed":
-                claims.append(SweepClaim("claimed", text(holder)))
-            else:
-                claims.append(SweepClaim("taken"))
-        return claims
+        return [sweep_claim(outcome, holder) for outcome, holder in answers]
 
     def run_states(self, slugs: Sequence[str]) -> dict[str, str | None]:
         """One pipeline: each run's index entry and its fold's ``target.state``."""
@@ -576,10 +531,7 @@ class RedisStore:
             if score is None:
                 states[slug] = None
                 continue
-            doc = json_object(slug, raw, "store.bad_state") or {}
-            target = doc.get("target")
-            word = target.get("state") if isinstance(target, dict) else None
-            states[slug] = word if isinstance(word, str) and word else "queued"
+            states[slug] = target_state(slug, raw)
         return states
 
 
