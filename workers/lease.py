@@ -28,10 +28,23 @@ from redis.retry import Retry
 from orchestrator.errors import StoreError
 from orchestrator.store import keys as store_keys
 from orchestrator.store.memory import Clock
+from orchestrator.store.redis_scripts import NAME_IN_RUN_LUA, name_in_run
 
 log = structlog.get_logger()
 
 T = TypeVar("T")
+
+# Take the lease if nobody holds it (SET NX PX), and name it in its run's key set (if the run keeps one).
+#   KEYS[1]  the lease          (store_keys.lease)
+#   KEYS[2]  the key set of the run the lease belongs to (store_keys.index_of)
+#   ARGV[1]  our token
+#   ARGV[2]  the TTL in milliseconds
+# Returns 1 if taken, 0 if another holder has it.
+TAKE_LUA = (
+    "if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end\n"
+    + name_in_run("KEYS[2]", "KEYS[1]")
+    + "return 1\n"
+)
 
 # Extend the lease only if we still hold it.
 #   KEYS[1]  the lease          (store_keys.lease)
@@ -59,11 +72,15 @@ return 0
 # Mark the effect done and drop our lease in one step, so no reader sees "no lease, not done" in between.
 #   KEYS[1]  the done marker    (store_keys.done)
 #   KEYS[2]  the lease          (store_keys.lease)
+#   KEYS[3]  the key set of the run the marker belongs to (store_keys.index_of): the marker is named
+#            there, if the run keeps one
 #   ARGV[1]  our token
 #   ARGV[2]  the marker's TTL in seconds
 #   ARGV[3]  the marker's value (the writer's wall-clock time, for humans)
 # Returns 1 if the lease was still ours (and is now deleted), 0 if it had been lost.
-FINISH_LUA = """
+FINISH_LUA = (
+    name_in_run("KEYS[3]", "KEYS[1]")
+    + """
 redis.call('SET', KEYS[1], ARGV[3], 'EX', ARGV[2])
 if redis.call('GET', KEYS[2]) == ARGV[1] then
   redis.call('DEL', KEYS[2])
@@ -71,6 +88,7 @@ if redis.call('GET', KEYS[2]) == ARGV[1] then
 end
 return 0
 """
+)
 
 DAY_SECONDS = 86400
 DONE_TTL_DAYS = 7.0
@@ -227,7 +245,9 @@ def renewal_client(client: redis.Redis, timeout: float = RENEW_TIMEOUT) -> redis
 
 
 class Lease(Claim):
-    """A claim in Redis: ``SET NX PX`` to take it, Lua to renew, release and finish only our own token.
+    """A claim in Redis: Lua to take it (``SET NX PX``), to renew, release and finish only our own token.
+    Its key and its done marker are named in the key set of the run that ``key`` belongs to
+    (``<slug>:<action>``), if the run keeps one, so the run's expiry finds them without a SCAN.
 
     Renewals go through ``renewer`` (default: ``client``), a client of their own in a fleet
     (``RedisLeases``: ``renewal_client``)."""
@@ -249,10 +269,14 @@ class Lease(Claim):
         self._renew = (renewer or client).register_script(RENEW_LUA)
         self._release = client.register_script(RELEASE_LUA)
         self._finish = client.register_script(FINISH_LUA)
+        self._take_script = client.register_script(TAKE_LUA)
 
     def _take(self) -> bool:
         with _errors("acquire lease", self.key):
-            return bool(self.client.set(self.name, self.token, nx=True, px=_ms(self.ttl)))
+            taken = self._take_script(
+                keys=[self.name, store_keys.index_of(self.prefix, self.key)], args=[self.token, _ms(self.ttl)]
+            )
+        return int(cast(int, taken)) == 1
 
     def renew(self) -> bool:
         """Extend the lease by ``ttl`` if it is still ours (RENEW_LUA)."""
@@ -275,7 +299,11 @@ class Lease(Claim):
         """FINISH_LUA: the done marker and the end of our lease, atomically."""
         with _errors("finish", self.key):
             kept = self._finish(
-                keys=[store_keys.done(self.prefix, self.key), self.name],
+                keys=[
+                    store_keys.done(self.prefix, self.key),
+                    self.name,
+                    store_keys.index_of(self.prefix, self.key),
+                ],
                 args=[self.token, _done_seconds(done_ttl_days), f"{time.time():.3f}"],
             )
         return int(cast(int, kept)) == 1
@@ -290,6 +318,7 @@ class RedisLeases:
         self.prefix = prefix
         self._renewer: redis.Redis | None = None
         self._renewer_lock = threading.Lock()
+        self._name_in_run = client.register_script(NAME_IN_RUN_LUA)
 
     @property
     def renewer(self) -> redis.Redis:
@@ -308,11 +337,14 @@ class RedisLeases:
             return bool(self.client.exists(store_keys.done(self.prefix, key)))
 
     def mark_done(self, key: str, ttl_days: float = DONE_TTL_DAYS) -> None:
-        """SET the done marker (this host's wall-clock time, for humans) with its TTL."""
+        """MULTI: SET the done marker (this host's wall-clock time, for humans) with its TTL, named in its
+        run's key set (if the run keeps one)."""
+        name = store_keys.done(self.prefix, key)
         with _errors("mark done", key):
-            self.client.set(
-                store_keys.done(self.prefix, key), f"{time.time():.3f}", ex=_done_seconds(ttl_days)
-            )
+            pipe = self.client.pipeline(transaction=True)
+            self._name_in_run(keys=[store_keys.index_of(self.prefix, key)], args=[name], client=pipe)
+            pipe.set(name, f"{time.time():.3f}", ex=_done_seconds(ttl_days))
+            pipe.execute()
 
     def expired_without_done(self, keys: Iterable[str]) -> list[str]:
         """One pipelined read of EXISTS lease + done per key."""

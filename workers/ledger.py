@@ -39,6 +39,7 @@ from redis.exceptions import RedisError
 from orchestrator.errors import StoreError
 from orchestrator.store import keys
 from orchestrator.store.memory import Clock
+from orchestrator.store.redis_scripts import name_in_run
 
 log = structlog.get_logger()
 
@@ -51,6 +52,7 @@ DAY_TTL_DAYS = 400
 #   KEYS[1]  the call hash      (keys.ledger_call)
 #   KEYS[2]  the run's hash     (keys.ledger_run)
 #   KEYS[3]  the day's hash     (keys.ledger_day)
+#   KEYS[4]  the run's key set  (keys.run_index): the call hash is named there, if the run keeps one
 #   ARGV[1]  the run's slug
 #   ARGV[2]  the day, YYYYMMDD
 #   ARGV[3]  the projection, µ$
@@ -61,13 +63,16 @@ DAY_TTL_DAYS = 400
 #   ARGV[8]  the day hash's TTL, seconds
 # Returns {1 reserved | 0 refused, reason ('' when reserved), amount µ$, 1 if the call existed else 0};
 # for an existing call it returns the first answer and writes nothing.
-RESERVE_LUA = """
+RESERVE_LUA = (
+    """
 local state = redis.call('HGET', KEYS[1], 'state')
 if state then
   local reason = redis.call('HGET', KEYS[1], 'reason') or ''
   return {state == 'refused' and 0 or 1, reason, redis.call('HGET', KEYS[1], 'amount'), 1}
 end
-local p = tonumber(ARGV[3])
+"""
+    + name_in_run("KEYS[4]", "KEYS[1]")
+    + """local p = tonumber(ARGV[3])
 local function usd(m) return string.format('%.6f', m / 1000000) end
 local function check(key, ceiling, name)
   if ceiling == '' then return nil end
@@ -98,6 +103,7 @@ redis.call('HSET', KEYS[1], 'run', ARGV[1], 'day', ARGV[2], 'amount', ARGV[3], '
 redis.call('EXPIRE', KEYS[1], ARGV[7])
 return {1, '', ARGV[3], 0}
 """
+)
 
 # Settle a reserved call: give back its reservation, then record what it cost, or that nobody knows.
 #   KEYS[1]  the call hash      (keys.ledger_call)
@@ -404,6 +410,7 @@ class Ledger(_LedgerBase):
             keys.ledger_call(self.prefix, call_id),
             keys.ledger_run(self.prefix, slug),
             keys.ledger_day(self.prefix, day),
+            keys.run_index(self.prefix, slug),
         ]
         limits = ["" if c is None else str(c) for c in ceilings]
         args: list[str | int] = [slug, day, amount, *limits, self.call_ttl, self.day_ttl]

@@ -14,6 +14,9 @@ and a test can use a random prefix and delete exactly its own keys.
     <prefix>:run:<slug>:ledger             hash: the run's budget (spent, reserved, unknown_calls)
     <prefix>:run:<slug>:cancel             string: present when the run is to be cancelled
     <prefix>:run:<slug>:kick               string: present while a coordinate task of the run is queued
+    <prefix>:run:<slug>:keys               set: the names of the run's keys outside these fixed ones
+                                           (artifacts, its actions' and calls' keys) and its own name,
+                                           written with each such key: what the run's expiry reads
     <prefix>:ledger:day:<yyyymmdd>         hash: the fleet's budget for one UTC day (same fields)
     <prefix>:ledger:call:<call_id>         hash: one reservation (run, day, amount, state, ...)
     <prefix>:lease:<key>                   string: the holder's random token, with a TTL
@@ -59,8 +62,11 @@ and ``unacked_mutex``; only Celery touches them.
 A run's keys: everything under ``run:<slug>:``, and the ``lease``, ``done``, ``sent``, ``taken``,
 ``resent`` and ``ledger:call`` keys whose name starts with ``<slug>:`` (actions and agent calls are named
 ``<slug>:<key>``). A new key that belongs to one run must live in one of these families
-(``RUN_FAMILIES``), or it outlives the run's retention. Slugs hold no ``:`` and no glob character, so
-``<family>:<slug>:`` names one run's keys only.
+(``RUN_FAMILIES``), and be a fixed name (``fixed_run_keys``) or be added to the run's key set
+(``run_index``) by whoever writes it, in the same transaction (``redis_scripts.name_in_run``), or it
+outlives the run's retention: an ended run's expiry reads that set, so its cost is the run's own keys,
+not the whole database's. Slugs hold no ``:`` and no glob character, so ``<family>:<slug>:`` names one
+run's keys only.
 """
 
 from __future__ import annotations
@@ -130,6 +136,29 @@ def cancel(prefix: str, slug: str) -> str:
 def kick(prefix: str, slug: str) -> str:
     """The run's pending-kick mark: a coordinate task for it is queued and has not started yet."""
     return f"{_run(prefix, slug)}:kick"
+
+
+def run_index(prefix: str, slug: str) -> str:
+    """The run's key set: the name of every key of the run outside its fixed names (``fixed_run_keys``),
+    and its own name, added when the run is created. A run's end expires what it lists instead of
+    SCANning the database. Writers add to it only while it is there (``redis_scripts.name_in_run``): a run
+    created before the set existed has none (``RedisStore.run_key_names`` SCANs for its keys), and a late
+    write to a run whose keys expired makes none that would never expire."""
+    return f"{_run(prefix, slug)}:keys"
+
+
+def index_of(prefix: str, name: str) -> str:
+    """The key set of the run that owns ``name`` (an action's or an agent call's, ``<slug>:<key>``)."""
+    return run_index(prefix, name.partition(":")[0])
+
+
+def fixed_run_keys(prefix: str, slug: str) -> list[str]:
+    """The run's keys whose names are fixed by its slug (some may not exist now); every other key of the
+    run is listed in its key set (``run_index``)."""
+    return [
+        f(prefix, slug)
+        for f in (events, eids, state, snapshot, alive, lock, ledger_run, cancel, kick, run_index)
+    ]
 
 
 def ledger_day(prefix: str, yyyymmdd: str) -> str:

@@ -44,7 +44,14 @@ from orchestrator.store.redis_codec import (
     target_state,
     text,
 )
-from orchestrator.store.redis_scripts import APPEND_LUA, EXPIRE_LUA, PERSIST_LUA, PRUNE_LUA, START_SWEPT_LUA
+from orchestrator.store.redis_scripts import (
+    APPEND_LUA,
+    EXPIRE_LUA,
+    NAME_IN_RUN_LUA,
+    PERSIST_LUA,
+    PRUNE_LUA,
+    START_SWEPT_LUA,
+)
 from orchestrator.store.urls import normalize_url, redact_url, scrub
 
 log = structlog.get_logger()
@@ -73,6 +80,7 @@ class RedisStore:
         self._expire_script = client.register_script(EXPIRE_LUA)
         self._persist_script = client.register_script(PERSIST_LUA)
         self._start_swept_script = client.register_script(START_SWEPT_LUA)
+        self._name_in_run_script = client.register_script(NAME_IN_RUN_LUA)
         socket_timeout = client.connection_pool.connection_kwargs.get("socket_timeout")
         # A blocking XREAD must return before the socket times out; None: block as long as asked.
         self._block_cap: float | None = socket_timeout / 2 if socket_timeout else None
@@ -93,6 +101,7 @@ class RedisStore:
             keys.eids(self.prefix, slug),
             keys.runs_index(self.prefix),
             keys.expiring_runs(self.prefix),
+            keys.run_index(self.prefix, slug),
         ]
         created, appended, *positions = cast(list[int], self._append_script(keys=keys_, args=args))
         if positions and self.observers:
@@ -242,6 +251,11 @@ class RedisStore:
 
     # -- artifacts and state -------------------------------------------------------------------------------
 
+    def _name_in_run(self, pipe: redis.client.Pipeline, slug: str, *names: str) -> None:
+        """Queue, in the MULTI ``pipe`` that writes ``names``, their naming in the run's key set
+        (``NAME_IN_RUN_LUA``: only if the run keeps one), so the run's end finds them without a SCAN."""
+        self._name_in_run_script(keys=[keys.run_index(self.prefix, slug)], args=list(names), client=pipe)
+
     def put_artifact(self, slug: str, name: str, data: bytes) -> None:
         """Store the artifact; data over ``artifact_cap`` is cut, ending with a marker line."""
         check_slug(slug)
@@ -250,7 +264,10 @@ class RedisStore:
         if dropped:
             log.warning("store.artifact_truncated", slug=slug, name=name, size=len(data), dropped=dropped)
         with store_errors("write artifact of", slug):
-            self.client.set(key, stored, keepttl=True)  # an ended run's artifact expires with the run
+            pipe = self.client.pipeline(transaction=True)
+            self._name_in_run(pipe, slug, key)
+            pipe.set(key, stored, keepttl=True)  # an ended run's artifact expires with the run
+            pipe.execute()
 
     def get_artifact(self, slug: str, name: str) -> bytes | None:
         """The artifact's bytes, or None."""
@@ -330,8 +347,31 @@ class RedisStore:
             ends[slug] = (text(first[0][0]), text(last[0][0])) if first and last else None
         return ends
 
+    def run_key_names(self, slug: str) -> list[str]:
+        """The name of every key the run may have now: its fixed names and what its key set lists
+        (``keys.run_index``), one SMEMBERS however large the database. A run created before key sets
+        were written has none, or one without its own name in it: its keys are SCANned for."""
+        check_slug(slug)
+        index = keys.run_index(self.prefix, slug)
+        with store_errors("list the keys of", slug):
+            listed = {text(m) for m in cast(set[bytes], self.client.smembers(index))}
+        if index not in listed:
+            return self.scan_run_keys(slug)
+        return sorted(listed.union(keys.fixed_run_keys(self.prefix, slug)))
+
     def run_keys(self, slug: str) -> list[str]:
-        """Every key of the run now in Redis (``keys.RUN_FAMILIES``), found with one SCAN."""
+        """Every key of the run now in Redis (``run_key_names``, the ones that exist)."""
+        names = self.run_key_names(slug)
+        with store_errors("list the keys of", slug):
+            pipe = self.client.pipeline(transaction=False)
+            for name in names:
+                pipe.exists(name)
+            there = cast(list[int], pipe.execute())
+        return [name for name, n in zip(names, there, strict=True) if n]
+
+    def scan_run_keys(self, slug: str) -> list[str]:
+        """Every key of the run now in Redis (``keys.RUN_FAMILIES``), found with one SCAN of the whole
+        database: for a run without a key set, and for the tests that check the set lists them all."""
         check_slug(slug)
         belongs = keys.run_key_re(self.prefix, slug)
         found: set[str] = set()
@@ -348,7 +388,7 @@ class RedisStore:
         """The run ended: all its keys expire ``retention`` seconds after it first ended (one Lua script,
         so they go together). Idempotent; a key written since the last call is caught by the next.
         Returns the deadline (epoch seconds)."""
-        run_keys = self.run_keys(slug)
+        run_keys = self.run_key_names(slug)
         with store_errors("expire", slug):
             deadline = self._expire_script(
                 keys=[keys.expiring_runs(self.prefix), *run_keys], args=[slug, retention]
@@ -363,7 +403,7 @@ class RedisStore:
         with store_errors("keep", slug):
             if self.client.zscore(keys.expiring_runs(self.prefix), slug) is None:
                 return False
-        record = [k for k in self.run_keys(slug) if keys.is_record_key(self.prefix, slug, k)]
+        record = [k for k in self.run_key_names(slug) if keys.is_record_key(self.prefix, slug, k)]
         with store_errors("keep", slug):
             kept = int(
                 cast(int, self._persist_script(keys=[keys.expiring_runs(self.prefix), *record], args=[slug]))
@@ -425,6 +465,7 @@ class RedisStore:
         name = f"{slug}:{key}"
         with store_errors("mark an action sent in", slug):
             pipe = self.client.pipeline(transaction=True)
+            self._name_in_run(pipe, slug, keys.sent(self.prefix, name))
             pipe.set(keys.sent(self.prefix, name), f"{time.time() + max(0.0, delay):.3f}", ex=ttl)
             pipe.delete(keys.taken(self.prefix, name), keys.resent(self.prefix, name))
             pipe.execute()
@@ -438,14 +479,20 @@ class RedisStore:
             pipe.set(keys.sent(self.prefix, name), f"{time.time():.3f}", ex=ttl)
             pipe.incr(keys.resent(self.prefix, name))
             pipe.expire(keys.resent(self.prefix, name), ttl)
+            self._name_in_run(pipe, slug, keys.sent(self.prefix, name), keys.resent(self.prefix, name))
             replies = pipe.execute()
         return int(replies[1])
 
     def mark_taken(self, slug: str, key: str, ttl: int = SENT_TTL) -> None:
-        """SET the taken mark (this host's wall-clock time, for humans)."""
+        """MULTI: SET the taken mark (this host's wall-clock time, for humans), named in the run's key
+        set (``keys.run_index``), as every mark here is."""
         check_slug(slug)
+        name = keys.taken(self.prefix, f"{slug}:{key}")
         with store_errors("mark an action taken in", slug):
-            self.client.set(keys.taken(self.prefix, f"{slug}:{key}"), f"{time.time():.3f}", ex=ttl)
+            pipe = self.client.pipeline(transaction=True)
+            self._name_in_run(pipe, slug, name)
+            pipe.set(name, f"{time.time():.3f}", ex=ttl)
+            pipe.execute()
 
     def sent_mark(self, slug: str, key: str) -> SentMark | None:
         """One MGET of the sent, taken and resent marks; None without a sent mark (or with one that does
@@ -506,6 +553,7 @@ class RedisStore:
                     keys.runs_index(self.prefix),
                     keys.expiring_runs(self.prefix),
                     keys.active_runs(self.prefix),
+                    keys.run_index(self.prefix, start.slug),
                 ],
                 args=args,
                 client=pipe,

@@ -17,6 +17,25 @@ def _forget_if_expired(index: str, expiring: str) -> str:
     )
 
 
+def name_in_run(index: str, name: str) -> str:
+    """Lua: add the key ``name`` to its run's key set ``index`` (``keys.run_index``), if the run keeps one.
+    A set that is not there stays away: the run was started before key sets (its end SCANs for its keys),
+    or its keys already expired and this is a late write (a copy of a task days after the run ended). A
+    set made then would list a name without the set's own and, written with no TTL, would never expire."""
+    return f"if redis.call('EXISTS', {index}) == 1 then redis.call('SADD', {index}, {name}) end\n"
+
+
+# Name keys in their run's key set, if the run keeps one (``name_in_run``); run in the MULTI that writes
+# them, before the writes.
+#   KEYS[1]  the run's key set  (keys.run_index)
+#   ARGV[1..] the names
+# Returns how many names were new to the set (0 when the run keeps none).
+NAME_IN_RUN_LUA = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return redis.call('SADD', KEYS[1], unpack(ARGV)) end
+return 0
+"""
+
+
 # A run's creation score: the server's clock to the microsecond (Lua, after ``now`` is read).
 _NOW_SCORE = "now[1] .. '.' .. string.format('%06d', tonumber(now[2]))"
 
@@ -25,17 +44,20 @@ _NOW_SCORE = "now[1] .. '.' .. string.format('%06d', tonumber(now[2]))"
 #   KEYS[2]  the run's set of seen eids    (keys.eids)
 #   KEYS[3]  the index of runs             (keys.runs_index)
 #   KEYS[4]  the ended runs' expiry times  (keys.expiring_runs)
+#   KEYS[5]  the run's key set             (keys.run_index)
 #   ARGV[1]  the run's slug
 #   ARGV[2..] pairs: eid, event JSON       (none: only register the run)
 # Returns {1 if the run was new to the index else 0, number of events appended, then the 0-based
 # position of each event appended (an eid already there is not)}.
 # The creation score is the server's clock, so every host agrees on the runs' order. A run whose keys
-# expired comes back as a new run (its expiry forgotten), not as an old one that lost its log.
+# expired comes back as a new run (its expiry forgotten), not as an old one that lost its log. A new
+# run's key set starts with its own name: the mark that every key of the run is listed there.
 APPEND_LUA = (
     "\nlocal now = redis.call('TIME')\n"
     + _forget_if_expired("KEYS[3]", "KEYS[4]")
     + f"local score = {_NOW_SCORE}\n"
     + """local created = redis.call('ZADD', KEYS[3], 'NX', score, ARGV[1])
+if created == 1 then redis.call('SADD', KEYS[5], KEYS[5]) end
 local appended = 0
 local positions = {}
 for i = 2, #ARGV, 2 do
@@ -96,7 +118,7 @@ return 1
 #   KEYS[1]  the head's claim (keys.sweep_head)     KEYS[2]  the PR's swept runs (keys.sweep_runs)
 #   KEYS[3]  the run's event stream                 KEYS[4]  the run's set of seen eids
 #   KEYS[5]  the index of runs                      KEYS[6]  the ended runs' expiry times
-#   KEYS[7]  the active set
+#   KEYS[7]  the active set                         KEYS[8]  the run's key set (keys.run_index)
 #   ARGV[1]  the slug   ARGV[2]  the claim's TTL in seconds   ARGV[3]  the run it may replace ('' none)
 #   ARGV[4..] pairs: eid, event JSON
 # Returns {'started', slug}, {'claimed', holder} or {'taken', ''}.
@@ -121,6 +143,7 @@ redis.call('EXPIRE', KEYS[2], ARGV[2])
   end
 end
 redis.call('SADD', KEYS[7], ARGV[1])
+redis.call('SADD', KEYS[8], KEYS[8])
 return {'started', ARGV[1]}
 """
 )

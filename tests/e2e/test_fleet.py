@@ -583,6 +583,9 @@ def test_sigkilled_worker_mid_review_another_worker_finishes_the_run(
     # the killed call's reservation was settled by the run that replaced it; no worktree is left over
     assert Ledger(fleet.client).spent(slug).reserved == 0
     assert len(git(sample_repo, "worktree", "list").splitlines()) == 1
+    # every key the workers wrote (leases, marks, calls, artifacts, a dead worker's too) is named in the
+    # run's key set, which is all that the run's end expires
+    assert fleet.store.run_keys(slug) == fleet.store.scan_run_keys(slug)
 
 
 def parent_of(pid: int) -> int:

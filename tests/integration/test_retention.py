@@ -16,10 +16,12 @@ from orchestrator.config import Settings
 from orchestrator.domain import TargetEvent
 from orchestrator.spec import Target
 from orchestrator.store import keys
-from orchestrator.store.base import RunVanished, read_run
+from orchestrator.store.base import RunVanished, SweepClaim, SweptStart, pull_head, read_run
 from orchestrator.store.files import FileStore
 from orchestrator.store.redis import RedisStore
 from workers import coordinator
+from workers.lease import RedisLeases
+from workers.ledger import Ledger
 from workers.runtime import Runtime
 
 RETENTION = 3600
@@ -50,34 +52,47 @@ def resume(rt: Runtime, slug: str = SLUG) -> None:
 
 
 def populate(rt: Runtime, slug: str = SLUG) -> dict[str, str]:
-    """Every kind of key a run has, as the workers leave them; returns name -> key."""
-    c, p = rt.client, rt.prefix
+    """Every kind of key a run has, each written by the code that writes it in a fleet (so each is named
+    in the run's key set, as there); returns name -> key."""
+    p = rt.prefix
     rt.store.put_artifact(slug, "round-1.codex.stdout.txt", b"report")
     rt.store.put_artifact(slug, "patches/r1-codex-1.patch", b"diff")
-    made = {
+    leases = RedisLeases(rt.client, prefix=p)
+    assert leases.lease(f"{slug}:review:r1:codex", ttl=60).acquire()
+    finished = leases.lease(f"{slug}:review:r1:claude", ttl=60)
+    assert finished.acquire() and finished.finish()
+    leases.mark_done(f"{slug}:publish")
+    rt.store.mark_sent(slug, "review:r1:codex")
+    rt.store.mark_taken(slug, "review:r1:codex")
+    rt.store.mark_sent(slug, "review:r1:gemini")
+    assert rt.store.mark_resent(slug, "review:r1:gemini") == 1
+    ledger = Ledger(rt.client, prefix=p)
+    call = f"{slug}:review:r1:codex:call0"
+    ok = ledger.reserve(
+        slug=slug, call_id=call, projection=0.01, run_ceiling=None, call_ceiling=None, day_ceiling=None
+    ).ok
+    assert ok
+    rt.store.set_cancel_flag(slug)
+    return {
         "ledger": keys.ledger_run(p, slug),
         "lease": keys.lease(p, f"{slug}:review:r1:codex"),
         "done": keys.done(p, f"{slug}:review:r1:claude"),
+        "marked": keys.done(p, f"{slug}:publish"),
         "sent": keys.sent(p, f"{slug}:review:r1:codex"),
-        "call": keys.ledger_call(p, f"{slug}:review:r1:codex"),
+        "taken": keys.taken(p, f"{slug}:review:r1:codex"),
+        "resent": keys.resent(p, f"{slug}:review:r1:gemini"),
+        "call": keys.ledger_call(p, call),
         "cancel": keys.cancel(p, slug),
+        "events": keys.events(p, slug),
+        "eids": keys.eids(p, slug),
+        "state": keys.state(p, slug),
+        "index": keys.run_index(p, slug),
+        "artifact": keys.artifact(p, slug, "round-1.codex.stdout.txt"),
+        "patch": keys.artifact(p, slug, "patches/r1-codex-1.patch"),
     }
-    c.hset(made["ledger"], mapping={"spent": 10, "reserved": 0})
-    c.set(made["lease"], "token", px=60_000)
-    c.set(made["done"], "1", ex=7 * 86400)
-    c.set(made["sent"], "1", ex=7 * 86400)
-    c.hset(made["call"], mapping={"run": slug, "state": "settled"})
-    c.expire(made["call"], 30 * 86400)
-    c.set(made["cancel"], "1", ex=7 * 86400)
-    made["events"] = keys.events(p, slug)
-    made["eids"] = keys.eids(p, slug)
-    made["state"] = keys.state(p, slug)
-    made["artifact"] = keys.artifact(p, slug, "round-1.codex.stdout.txt")
-    made["patch"] = keys.artifact(p, slug, "patches/r1-codex-1.patch")
-    return made
 
 
-RECORD = ("events", "eids", "state", "artifact", "patch", "ledger")
+RECORD = ("events", "eids", "state", "index", "artifact", "patch", "ledger")
 
 
 def all_keys(client: redis.Redis, prefix: str) -> dict[str, int]:
@@ -220,3 +235,113 @@ def test_a_live_run_whose_keys_were_deleted_leaves_the_active_set(
     assert state.events == 0
     assert not client.sismember(keys.active_runs(prefix), SLUG)
     assert rt.store.run_keys(SLUG) == [] and coordinator.reap(rt) == []
+
+
+# -- the run's key set: what an ended run's expiry reads instead of SCANning the database ----------------
+
+
+def test_the_key_set_names_every_key_the_writers_left(
+    client: redis.Redis, prefix: str, tmp_path: Path
+) -> None:
+    rt = make_rt(client, prefix, tmp_path)
+    live(rt)
+    made = populate(rt)
+    assert rt.store.scan_run_keys(SLUG) == rt.store.run_keys(SLUG)
+    assert set(made.values()) <= set(rt.store.run_keys(SLUG))
+    listed = {k.decode() for k in client.smembers(keys.run_index(prefix, SLUG))}
+    assert keys.run_index(prefix, SLUG) in listed  # written when the run was created
+    assert made["lease"] in listed and made["call"] in listed and made["patch"] in listed
+
+
+def test_an_ended_run_expires_without_a_scan(
+    client: redis.Redis, prefix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rt = make_rt(client, prefix, tmp_path)
+    live(rt)
+    made = populate(rt)
+
+    def no_scan(slug: str) -> list[str]:
+        raise AssertionError(f"SCANned the database for the keys of {slug}")
+
+    monkeypatch.setattr(rt.store, "scan_run_keys", no_scan)
+    end(rt)
+    ttls = all_keys(client, prefix)
+    assert all(0 < ttls[key] <= RETENTION for key in made.values()), ttls
+    assert ttls[made["lease"]] <= 60
+
+
+def test_a_swept_run_starts_with_its_key_set(client: redis.Redis, prefix: str, tmp_path: Path) -> None:
+    rt = make_rt(client, prefix, tmp_path)
+    head = pull_head("github", "acme/app", 7, "a" * 40)
+    start = TargetEvent(eid="target:0", target=Target(repo="repo", state="review"))
+    assert rt.store.start_swept([SweptStart(head, SLUG, [start])]) == [SweepClaim("started")]
+    index = keys.run_index(prefix, SLUG)
+    assert client.sismember(index, index)
+
+
+@pytest.mark.parametrize("how", ["no key set", "a key set without its mark"])
+def test_a_run_from_before_key_sets_is_scanned_at_its_end(
+    client: redis.Redis, prefix: str, tmp_path: Path, how: str
+) -> None:
+    # Keys written by a version that kept no key set: the run's end finds them with a SCAN, as it did then.
+    rt = make_rt(client, prefix, tmp_path)
+    live(rt)
+    index = keys.run_index(prefix, SLUG)
+    client.delete(index)
+    old = [keys.artifact(prefix, SLUG, "round-1.codex.stdout.txt"), keys.done(prefix, f"{SLUG}:publish")]
+    for key in old:
+        client.set(key, b"written by the old version")
+    # A worker of this version writes to the old run since: its key set stays away (a set without its own
+    # name would say it listed the run's keys).
+    rt.store.mark_sent(SLUG, "review:r1:codex")
+    rt.store.put_artifact(SLUG, "round-1.claude.stdout.txt", b"report")
+    RedisLeases(client, prefix=prefix).mark_done(f"{SLUG}:review:r1:claude")
+    assert not client.exists(index)
+    new = [
+        keys.sent(prefix, f"{SLUG}:review:r1:codex"),
+        keys.artifact(prefix, SLUG, "round-1.claude.stdout.txt"),
+        keys.done(prefix, f"{SLUG}:review:r1:claude"),
+    ]
+    if how == "a key set without its mark":
+        client.sadd(index, new[0])
+    end(rt)
+    ttls = all_keys(client, prefix)
+    assert all(0 < ttls[key] <= RETENTION for key in old + new), ttls
+    assert 0 < ttls[keys.events(prefix, SLUG)] <= RETENTION
+
+
+def test_a_late_write_to_an_expired_run_leaves_no_key_set(
+    client: redis.Redis, prefix: str, tmp_path: Path
+) -> None:
+    # A copy of a task that runs after the run's keys expired: its marks expire on their own; a key set
+    # made then would list them without its own name, and with no TTL it would stay for ever.
+    rt = make_rt(client, prefix, tmp_path, retention=1)
+    live(rt)
+    end(rt)
+    index = keys.run_index(prefix, SLUG)
+    wait_gone(client, index)
+    leases = RedisLeases(client, prefix=prefix)
+    late = leases.lease(f"{SLUG}:review:r1:codex", ttl=60)
+    assert late.acquire() and late.finish()
+    leases.mark_done(f"{SLUG}:publish")
+    rt.store.mark_sent(SLUG, "review:r1:codex")
+    rt.store.mark_taken(SLUG, "review:r1:codex")
+    assert rt.store.mark_resent(SLUG, "review:r1:codex") == 1
+    assert (
+        Ledger(client, prefix=prefix)
+        .reserve(
+            slug=SLUG,
+            call_id=f"{SLUG}:review:r1:codex:call0",
+            projection=0.01,
+            run_ceiling=None,
+            call_ceiling=None,
+            day_ceiling=None,
+        )
+        .ok
+    )
+    assert not client.exists(index)
+    ttls = all_keys(client, prefix)
+    late_marks = [
+        k for k in ttls if keys.run_key_re(prefix, SLUG).match(k) and k != keys.ledger_run(prefix, SLUG)
+    ]
+    assert late_marks and all(ttls[k] > 0 for k in late_marks), ttls

@@ -866,6 +866,11 @@ class TestRedisStore:
             store_keys.runs_index(p),
             store_keys.artifact(p, SLUG, "a.txt"),
             store_keys.state(p, SLUG),
+            store_keys.run_index(p, SLUG),  # the run's key set: its own name, and the artifact's
+        }
+        assert redis_client.smembers(store_keys.run_index(p, SLUG)) == {
+            store_keys.run_index(p, SLUG).encode(),
+            store_keys.artifact(p, SLUG, "a.txt").encode(),
         }
 
     def test_foreign_stream_entries_are_skipped(
