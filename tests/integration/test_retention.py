@@ -51,12 +51,10 @@ def resume(rt: Runtime, slug: str = SLUG) -> None:
     coordinator.coordinate(rt, slug)
 
 
-def populate(rt: Runtime, slug: str = SLUG) -> dict[str, str]:
-    """Every kind of key a run has, each written by the code that writes it in a fleet (so each is named
-    in the run's key set, as there); returns name -> key."""
+def write_action_keys(rt: Runtime, slug: str) -> str:
+    """The keys of a run's actions and agent calls, each written as a worker writes it: leases (one held,
+    one finished), done markers, sent, taken and resent marks, a ledger call (its id is returned)."""
     p = rt.prefix
-    rt.store.put_artifact(slug, "round-1.codex.stdout.txt", b"report")
-    rt.store.put_artifact(slug, "patches/r1-codex-1.patch", b"diff")
     leases = RedisLeases(rt.client, prefix=p)
     assert leases.lease(f"{slug}:review:r1:codex", ttl=60).acquire()
     finished = leases.lease(f"{slug}:review:r1:claude", ttl=60)
@@ -72,7 +70,17 @@ def populate(rt: Runtime, slug: str = SLUG) -> dict[str, str]:
         slug=slug, call_id=call, projection=0.01, run_ceiling=None, call_ceiling=None, day_ceiling=None
     ).ok
     assert ok
+    return call
+
+
+def populate(rt: Runtime, slug: str = SLUG) -> dict[str, str]:
+    """Every kind of key a run has, each written by the code that writes it in a fleet (so each is named
+    in the run's key set, as there); returns name -> key."""
+    rt.store.put_artifact(slug, "round-1.codex.stdout.txt", b"report")
+    rt.store.put_artifact(slug, "patches/r1-codex-1.patch", b"diff")
+    call = write_action_keys(rt, slug)
     rt.store.set_cancel_flag(slug)
+    p = rt.prefix
     return {
         "ledger": keys.ledger_run(p, slug),
         "lease": keys.lease(p, f"{slug}:review:r1:codex"),
@@ -320,27 +328,10 @@ def test_a_late_write_to_an_expired_run_leaves_no_key_set(
     end(rt)
     index = keys.run_index(prefix, SLUG)
     wait_gone(client, index)
-    leases = RedisLeases(client, prefix=prefix)
-    late = leases.lease(f"{SLUG}:review:r1:codex", ttl=60)
-    assert late.acquire() and late.finish()
-    leases.mark_done(f"{SLUG}:publish")
-    rt.store.mark_sent(SLUG, "review:r1:codex")
-    rt.store.mark_taken(SLUG, "review:r1:codex")
-    assert rt.store.mark_resent(SLUG, "review:r1:codex") == 1
-    assert (
-        Ledger(client, prefix=prefix)
-        .reserve(
-            slug=SLUG,
-            call_id=f"{SLUG}:review:r1:codex:call0",
-            projection=0.01,
-            run_ceiling=None,
-            call_ceiling=None,
-            day_ceiling=None,
-        )
-        .ok
-    )
+    write_action_keys(rt, SLUG)
     assert not client.exists(index)
     ttls = all_keys(client, prefix)
+    # (the run's ledger hash is left out: a late reservation's HINCRBY makes it again, with no TTL)
     late_marks = [
         k for k in ttls if keys.run_key_re(prefix, SLUG).match(k) and k != keys.ledger_run(prefix, SLUG)
     ]
