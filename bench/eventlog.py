@@ -11,6 +11,11 @@ The reaper figure runs ``workers.coordinator.reap`` over that many such runs. On
 every reap period (``JURY_REAP_EVERY``), in a thread beside its tasks, and it reads every active run:
 its cost grows with the number of runs the fleet holds, not with their logs, and it says how many runs a
 fleet can hold before the pass takes a good part of its period.
+
+The run-end figure is what expiring an ended run's keys costs (``RedisStore.expire_run``, on every pass
+over an ended run) with more keys in the database beside it: other runs' keys, kept for
+``JURY_RETENTION`` after they end (a week by default), so a busy fleet's database holds many. It reads the
+run's key set; the SCAN of the whole database that the expiry made before the key set is timed beside it.
 """
 
 from __future__ import annotations
@@ -103,8 +108,9 @@ def scratch_prefix(client: redis.Redis) -> Iterator[str]:
     try:
         yield prefix
     finally:
-        for key in client.scan_iter(f"{prefix}:*", count=5000):
-            client.delete(key)
+        found = list(client.scan_iter(f"{prefix}:*", count=5000))
+        for i in range(0, len(found), 1000):
+            client.unlink(*found[i : i + 1000])
 
 
 def append_all(store: RedisStore | FileStore, slug: str, events: list[Event]) -> float:
@@ -221,6 +227,33 @@ def reap_pass(client: redis.Redis, active: int, repeat: int) -> list[Figure]:
     ]
 
 
+def run_end(client: redis.Redis, others: int, repeat: int) -> list[Figure]:
+    """Milliseconds of the expiry of one ended run's keys with ``others`` keys of other runs in the database
+    (``done`` markers of 50 keys a run, as an ended run leaves them), read from its key set; and of the
+    SCAN for the same keys, what the expiry cost before the key set."""
+    slug = "bench-run-end"
+    with scratch_prefix(client) as prefix, tempfile.TemporaryDirectory() as d:
+        rt = runtime(client, prefix, Path(d))
+        pipe = client.pipeline(transaction=False)
+        for i in range(others):
+            pipe.set(f"{prefix}:done:old-{i // 50}:review:r1:a{i % 50}", b"1", ex=3600)
+            if i % 5000 == 4999:
+                pipe.execute()
+        pipe.execute()
+        rt.store.append(slug, head())
+        state = coordinator.coordinate(rt, slug)  # dispatches the reviewers: their sent marks
+        for a in state.inflight():
+            rt.store.put_artifact(slug, f"round-1.{a.agent}.stdout.txt", b"report")
+        store = RedisStore(client, prefix=prefix)
+        expire = [s * 1e3 for s in seconds_of(lambda: store.expire_run(slug, 3600), repeat)]
+        scan = [s * 1e3 for s in seconds_of(lambda: store.scan_run_keys(slug), repeat)]
+    beside = f"beside {others:,} keys"
+    return [
+        figure("run end", f"expire an ended run {beside}", "ms", expire, others=others),
+        figure("run end", f"SCAN for its keys {beside} (before)", "ms", scan, others=others),
+    ]
+
+
 def measure(client: redis.Redis, *, quick: bool, repeat: int) -> list[Figure]:
     n = 10_000 if quick else 100_000
     out = rates(client, n, repeat)
@@ -231,4 +264,8 @@ def measure(client: redis.Redis, *, quick: bool, repeat: int) -> list[Figure]:
     )
     for active in (100, 200) if quick else (100, 1_000):
         out += reap_pass(client, active, repeat)
+    many = 20_000 if quick else 200_000
+    alone, beside = run_end(client, 0, repeat=max(repeat, 5)), run_end(client, many, repeat=max(repeat, 5))
+    out += [*alone, *beside]
+    out.append(ratio("run end", f"expiry beside {many:,} keys / beside 0", beside[0], alone[0]))
     return out
