@@ -485,7 +485,7 @@ class RedisStore:
 
     def mark_taken(self, slug: str, key: str, ttl: int = SENT_TTL) -> None:
         """MULTI: SET the taken mark (this host's wall-clock time, for humans), named in the run's key
-        set (``keys.run_index``), as every mark here is."""
+        set (``keys.run_index``) if it keeps one, as every mark here is."""
         check_slug(slug)
         name = keys.taken(self.prefix, f"{slug}:{key}")
         with store_errors("mark an action taken in", slug):

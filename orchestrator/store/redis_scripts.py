@@ -1,6 +1,7 @@
 """The Lua scripts the Redis store runs (``orchestrator.store.redis``): each is one atomic step over a run's
 keys (``orchestrator.store.keys``), so concurrent writers on any number of hosts never see it half done.
-Each script's comment names its KEYS and ARGV and what it returns.
+Each script's comment names its KEYS and ARGV and what it returns. ``name_in_run`` is the step every
+writer of a run's key takes, here and in the workers' own scripts (leases, the ledger).
 """
 
 
