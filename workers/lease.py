@@ -28,7 +28,7 @@ from redis.retry import Retry
 from orchestrator.errors import StoreError
 from orchestrator.store import keys as store_keys
 from orchestrator.store.memory import Clock
-from orchestrator.store.redis_scripts import NAME_IN_RUN_LUA, name_in_run
+from orchestrator.store.redis_scripts import KEEP_WITH_RUN_LUA, name_in_run
 
 log = structlog.get_logger()
 
@@ -318,7 +318,7 @@ class RedisLeases:
         self.prefix = prefix
         self._renewer: redis.Redis | None = None
         self._renewer_lock = threading.Lock()
-        self._name_in_run = client.register_script(NAME_IN_RUN_LUA)
+        self._keep_with_run = client.register_script(KEEP_WITH_RUN_LUA)
 
     @property
     def renewer(self) -> redis.Redis:
@@ -342,8 +342,9 @@ class RedisLeases:
         name = store_keys.done(self.prefix, key)
         with _errors("mark done", key):
             pipe = self.client.pipeline(transaction=True)
-            self._name_in_run(keys=[store_keys.index_of(self.prefix, key)], args=[name], client=pipe)
             pipe.set(name, f"{time.time():.3f}", ex=_done_seconds(ttl_days))
+            run = [store_keys.index_of(self.prefix, key), store_keys.events_of(self.prefix, key)]
+            self._keep_with_run(keys=[*run, name], args=["1"], client=pipe)
             pipe.execute()
 
     def expired_without_done(self, keys: Iterable[str]) -> list[str]:

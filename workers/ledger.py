@@ -39,7 +39,7 @@ from redis.exceptions import RedisError
 from orchestrator.errors import StoreError
 from orchestrator.store import keys
 from orchestrator.store.memory import Clock
-from orchestrator.store.redis_scripts import name_in_run
+from orchestrator.store.redis_scripts import expire_with_run, name_in_run
 
 log = structlog.get_logger()
 
@@ -53,6 +53,7 @@ DAY_TTL_DAYS = 400
 #   KEYS[2]  the run's hash     (keys.ledger_run)
 #   KEYS[3]  the day's hash     (keys.ledger_day)
 #   KEYS[4]  the run's key set  (keys.run_index): the call hash is named there, if the run keeps one
+#   KEYS[5]  the run's log      (keys.events): with KEYS[4], when the run's hash expires (expire_with_run)
 #   ARGV[1]  the run's slug
 #   ARGV[2]  the day, YYYYMMDD
 #   ARGV[3]  the projection, µ$
@@ -97,7 +98,9 @@ if reason then
   return {0, reason, ARGV[3], 0}
 end
 redis.call('HINCRBY', KEYS[2], 'reserved', ARGV[3])
-redis.call('HINCRBY', KEYS[3], 'reserved', ARGV[3])
+"""
+    + expire_with_run("KEYS[4]", "KEYS[5]", "KEYS[2]")
+    + """redis.call('HINCRBY', KEYS[3], 'reserved', ARGV[3])
 redis.call('EXPIRE', KEYS[3], ARGV[8])
 redis.call('HSET', KEYS[1], 'run', ARGV[1], 'day', ARGV[2], 'amount', ARGV[3], 'state', 'reserved')
 redis.call('EXPIRE', KEYS[1], ARGV[7])
@@ -109,13 +112,16 @@ return {1, '', ARGV[3], 0}
 #   KEYS[1]  the call hash      (keys.ledger_call)
 #   KEYS[2]  the run's hash     (keys.ledger_run, of the call's run)
 #   KEYS[3]  the day's hash     (keys.ledger_day, of the call's day)
+#   KEYS[4]  the run's key set and KEYS[5] its log (keys.run_index, keys.events): when the run's hash
+#            expires (expire_with_run)
 #   ARGV[1]  the run's slug and ARGV[2] the day, as read from the call hash (checked again here)
 #   ARGV[3]  'reconcile' or 'release'
 #   ARGV[4]  the actual cost, µ$ ('' = unknown)                       (reconcile only)
 #   ARGV[5]  the charge to book for an unknown cost, µ$ ('' = none)   (reconcile only)
 # Returns {state after, 1 if this call changed it else 0}; state 'missing' if there is no such call,
 # 'mismatch' if the call hash does not name this run and day. A settled call is left as it is.
-SETTLE_LUA = """
+SETTLE_LUA = (
+    """
 local state = redis.call('HGET', KEYS[1], 'state')
 if not state then return {'missing', 0} end
 if state ~= 'reserved' then return {state, 0} end
@@ -147,8 +153,11 @@ else
   end
 end
 redis.call('HSET', KEYS[1], 'state', after)
-return {after, 1}
 """
+    + expire_with_run("KEYS[4]", "KEYS[5]", "KEYS[2]")
+    + """return {after, 1}
+"""
+)
 
 
 class LedgerError(StoreError):
@@ -411,6 +420,7 @@ class Ledger(_LedgerBase):
             keys.ledger_run(self.prefix, slug),
             keys.ledger_day(self.prefix, day),
             keys.run_index(self.prefix, slug),
+            keys.events(self.prefix, slug),
         ]
         limits = ["" if c is None else str(c) for c in ceilings]
         args: list[str | int] = [slug, day, amount, *limits, self.call_ttl, self.day_ttl]
@@ -427,6 +437,7 @@ class Ledger(_LedgerBase):
             if run is None or day is None:
                 return "missing", False, None
             keys_ = [call_key, keys.ledger_run(self.prefix, run), keys.ledger_day(self.prefix, day)]
+            keys_ += [keys.run_index(self.prefix, run), keys.events(self.prefix, run)]
             reply = cast(
                 list[bytes | int], self._settle_script(keys=keys_, args=[run, day, op, actual_a, charge_a])
             )

@@ -29,6 +29,9 @@ RESERVED_NAMES: frozenset[str] = frozenset({EVENTS_FILE, STATE_FILE, LOCK_FILE, 
 CANCEL_TTL = 7 * 86400  # a cancel flag outlives any agent run it must stop
 SENT_TTL = 7 * 86400  # a sent mark outlives any action the reaper may still have to hand out again
 SWEEP_TTL = 90 * 86400  # a PR head's claim, and a PR's list of swept runs, outlive many nightly sweeps
+# A key that keeps no TTL of its own, written for a run whose keys are gone (a copy of a task days after the
+# run ended): it expires this much later, which outlives any agent call that reserved and then settles.
+LATE_WRITE_TTL = 86400
 
 
 class SentMark(NamedTuple):

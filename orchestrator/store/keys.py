@@ -65,8 +65,9 @@ A run's keys: everything under ``run:<slug>:``, and the ``lease``, ``done``, ``s
 (``RUN_FAMILIES``), and be a fixed name (``fixed_run_keys``) or be added to the run's key set
 (``run_index``) by whoever writes it, in the same transaction (``redis_scripts.name_in_run``), or it
 outlives the run's retention: an ended run's expiry reads that set, so its cost is the run's own keys,
-not the whole database's. Slugs hold no ``:`` and no glob character, so ``<family>:<slug>:`` names one
-run's keys only.
+not the whole database's. One without a TTL of its own is also given its run's expiry when written
+after the run ended (``redis_scripts.expire_with_run``). Slugs hold no ``:`` and no glob character, so
+``<family>:<slug>:`` names one run's keys only.
 """
 
 from __future__ import annotations
@@ -150,6 +151,11 @@ def run_index(prefix: str, slug: str) -> str:
 def index_of(prefix: str, name: str) -> str:
     """The key set of the run that owns ``name`` (an action's or an agent call's, ``<slug>:<key>``)."""
     return run_index(prefix, name.partition(":")[0])
+
+
+def events_of(prefix: str, name: str) -> str:
+    """The log of the run that owns ``name`` (as ``index_of``)."""
+    return events(prefix, name.partition(":")[0])
 
 
 def fixed_run_keys(prefix: str, slug: str) -> list[str]:

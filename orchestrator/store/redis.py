@@ -47,7 +47,7 @@ from orchestrator.store.redis_codec import (
 from orchestrator.store.redis_scripts import (
     APPEND_LUA,
     EXPIRE_LUA,
-    NAME_IN_RUN_LUA,
+    KEEP_WITH_RUN_LUA,
     PERSIST_LUA,
     PRUNE_LUA,
     START_SWEPT_LUA,
@@ -80,7 +80,7 @@ class RedisStore:
         self._expire_script = client.register_script(EXPIRE_LUA)
         self._persist_script = client.register_script(PERSIST_LUA)
         self._start_swept_script = client.register_script(START_SWEPT_LUA)
-        self._name_in_run_script = client.register_script(NAME_IN_RUN_LUA)
+        self._keep_with_run_script = client.register_script(KEEP_WITH_RUN_LUA)
         socket_timeout = client.connection_pool.connection_kwargs.get("socket_timeout")
         # A blocking XREAD must return before the socket times out; None: block as long as asked.
         self._block_cap: float | None = socket_timeout / 2 if socket_timeout else None
@@ -236,10 +236,15 @@ class RedisStore:
         return json_object(slug, raw, "store.bad_snapshot")
 
     def put_alive(self, slug: str, event: AgentAlive) -> None:
-        """HSET the tick under its agent run's field: the hash holds one tick per agent run."""
+        """HSET the tick under its agent run's field: the hash holds one tick per agent run (in a MULTI
+        that lets it expire with an ended run: a tick may come after the end)."""
         check_slug(slug)
+        name = keys.alive(self.prefix, slug)
         with store_errors("record a tick of", slug):
-            self.client.hset(keys.alive(self.prefix, slug), alive_field(event), dump_event(event))
+            pipe = self.client.pipeline(transaction=True)
+            pipe.hset(name, alive_field(event), dump_event(event))
+            self._with_run(pipe, slug, name, listed=False)
+            pipe.execute()
 
     def alive(self, slug: str) -> list[AgentAlive]:
         """Every agent run's latest tick (unparseable ones skipped), oldest first."""
@@ -251,10 +256,12 @@ class RedisStore:
 
     # -- artifacts and state -------------------------------------------------------------------------------
 
-    def _name_in_run(self, pipe: redis.client.Pipeline, slug: str, *names: str) -> None:
-        """Queue, in the MULTI ``pipe`` that writes ``names``, their naming in the run's key set
-        (``NAME_IN_RUN_LUA``: only if the run keeps one), so the run's end finds them without a SCAN."""
-        self._name_in_run_script(keys=[keys.run_index(self.prefix, slug)], args=list(names), client=pipe)
+    def _with_run(self, pipe: redis.client.Pipeline, slug: str, *names: str, listed: bool = True) -> None:
+        """Queue in the MULTI ``pipe``, after the writes of ``names``: their naming in the run's key set, if
+        it keeps one (``listed=False`` for its fixed keys), so its end finds them without a SCAN; for a key
+        without a TTL of its own, its expiry with an ended run (``KEEP_WITH_RUN_LUA``)."""
+        run = [keys.run_index(self.prefix, slug), keys.events(self.prefix, slug)]
+        self._keep_with_run_script(keys=[*run, *names], args=["1" if listed else "0"], client=pipe)
 
     def put_artifact(self, slug: str, name: str, data: bytes) -> None:
         """Store the artifact; data over ``artifact_cap`` is cut, ending with a marker line."""
@@ -265,8 +272,8 @@ class RedisStore:
             log.warning("store.artifact_truncated", slug=slug, name=name, size=len(data), dropped=dropped)
         with store_errors("write artifact of", slug):
             pipe = self.client.pipeline(transaction=True)
-            self._name_in_run(pipe, slug, key)
-            pipe.set(key, stored, keepttl=True)  # an ended run's artifact expires with the run
+            pipe.set(key, stored, keepttl=True)
+            self._with_run(pipe, slug, key)  # a new artifact of an ended run expires with it
             pipe.execute()
 
     def get_artifact(self, slug: str, name: str) -> bytes | None:
@@ -465,9 +472,9 @@ class RedisStore:
         name = f"{slug}:{key}"
         with store_errors("mark an action sent in", slug):
             pipe = self.client.pipeline(transaction=True)
-            self._name_in_run(pipe, slug, keys.sent(self.prefix, name))
             pipe.set(keys.sent(self.prefix, name), f"{time.time() + max(0.0, delay):.3f}", ex=ttl)
             pipe.delete(keys.taken(self.prefix, name), keys.resent(self.prefix, name))
+            self._with_run(pipe, slug, keys.sent(self.prefix, name))
             pipe.execute()
 
     def mark_resent(self, slug: str, key: str, ttl: int = SENT_TTL) -> int:
@@ -479,7 +486,7 @@ class RedisStore:
             pipe.set(keys.sent(self.prefix, name), f"{time.time():.3f}", ex=ttl)
             pipe.incr(keys.resent(self.prefix, name))
             pipe.expire(keys.resent(self.prefix, name), ttl)
-            self._name_in_run(pipe, slug, keys.sent(self.prefix, name), keys.resent(self.prefix, name))
+            self._with_run(pipe, slug, keys.sent(self.prefix, name), keys.resent(self.prefix, name))
             replies = pipe.execute()
         return int(replies[1])
 
@@ -490,8 +497,8 @@ class RedisStore:
         name = keys.taken(self.prefix, f"{slug}:{key}")
         with store_errors("mark an action taken in", slug):
             pipe = self.client.pipeline(transaction=True)
-            self._name_in_run(pipe, slug, name)
             pipe.set(name, f"{time.time():.3f}", ex=ttl)
+            self._with_run(pipe, slug, name)
             pipe.execute()
 
     def sent_mark(self, slug: str, key: str) -> SentMark | None:
@@ -530,10 +537,8 @@ class RedisStore:
             pipe.zrevrange(keys.sweep_runs(self.prefix, h.forge, h.repo, h.number), 0, SWEEP_HISTORY - 1)
         with store_errors("look up the swept heads of", "*"):
             answers = pipe.execute() if heads else []
-        found = []
-        for holder, runs in zip(answers[::2], answers[1::2], strict=True):
-            found.append(SweptPR(text(holder) if holder is not None else None, [text(r) for r in runs]))
-        return found
+        pairs = zip(answers[::2], answers[1::2], strict=True)
+        return [SweptPR(None if h is None else text(h), [text(r) for r in runs]) for h, runs in pairs]
 
     def start_swept(self, starts: Sequence[SweptStart], ttl: int = SWEEP_TTL) -> list[SweepClaim]:
         """One pipeline of one Lua script per start (``START_SWEPT_LUA``): each start is atomic."""
@@ -574,13 +579,8 @@ class RedisStore:
                 pipe.zscore(keys.runs_index(self.prefix), slug)
                 pipe.get(keys.state(self.prefix, slug))
             answers = pipe.execute() if wanted else []
-        states: dict[str, str | None] = {}
-        for slug, score, raw in zip(wanted, answers[::2], answers[1::2], strict=True):
-            if score is None:
-                states[slug] = None
-                continue
-            states[slug] = target_state(slug, raw)
-        return states
+        rows = zip(wanted, answers[::2], answers[1::2], strict=True)
+        return {slug: None if score is None else target_state(slug, raw) for slug, score, raw in rows}
 
 
 def from_url(url: str, prefix: str = keys.PREFIX) -> RedisStore:

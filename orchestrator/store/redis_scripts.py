@@ -1,8 +1,11 @@
 """The Lua scripts the Redis store runs (``orchestrator.store.redis``): each is one atomic step over a run's
 keys (``orchestrator.store.keys``), so concurrent writers on any number of hosts never see it half done.
 Each script's comment names its KEYS and ARGV and what it returns. ``name_in_run`` is the step every
-writer of a run's key takes, here and in the workers' own scripts (leases, the ledger).
+writer of a run's key takes, here and in the workers' own scripts (leases, the ledger), and
+``expire_with_run`` the one after writing a key that keeps no TTL of its own.
 """
+
+from orchestrator.store.base import LATE_WRITE_TTL
 
 
 def _forget_if_expired(index: str, expiring: str) -> str:
@@ -26,15 +29,39 @@ def name_in_run(index: str, name: str) -> str:
     return f"if redis.call('EXISTS', {index}) == 1 then redis.call('SADD', {index}, {name}) end\n"
 
 
-# Name keys in their run's key set, if the run keeps one (``name_in_run``); run in the MULTI that writes
-# them, before the writes.
-#   KEYS[1]  the run's key set  (keys.run_index)
-#   ARGV[1..] the names
-# Returns how many names were new to the set (0 when the run keeps none).
-NAME_IN_RUN_LUA = """
-if redis.call('EXISTS', KEYS[1]) == 1 then return redis.call('SADD', KEYS[1], unpack(ARGV)) end
-return 0
-"""
+def expire_with_run(index: str, log: str, name: str) -> str:
+    """Lua, after writing the key ``name`` of a run, for a key that keeps no TTL of its own (an artifact,
+    the run's ticks, its ledger hash): the key expires with its run. A live run's key set and log keep no
+    TTL, so neither does the key; an ended run's carry its deadline (``EXPIRE_LUA``), which the key takes,
+    since it may come after the end expired the run's keys (an agent that outlived a cancel) and nothing
+    else would; a run with neither (its keys expired: a late write) leaves it ``LATE_WRITE_TTL``. A run
+    from before key sets has only its log to say which. ``index`` and ``log`` are ``keys.run_index`` and
+    ``keys.events``; a key with a TTL of its own (a lease, a mark) keeps it."""
+    return (
+        "do\n"
+        f"  local run_ttl = redis.call('PTTL', {index})\n"
+        f"  if run_ttl == -2 then run_ttl = redis.call('PTTL', {log}) end\n"
+        f"  if run_ttl == -2 then run_ttl = {LATE_WRITE_TTL * 1000} end\n"
+        f"  if run_ttl > 0 and redis.call('PTTL', {name}) == -1 then\n"
+        f"    redis.call('PEXPIRE', {name}, run_ttl)\n"
+        "  end\n"
+        "end\n"
+    )
+
+
+# Keys of a run just written, in the MULTI that wrote them: each is named in the run's key set, if the run
+# keeps one (``name_in_run``), and one without a TTL of its own expires with the run (``expire_with_run``).
+#   KEYS[1]  the run's key set (keys.run_index)   KEYS[2]  the run's log (keys.events)
+#   KEYS[3..] the keys written
+#   ARGV[1]  '1' to name them in the key set; '0' for the run's fixed keys (keys.fixed_run_keys)
+KEEP_WITH_RUN_LUA = (
+    "for i = 3, #KEYS do\n"
+    "  if ARGV[1] == '1' then\n"
+    + name_in_run("KEYS[1]", "KEYS[i]")
+    + "  end\n"
+    + expire_with_run("KEYS[1]", "KEYS[2]", "KEYS[i]")
+    + "end\n"
+)
 
 
 # A run's creation score: the server's clock to the microsecond (Lua, after ``now`` is read).

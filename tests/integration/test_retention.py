@@ -13,10 +13,10 @@ import pytest
 import redis
 
 from orchestrator.config import Settings
-from orchestrator.domain import TargetEvent
+from orchestrator.domain import AgentAlive, TargetEvent
 from orchestrator.spec import Target
 from orchestrator.store import keys
-from orchestrator.store.base import RunVanished, SweepClaim, SweptStart, pull_head, read_run
+from orchestrator.store.base import LATE_WRITE_TTL, RunVanished, SweepClaim, SweptStart, pull_head, read_run
 from orchestrator.store.files import FileStore
 from orchestrator.store.redis import RedisStore
 from workers import coordinator
@@ -128,6 +128,7 @@ def test_an_ended_run_has_a_ttl_on_every_key(client: redis.Redis, prefix: str, t
     # Neighbours that must not be touched: a slug that extends this one, and another run's artifact
     # whose name holds this slug between colons.
     live(rt, SLUG + "0")
+    live(rt, "other")
     rt.store.put_artifact("other", f"x:{SLUG}:y", b"z")
     end(rt)
     ttls = all_keys(client, prefix)
@@ -150,9 +151,8 @@ def test_the_deadline_is_set_once(client: redis.Redis, prefix: str, tmp_path: Pa
     end(rt)
     first = client.expiretime(keys.events(prefix, SLUG))
     rt.store.put_artifact(SLUG, "late.txt", b"written after the end")
-    assert client.ttl(keys.artifact(prefix, SLUG, "late.txt")) == -1
-    # Another pass over the ended run, by a worker with a longer retention: the late key is caught and
-    # given the same deadline; nothing is pushed back.
+    assert client.expiretime(keys.artifact(prefix, SLUG, "late.txt")) == first  # it expires with the run
+    # Another pass over the ended run, by a worker with a longer retention: nothing is pushed back.
     end(make_rt(client, prefix, tmp_path, retention=10 * RETENTION), eid="end:2")
     assert client.expiretime(keys.artifact(prefix, SLUG, "late.txt")) == first
     assert client.expiretime(keys.events(prefix, SLUG)) == first
@@ -316,23 +316,78 @@ def test_a_run_from_before_key_sets_is_scanned_at_its_end(
     ttls = all_keys(client, prefix)
     assert all(0 < ttls[key] <= RETENTION for key in old + new), ttls
     assert 0 < ttls[keys.events(prefix, SLUG)] <= RETENTION
+    if how == "no key set":  # its log says it ended: what is written for it since expires with it
+        late = keys.artifact(prefix, SLUG, "late.txt")
+        rt.store.put_artifact(SLUG, "late.txt", b"written after the end")
+        assert client.expiretime(late) == client.expiretime(keys.events(prefix, SLUG))
 
 
-def test_a_late_write_to_an_expired_run_leaves_no_key_set(
+def write_unexpiring_keys(rt: Runtime, slug: str, artifact: str) -> list[str]:
+    """The run's keys that keep no TTL of their own, each written as a worker writes it: an artifact, an
+    agent's liveness tick, the run's ledger hash (a reservation, then its release); returns their names."""
+    rt.store.put_artifact(slug, artifact, b"late report")
+    tick = AgentAlive(eid=f"alive:{artifact}", agent="codex", round=1, seconds=1.0, quiet_seconds=0.0)
+    rt.store.put_alive(slug, tick)
+    ledger = Ledger(rt.client, prefix=rt.prefix)
+    call = f"{slug}:review:r1:codex:{artifact}"
+    assert ledger.reserve(
+        slug=slug, call_id=call, projection=0.01, run_ceiling=None, call_ceiling=None, day_ceiling=None
+    ).ok
+    assert ledger.release(call)
+    p = rt.prefix
+    return [keys.artifact(p, slug, artifact), keys.alive(p, slug), keys.ledger_run(p, slug)]
+
+
+def test_a_late_write_to_an_expired_run_leaves_no_key_without_a_ttl(
     client: redis.Redis, prefix: str, tmp_path: Path
 ) -> None:
-    # A copy of a task that runs after the run's keys expired: its marks expire on their own; a key set
-    # made then would list them without its own name, and with no TTL it would stay for ever.
+    # A copy of a task that runs after the run's keys expired: its marks expire on their own, and what
+    # keeps no TTL of its own (an artifact, a tick, the run's ledger hash) expires a day later, so a late
+    # writer leaves nothing for ever. A key set made then would list names without its own, and stay.
     rt = make_rt(client, prefix, tmp_path, retention=1)
     live(rt)
     end(rt)
+    # A call reserved after the end (its hash keeps its own 30 days) and settled once the run is gone.
+    ledger = Ledger(rt.client, prefix=prefix)
+    straggler = f"{SLUG}:review:r1:codex:straggler"
+    assert ledger.reserve(
+        slug=SLUG, call_id=straggler, projection=0.01, run_ceiling=None, call_ceiling=None, day_ceiling=None
+    ).ok
     index = keys.run_index(prefix, SLUG)
     wait_gone(client, index)
+    wait_gone(client, keys.events(prefix, SLUG))
+    wait_gone(client, keys.ledger_run(prefix, SLUG))
+    assert ledger.release(straggler)
+    assert 0 < client.ttl(keys.ledger_run(prefix, SLUG)) <= LATE_WRITE_TTL
     write_action_keys(rt, SLUG)
+    unexpiring = write_unexpiring_keys(rt, SLUG, "round-2.codex.stdout.txt")
     assert not client.exists(index)
     ttls = all_keys(client, prefix)
-    # (the run's ledger hash is left out: a late reservation's HINCRBY makes it again, with no TTL)
-    late_marks = [
-        k for k in ttls if keys.run_key_re(prefix, SLUG).match(k) and k != keys.ledger_run(prefix, SLUG)
-    ]
-    assert late_marks and all(ttls[k] > 0 for k in late_marks), ttls
+    late = [k for k in ttls if keys.run_key_re(prefix, SLUG).match(k)]
+    assert set(unexpiring) <= set(late)
+    assert all(ttls[k] > 0 for k in late), ttls
+    assert all(ttls[k] <= LATE_WRITE_TTL for k in unexpiring), ttls
+
+
+def test_a_key_written_after_the_run_ended_expires_with_it(
+    client: redis.Redis, prefix: str, tmp_path: Path
+) -> None:
+    # An agent that outlives its run's end (cancelled while it ran) writes its report, a tick and its
+    # cost after the end expired the run's keys, and no coordinator pass may follow to catch them.
+    rt = make_rt(client, prefix, tmp_path)
+    live(rt)
+    end(rt)
+    deadline = client.zscore(keys.expiring_runs(prefix), SLUG)
+    assert deadline is not None
+    late = write_unexpiring_keys(rt, SLUG, "round-1.codex.stdout.txt")
+    assert {k: client.expiretime(k) for k in late} == dict.fromkeys(late, int(deadline))
+    assert client.sismember(keys.run_index(prefix, SLUG), late[0])  # listed, as any artifact is
+    live_keys = write_unexpiring_keys(rt, SLUG + "0", "round-1.codex.stdout.txt")  # a run never started
+    assert all(0 < client.ttl(k) <= LATE_WRITE_TTL for k in live_keys)
+
+
+def test_a_live_run_keeps_what_it_writes(client: redis.Redis, prefix: str, tmp_path: Path) -> None:
+    rt = make_rt(client, prefix, tmp_path)
+    live(rt)
+    made = write_unexpiring_keys(rt, SLUG, "round-1.codex.stdout.txt")
+    assert [client.ttl(k) for k in made] == [-1, -1, -1]
