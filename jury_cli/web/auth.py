@@ -2,7 +2,9 @@
 
 - **The token.** One per console: ``--token`` / ``JURY_WEB_TOKEN``, else a random one printed in the URL at
   start (as Jupyter does). ``GET /?token=...`` trades it for a cookie (HttpOnly, SameSite=Strict) and
-  redirects to the same page without it, so it stays out of the history and of any Referer.
+  redirects to the same page without it, so it stays out of the history and of any Referer. The cookie is
+  named for the port the console serves (``jury_console_8765``): a browser keeps cookies per host, not per
+  port, so two consoles on one machine would otherwise overwrite each other's and sign each other out.
 - **Reads** need the token only when the console listens beyond loopback (then every request does, but
   ``GET /healthz``, which answers ``ok`` and nothing else: a health check holds no token).
 - **Actions** (cancel, resume, re-publish) always need it, in the cookie or a header (``X-Jury-Token`` or
@@ -25,7 +27,7 @@ from http.cookies import SimpleCookie
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
-COOKIE = "jury_console"
+COOKIE = "jury_console"  # the cookie's name, before the port it is named for (``cookie_name``)
 TOKEN_HEADER = "x-jury-token"
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 OPEN_PATHS = frozenset({"/healthz"})  # answered without the token: they say nothing of the runs
@@ -80,19 +82,30 @@ def headers_of(scope: Scope) -> dict[str, str]:
     return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
 
 
-def presented_token(headers: dict[str, str]) -> str | None:
-    """The token a request carries: a header, else the console's cookie."""
+def cookie_name(scope: Scope) -> str:
+    """The cookie of the console that answers ``scope``: ``jury_console_<port>``, the port it serves.
+
+    Browsers send a host's cookies to every port of it; one name for every console would let the second
+    console a user opens replace the first one's cookie (each holds its own token).
+    """
+    server = scope.get("server")
+    port = server[1] if server and len(server) > 1 else None
+    return f"{COOKIE}_{port}" if port else COOKIE
+
+
+def presented_token(headers: dict[str, str], cookie: str) -> str | None:
+    """The token a request carries: a header, else the console's cookie (named ``cookie``)."""
     if given := headers.get(TOKEN_HEADER):
         return given.strip()
     auth = headers.get("authorization", "")
     if auth.lower().startswith("bearer "):
         return auth[7:].strip()
-    cookie = SimpleCookie()
+    jar = SimpleCookie()
     try:
-        cookie.load(headers.get("cookie", ""))
+        jar.load(headers.get("cookie", ""))
     except Exception:  # a malformed Cookie header is no token
         return None
-    morsel = cookie.get(COOKIE)
+    morsel = jar.get(cookie)
     return morsel.value if morsel is not None else None
 
 
@@ -144,7 +157,7 @@ class GuardMiddleware:
 
         if not host_allowed(headers, self.loopback):
             return await deny(secured, 403, "the Host header does not name this console (loopback only)")
-        authed = self.guard.valid(presented_token(headers))
+        authed = self.guard.valid(presented_token(headers, cookie_name(scope)))
         scope.setdefault("state", {})["authed"] = authed
         path = scope.get("path", "")
         query_token = _query_token(scope)
@@ -158,7 +171,7 @@ class GuardMiddleware:
         """``?token=``: set the cookie and redirect to the same path without the token."""
         if not self.guard.valid(given):
             return await deny(send, 403, "wrong token: open the URL `jury web` printed")
-        cookie = f"{COOKIE}={self.guard.token}; Path=/; HttpOnly; SameSite=Strict"
+        cookie = f"{cookie_name(scope)}={self.guard.token}; Path=/; HttpOnly; SameSite=Strict"
         if scope.get("scheme") == "https":
             cookie += "; Secure"
         await send(

@@ -304,7 +304,12 @@ def test_actions_need_the_token_and_the_console_origin(shared_redis: str, tmp_pa
             assert page.status_code == 303 and page.headers["location"] == "/"
             cookie = page.headers["set-cookie"]
             assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
-            same = {"cookie": f"{COOKIE}={TOKEN}", "origin": base, "sec-fetch-site": "same-origin"}
+            port = base.rsplit(":", 1)[1]
+            assert cookie.startswith(f"{COOKIE}_{port}={TOKEN};"), cookie
+            page_of = {"origin": base, "sec-fetch-site": "same-origin"}
+            for stale in (f"{COOKIE}={TOKEN}", f"{COOKIE}_1={TOKEN}"):  # not this console's cookie: no token
+                assert httpx.post(cancel, headers={"cookie": stale, **page_of}).status_code == 403, stale
+            same = {"cookie": f"{COOKIE}_{port}={TOKEN}", **page_of}
             r = httpx.post(cancel, headers=same)
             assert r.status_code == 200, r.text
             assert any(isinstance(e, RunCancel) and e.who == "console" for e in store.read("acme-7"))
@@ -405,6 +410,23 @@ def test_token_url_host_check_and_headers(tmp_path: Path) -> None:
         assert httpx.get(f"{base}/api/runs").status_code == 401
         assert httpx.get(f"{base}/").status_code == 401
         assert httpx.get(f"{base}/api/runs", headers={"authorization": f"Bearer {TOKEN}"}).status_code == 200
+
+
+def test_two_consoles_on_one_machine_keep_their_own_cookies(tmp_path: Path) -> None:
+    """A browser sends a host's cookies to every port of it: the second console a user signs in to must not
+    replace the first one's cookie (each has its own token), so each names its cookie for its port."""
+    store = FileStore(tmp_path)
+    settings = Settings(dir=tmp_path, redis_url=None)
+    tokens = ("first-console-token-0123456789", "second-console-token-0123456789")
+    first, second = (run.serve(create_app(settings, store, Guard(t, True), loopback=True)) for t in tokens)
+    with first as one, second as two, httpx.Client() as browser:  # one cookie jar, as a browser has
+        for base, token in zip((one, two), tokens, strict=True):
+            assert browser.get(f"{base}/api/runs").status_code == 401
+            assert browser.get(f"{base}/?token={token}", follow_redirects=False).status_code == 303
+        assert len(browser.cookies.jar) == 2  # both kept: neither overwrote the other
+        for base in (one, two):
+            assert browser.get(f"{base}/api/runs").status_code == 200, base
+            assert browser.get(f"{base}/api/session").json()["canAct"] is True
 
 
 def concrete(path: str) -> str:
