@@ -116,14 +116,16 @@ class Settings(BaseSettings):
     @field_validator("redis_url", mode="after")
     @classmethod
     def _secure_redis(cls, value: str | None, info: Any) -> str | None:
-        """A rediss:// URL verifies its server (``orchestrator.store.urls``); a CA needs a rediss:// URL."""
-        from orchestrator.store.urls import secure_url
+        """A rediss:// URL verifies its server (``orchestrator.store.urls``); a CA needs a rediss:// URL; a
+        URL whose password or path breaks its shape is refused before anything connects (``check_shape``)."""
+        from orchestrator.store.urls import check_shape, secure_url
 
         ca = info.data.get("redis_tls_ca")
         if value is None:
             if ca is not None:
                 raise ValueError("JURY_REDIS_TLS_CA is set but JURY_REDIS_URL is not")
             return None
+        check_shape(value)
         return secure_url(value, ca)
 
     @field_validator("dir", mode="after")

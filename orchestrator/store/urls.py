@@ -9,10 +9,20 @@ Whoever can write to the fleet's Redis chooses what every worker runs, so its UR
   ``JURY_REDIS_TLS_CA`` (added to the URL as ``ssl_ca_certs``), else the system's trust store is used.
 - A URL is shown only through ``redact_url``, which masks the password wherever it sits (userinfo or a
   ``password=`` query parameter).
+
+And two rules of shape (``check_shape``), because redis-py reads a malformed URL silently as another one:
+
+- A password (or user name) that holds ``/``, ``?`` or ``#`` as it is ends the URL's host part early, so
+  its ``@`` lands in the path, query or fragment: the URL would name another host, port or database, and
+  an error about it would quote part of the password. It is refused (asking for percent-encoding), and
+  ``redact_url`` and ``scrub`` mask everything before such an ``@``.
+- The path is the database number or nothing: redis-py would take ``/jury`` for database 0 and ``/3/4``
+  for database 34.
 """
 
 from __future__ import annotations
 
+import re
 import ssl
 from pathlib import Path
 from typing import Any
@@ -25,10 +35,47 @@ MASK = "***"
 # How the query spells "verify the certificate" (kombu also accepts the constant's name).
 _REQUIRED = frozenset({"required", "cert_required"})
 _SECRET_PARAMS = frozenset({"password", "pass", "passwd"})
+_DB_PATH = re.compile(r"(/[0-9]{0,5})?")  # redis://host:6379/0, /, or none (database 0)
 
 
 class InsecureURL(ValueError):
     """A Redis URL that would connect without verifying the server, or a TLS setting it cannot use."""
+
+
+class MalformedURL(ValueError):
+    """A Redis URL whose user name or password breaks its shape (see the module docstring)."""
+
+
+def _userinfo_spilled(url: str) -> bool:
+    """Whether ``url``'s userinfo holds an unencoded ``/``, ``?`` or ``#``: no ``@`` in the host part, one
+    after it where a URL of Jury's never has one (the path, the fragment, a query key, or a query value
+    other than a file name of an ``ssl_*`` parameter)."""
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in {"redis", "rediss"} or "@" in parts.netloc:
+        return False
+    if "@" in parts.path or "@" in parts.fragment:
+        return True
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    return any("@" in key or ("@" in value and not key.startswith("ssl_")) for key, value in pairs)
+
+
+def check_shape(url: str) -> None:
+    """MalformedURL when ``url``'s password or user name holds ``/``, ``?`` or ``#`` unencoded, or its path
+    is not a database number (see the module docstring).
+
+    The messages never quote the URL: what they would show is the password's pieces.
+    """
+    if _userinfo_spilled(url):
+        raise MalformedURL(
+            "the password (or user name) holds '/', '?' or '#' as it is, which ends the host part early: "
+            "percent-encode it (python3 -c 'import sys, urllib.parse as u; print(u.quote(sys.argv[1], "
+            'safe=""))\' PASSWORD) or choose one of letters, digits and -._~'
+        )
+    parts = urlsplit(url)
+    if parts.scheme.lower() in {"redis", "rediss"} and not _DB_PATH.fullmatch(parts.path):
+        raise MalformedURL(
+            "the path after the host must be the database number (redis://HOST:6379/0) or nothing"
+        )
 
 
 def redact_url(url: str | None) -> str:
@@ -36,6 +83,9 @@ def redact_url(url: str | None) -> str:
     if not url:
         return ""
     try:
+        if _userinfo_spilled(url):  # the password's pieces lie everywhere before its last '@'
+            scheme, _, rest = url.partition("://")
+            return f"{scheme}://{MASK}@{rest.rpartition('@')[2]}"
         parts = urlsplit(url)
         netloc = parts.netloc
         if "@" in netloc:
@@ -62,6 +112,9 @@ def secure_url(url: str, tls_ca: Path | None = None) -> str:
     if scheme != "rediss":
         if tls_ca is not None:
             raise InsecureURL("JURY_REDIS_TLS_CA is set but the URL is not rediss:// (TLS)")
+        tls_params = sorted({k for k, _ in parse_qsl(parts.query) if k.lower().startswith("ssl_")})
+        if tls_params:  # meant TLS, would get none (and redis-py would fail at the first command)
+            raise InsecureURL(f"{', '.join(tls_params)} is a TLS setting but the URL is not rediss:// (TLS)")
         return url
     pairs = parse_qsl(parts.query, keep_blank_values=True)
     params = {k: v for k, v in pairs}
@@ -115,6 +168,8 @@ def scrub(text: str, url: str | None) -> str:
         return text
     secrets: list[str] = []
     try:
+        if _userinfo_spilled(url):  # the password's pieces could be anywhere in the message
+            return MASK
         parts = urlsplit(url)
         secrets += [s for s in (parts.password, parts.username if parts.password is None else None) if s]
         secrets += [v for k, v in parse_qsl(parts.query) if k.lower() in _SECRET_PARAMS and v]
@@ -126,13 +181,18 @@ def scrub(text: str, url: str | None) -> str:
 
 
 def normalize_url(url: str) -> str:
-    """A redis-py URL: ``redis+socket://`` (kombu's) becomes ``unix://``, its ``virtual_host`` the ``db``."""
+    """A redis-py URL: ``redis+socket://`` (kombu's) becomes ``unix://``, its ``virtual_host`` the ``db``;
+    StoreError for a scheme Jury does not speak or a URL of the wrong shape (``check_shape``)."""
     scheme, sep, rest = url.partition("://")
     scheme = scheme.lower()
     if not sep or scheme not in {"redis", "rediss", "unix", "redis+socket"}:
         raise StoreError(
             f"unsupported Redis URL {redact_url(url)!r}: use redis://, rediss://, unix:// or redis+socket://"
         )
+    try:
+        check_shape(url)
+    except MalformedURL as exc:
+        raise StoreError(f"bad Redis URL {redact_url(url)!r}: {exc}") from exc
     if scheme != "redis+socket":
         return url
     location, qsep, query = rest.partition("?")
