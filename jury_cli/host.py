@@ -51,7 +51,7 @@ def agents(
 
 def worker(
     queues: Annotated[str, typer.Option(help="Queues to consume.")] = ",".join(action_queues()),
-    concurrency: Annotated[int | None, typer.Option(help="Tasks at once.")] = None,
+    concurrency: Annotated[int | None, typer.Option(min=1, help="Tasks at once.")] = None,
     pool: Annotated[str, typer.Option(help="Celery pool: threads or prefork.")] = "threads",
     loglevel: Annotated[str, typer.Option(help="Celery log level.")] = "INFO",
     beat: Annotated[
@@ -63,7 +63,11 @@ def worker(
     ] = False,
     metrics_port: Annotated[
         int | None,
-        typer.Option(help="Serve Prometheus metrics on this port, /metrics (0: any free port, logged)."),
+        typer.Option(
+            min=0,
+            max=65535,
+            help="Serve Prometheus metrics on this port, /metrics (0: any free port, logged).",
+        ),
     ] = None,
     metrics_host: Annotated[
         str,

@@ -15,7 +15,11 @@ from orchestrator.errors import UsageError
 def metrics(
     port: Annotated[
         int | None,
-        typer.Option(help="Serve them on http://HOST:PORT/metrics until interrupted, instead of printing."),
+        typer.Option(
+            min=0,
+            max=65535,
+            help="Serve them on http://HOST:PORT/metrics until interrupted, instead of printing.",
+        ),
     ] = None,
     host: Annotated[str, typer.Option(help="The address to serve on, with --port.")] = "127.0.0.1",
     dir: DirOpt = None,

@@ -32,6 +32,8 @@ def refute(
     from orchestrator.target import checkout_config
     from workers.second_opinion import second_opinion
 
+    if timeout is not None and timeout <= 0:
+        raise UsageError("--timeout must be a positive number of seconds")
     settings = settings_for(dir)
     if not repo.is_dir():
         raise UsageError(f"no such directory: {repo}")

@@ -184,7 +184,7 @@ def review(
     ] = None,
     detach: Annotated[bool, typer.Option(help="Enqueue and print the slug (needs JURY_REDIS_URL).")] = False,
     resume: Annotated[str | None, typer.Option("--resume", help="Continue the run with this slug.")] = None,
-    concurrency: Annotated[int, typer.Option(help="Local worker concurrency (embedded mode).")] = 4,
+    concurrency: Annotated[int, typer.Option(min=1, help="Local worker concurrency (embedded mode).")] = 4,
     dir: DirOpt = None,
 ) -> None:
     """Review a branch or a PR with a jury of agents."""

@@ -108,7 +108,7 @@ def sweep(
     refuter: RefuterOpt = None,
     refute_rejections: RefuteRejectionsOpt = False,
     detach: Annotated[bool, typer.Option(help="Enqueue and return (needs JURY_REDIS_URL).")] = False,
-    concurrency: Annotated[int, typer.Option(help="Local worker concurrency (embedded mode).")] = 4,
+    concurrency: Annotated[int, typer.Option(min=1, help="Local worker concurrency (embedded mode).")] = 4,
     dir: DirOpt = None,
 ) -> None:
     """Review every matching open PR of some repositories: one run per PR head not reviewed yet."""

@@ -60,6 +60,8 @@ def pick_refuter(
 
 def check_options(opts: RunOptions) -> None:
     """Refuse options that are wrong whatever the target (before anything is fetched)."""
+    if opts.rounds is not None and opts.rounds < 1:
+        raise UsageError(f"--rounds must be at least 1, got {opts.rounds}")
     if opts.timeout is not None and opts.timeout <= 0:
         raise UsageError("--timeout must be a positive number of seconds")
     if opts.budget is not None and opts.budget < 0:

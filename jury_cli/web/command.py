@@ -64,7 +64,9 @@ def web(
     host: Annotated[str, typer.Option(help="Address to listen on; beyond loopback it needs a token.")] = (
         "127.0.0.1"
     ),
-    port: Annotated[int, typer.Option(help="Port to listen on (0: any free port).")] = DEFAULT_PORT,
+    port: Annotated[
+        int, typer.Option(min=0, max=65535, help="Port to listen on (0: any free port).")
+    ] = DEFAULT_PORT,
     token: Annotated[
         str | None,
         typer.Option(

@@ -28,3 +28,43 @@ def test_help_names_the_operator_tables_as_written(jury) -> None:
     assert "[[schedules]]" in r.out
     r = jury("doctor", "--help")
     assert "[sandbox]" in r.out, r.out
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        # A negative concurrency started embedded workers that never took a task: the review hung.
+        (("review", ".", "--concurrency", "-3"), "Invalid value for '--concurrency'"),
+        (("review", ".", "--concurrency", "0"), "Invalid value for '--concurrency'"),
+        (("sweep", "acme/widgets", "--concurrency", "0"), "Invalid value for '--concurrency'"),
+        (("worker", "--concurrency", "0"), "Invalid value for '--concurrency'"),
+        # 99999 was bound as 99999 mod 65536 = 34463, printed as the console's URL without a word.
+        (("web", "--port", "99999"), "Invalid value for '--port'"),
+        (("web", "--port", "-1"), "Invalid value for '--port'"),
+        (("metrics", "--port", "70000"), "Invalid value for '--port'"),
+        (("worker", "--metrics-port", "65536"), "Invalid value for '--metrics-port'"),
+    ],
+)
+def test_numbers_out_of_range_are_refused_before_anything_starts(
+    jury, args: tuple[str, ...], said: str
+) -> None:
+    r = jury(*args, timeout=60)
+    assert r.code == 2, r.out + r.err
+    assert said in r.err and "Traceback" not in r.err, r.err
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("sweep", "acme/widgets", "--rounds", "0"), "--rounds must be at least 1, got 0"),
+        # A negative timeout killed the test command at once and reported "no signal": nothing to check.
+        (("refute", "--claim", "x", "--command", "true", "--timeout", "-1"), "--timeout must be a positive"),
+        (("refute", "--claim", "x", "--command", "true", "--timeout", "0"), "--timeout must be a positive"),
+    ],
+)
+def test_a_wrong_number_of_a_command_is_its_message_and_exit_2(
+    jury, args: tuple[str, ...], said: str
+) -> None:
+    r = jury(*args, timeout=120)
+    assert r.code == 2, r.out + r.err
+    assert said in r.err and "Traceback" not in r.err, r.err
