@@ -5,6 +5,7 @@ JuryError                 a user-facing failure; its message names what to fix
 ├── UsageError            bad command-line input (exit 2)
 ├── TargetError           the repository, branch or PR cannot be resolved (exit 2)
 ├── StoreError            the event store cannot be read or written
+│   └── BadName           a run slug or artifact name that is not one (exit 2: the input is wrong)
 └── GitError              a git command failed (carries its stderr)
 """
 
@@ -37,6 +38,12 @@ class TargetError(JuryError):
 
 class StoreError(JuryError):
     """The event store failed."""
+
+
+class BadName(StoreError):
+    """A run slug or an artifact name that the store refuses to look up: what was typed is wrong."""
+
+    exit_code = 2
 
 
 class GitError(JuryError):

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 from orchestrator.domain import AgentAlive, Event
-from orchestrator.errors import StoreError, UsageError
+from orchestrator.errors import BadName, StoreError, UsageError
 
 SLUG_RE = re.compile(r"[A-Za-z0-9._-]+")
 
@@ -295,27 +295,27 @@ def alive_field(event: AgentAlive) -> str:
 
 
 def check_slug(slug: str) -> str:
-    """``slug`` if it is a valid run slug (``[A-Za-z0-9._-]+``, not ``.`` or ``..``), else StoreError."""
+    """``slug`` if it is a valid run slug (``[A-Za-z0-9._-]+``, not ``.`` or ``..``), else BadName."""
     if not isinstance(slug, str) or not SLUG_RE.fullmatch(slug) or slug in {".", ".."}:
-        raise StoreError(f"invalid run slug {slug!r}: use letters, digits, '.', '_' and '-'")
+        raise BadName(f"invalid run slug {slug!r}: use letters, digits, '.', '_' and '-'")
     return slug
 
 
 def check_artifact_name(name: str) -> str:
-    """``name`` if it is a safe relative artifact path, else StoreError.
+    """``name`` if it is a safe relative artifact path, else BadName (a StoreError).
 
     Refused: empty names, absolute paths, backslashes, NUL, ``.``/``..``/empty components, and the
     names the store keeps for itself (``events.ndjson``, ``run.json``, ``.lock``, ``.created``).
     """
     if not isinstance(name, str) or not name:
-        raise StoreError("empty artifact name")
+        raise BadName("empty artifact name")
     if name.startswith("/") or "\\" in name or "\x00" in name:
-        raise StoreError(f"invalid artifact name {name!r}: must be a relative path with '/' separators")
+        raise BadName(f"invalid artifact name {name!r}: must be a relative path with '/' separators")
     parts = name.split("/")
     if any(part in {"", ".", ".."} for part in parts):
-        raise StoreError(f"invalid artifact name {name!r}: no '..', '.' or empty path components")
+        raise BadName(f"invalid artifact name {name!r}: no '..', '.' or empty path components")
     if name in RESERVED_NAMES:
-        raise StoreError(f"invalid artifact name {name!r}: reserved by the store")
+        raise BadName(f"invalid artifact name {name!r}: reserved by the store")
     return name
 
 

@@ -60,6 +60,9 @@ def test_numbers_out_of_range_are_refused_before_anything_starts(
         # A negative timeout killed the test command at once and reported "no signal": nothing to check.
         (("refute", "--claim", "x", "--command", "true", "--timeout", "-1"), "--timeout must be a positive"),
         (("refute", "--claim", "x", "--command", "true", "--timeout", "0"), "--timeout must be a positive"),
+        # A slug that is none was a store failure's exit 1, as if the store had not answered.
+        (("show", "../../etc"), "invalid run slug '../../etc'"),
+        (("publish", "../x"), "invalid run slug '../x'"),
     ],
 )
 def test_a_wrong_number_of_a_command_is_its_message_and_exit_2(
