@@ -15,7 +15,7 @@ from jury_cli.progress import summary
 from orchestrator.config import Settings
 from orchestrator.errors import UsageError
 from orchestrator.fold import fold, tick
-from orchestrator.store.base import LiveStore, read_run
+from orchestrator.store.base import LiveStore, check_slug, read_run
 
 
 def runs(dir: DirOpt = None) -> None:
@@ -65,11 +65,31 @@ def cancel(slug: str, dir: DirOpt = None) -> None:
     out.print(f"cancelling {slug}", markup=False)
 
 
+def embedded_holding(settings: Settings, slug: str) -> Settings:
+    """``settings`` on the embedded Redis (of a command running on ``settings.dir``) that holds ``slug``;
+    unchanged when none does."""
+    from orchestrator.errors import StoreError
+    from orchestrator.store.redis import from_url as redis_store
+    from workers.embedded import live_urls
+
+    for url in live_urls(settings.dir):
+        store = redis_store(url)
+        try:
+            holds = store.exists(slug)
+        except StoreError:  # its command is stopping: not this one
+            holds = False
+        finally:
+            store.close()
+        if holds:
+            return settings.model_copy(update={"redis_url": url})
+    return settings
+
+
 def cancel_run(settings: Settings, slug: str, who: str) -> None:
     """Flag the run for cancelling, log who asked, and kick its coordinator (``jury cancel``, the console)."""
-    sock = settings.dir / "redis" / "redis.sock"
-    if not settings.redis_url and sock.exists():  # a run on this machine's embedded Redis
-        settings = settings.model_copy(update={"redis_url": f"unix://{sock}"})
+    check_slug(slug)
+    if not settings.redis_url:  # a run of a `jury review` on this machine: the embedded Redis that holds it
+        settings = embedded_holding(settings, slug)
     if not settings.redis_url:
         raise UsageError(
             "no Redis to reach the run through: set JURY_REDIS_URL, or cancel while the "

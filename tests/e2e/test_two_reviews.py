@@ -1,0 +1,60 @@
+"""Two ``jury review`` commands at once on one state directory, each with its embedded Redis: the second
+must not take the first one's place, and ``jury cancel`` must reach the first while, and after, the second
+runs. With one socket path for every embedded Redis, the second command's Redis replaced the first's
+socket and removed it when it stopped: the first's run could no longer be cancelled ("no Redis to reach
+the run through"), and its workers' next connection would have gone to the other Redis."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.conftest import fake_agent, outside_env
+from tests.e2e.test_review import marked, review_args
+
+
+def test_a_second_review_on_one_dir_leaves_the_first_reachable_and_cancellable(
+    jury, sample_repo: Path, write_config, state_dir: Path, fake_state: Path, tmp_path: Path
+) -> None:
+    config = write_config(
+        fake_agent("finder", "clean"), fake_agent("quiet", "hang-once"), fake_agent("judge", "clean", "fix")
+    )
+    env = outside_env()
+    env.update({"JURY_DIR": str(state_dir), "FAKE_STATE": str(fake_state), "NO_COLOR": "1"})
+    log = (tmp_path / "first.log").open("w+")
+    first = subprocess.Popen(
+        [sys.executable, "-m", "jury_cli", *review_args(sample_repo, config)],
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not (fake_state / "marker").exists():  # the first run's quiet reviewer hangs now
+            assert first.poll() is None and time.monotonic() < deadline, Path(log.name).read_text()
+            time.sleep(0.1)
+        marker = (fake_state / "marker").read_text()
+        (slug,) = [d.name for d in (state_dir / "runs").iterdir()]
+        # The second review, on the same directory, from start to end (its quiet reviewer is clean now).
+        second = jury(*review_args(sample_repo, config))
+        assert second.code == 0, second.out + second.err
+        assert first.poll() is None, Path(log.name).read_text()
+
+        cancelled = jury("cancel", slug)
+        assert cancelled.code == 0, cancelled.out + cancelled.err
+        first.wait(timeout=120)
+        said = Path(log.name).read_text()
+        assert f"Run {slug}  cancelled" in said, said
+        assert not marked(marker), "the first run's hung agent survived its cancel"
+        # Nothing of either command's Redis is left to be found.
+        assert not list((state_dir / "redis").glob("*.url")), list((state_dir / "redis").iterdir())
+        nothing = jury("cancel", slug)
+        assert nothing.code == 2 and "no Redis to reach the run through" in nothing.err, nothing.err
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+        log.close()
