@@ -175,7 +175,8 @@ def publish_run(
     and check are updated in place; the ``run.published`` event is appended (and mirrored into ``files``,
     the record under the state directory, when given) and returned.
 
-    ``UsageError`` when the run does not exist or has not ended (a running run's verdict is not known).
+    ``UsageError`` when the run does not exist, has not ended (a running run's verdict is not known) or
+    has no PR (a local branch's run): nothing is appended then.
     """
     events = store.read(slug) if store.exists(slug) else []
     if not events:
@@ -183,6 +184,11 @@ def publish_run(
     s = fold(events, slug)
     if s.state not in ("converged", "human", "failed", "cancelled"):
         raise UsageError(f"run {slug} is {s.state}: publish it once it has ended")
+    if not s.target.url or not s.target.head:  # publish_state's own refusal, before anything is logged:
+        # a failure logged would stay in the run's summary for ever, with a retry that cannot succeed
+        raise UsageError(
+            f"run {slug}'s target is not a PR/MR URL (a local branch): it has no PR to publish to"
+        )
     key = f"hand:{publish_key(s).removeprefix('publish:')}:{uuid.uuid4().hex[:8]}"
     event = publish_state(s, key, settings=settings)
     store.append(slug, [event])

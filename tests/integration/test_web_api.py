@@ -334,12 +334,14 @@ def test_actions_need_the_token_and_the_console_origin(shared_redis: str, tmp_pa
             resumed = [e for e in store.read("acme-8") if isinstance(e, RunResumed)]
             assert len(resumed) == 1 and "acme-8" in store.active_runs()
             assert httpx.get(f"{base}/api/runs/acme-8").json()["state"] == "review"
-            # An ended run without a PR: the forge is never reached, and the failure is said, not a success.
+            # An ended run without a PR: refused, the forge never reached, and nothing logged (a failure
+            # logged would stay in the run's summary, with a retry that could never succeed).
             store.append("acme-9", run.started(state="failed"))
+            before = len(store.read("acme-9"))
             r = httpx.post(f"{base}/api/runs/acme-9/publish", headers=good)
-            assert r.status_code == 502 and "not a PR/MR URL" in r.json()["error"]
-            (published,) = httpx.get(f"{base}/api/runs/acme-9").json()["published"]
-            assert published["ok"] is False and published["state"] == "failed"
+            assert r.status_code == 409 and "it has no PR to publish to" in r.json()["error"], r.text
+            assert httpx.get(f"{base}/api/runs/acme-9").json()["published"] == []
+            assert len(store.read("acme-9")) == before
             assert httpx.get(f"{base}/api/session", headers=good).json()["publish"] is True
             assert httpx.post(f"{base}/api/runs/nope/cancel", headers=good).status_code == 404
             # An ended run has nothing to cancel: refused, and nothing logged nor flagged.
