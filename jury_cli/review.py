@@ -126,6 +126,8 @@ def run_review(
         events = resume_events(b, slug) if resume else (first or [])
         if not b.store.create_run(slug) and not resume:
             slug = unique_slug(b, slug)  # another host took this slug in the same minute
+        if resume:  # the cancel it may have ended by is spent: the agents it starts now must run
+            b.store.clear_cancel_flag(slug)
         b.store.append(slug, events)
         origin = b.store.origin(slug)  # the log this command wrote: follow ends if it is replaced
         b.sync(slug)

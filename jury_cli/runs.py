@@ -104,9 +104,11 @@ def cancel_run(settings: Settings, slug: str, who: str) -> None:
     store = redis_store(settings.redis_url)
     if not store.exists(slug):
         raise UsageError(f"no run named {slug} (see `jury runs`)")
-    state = fold(store.read(slug), slug).state
-    if state in TERMINAL_STATES:  # flagging it would be a cancel logged for nothing
-        raise UsageError(f"run {slug} already ended ({state}): nothing to cancel")
+    folded = fold(store.read(slug), slug)
+    if folded.state in TERMINAL_STATES:  # flagging it would be a cancel logged for nothing
+        raise UsageError(f"run {slug} already ended ({folded.state}): nothing to cancel")
     store.set_cancel_flag(slug)
-    store.append(slug, [RunCancel(eid="cancel", who=who)])
+    # One cancel per epoch (two at once are one): a resumed run's cancel is a new one, not the spent one.
+    eid = "cancel" if folded.epoch == 0 else f"cancel:e{folded.epoch}"
+    store.append(slug, [RunCancel(eid=eid, who=who)])
     make_app(settings).send_task("jury.coordinate", args=[slug])

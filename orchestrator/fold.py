@@ -473,6 +473,9 @@ def _turn(s: RunState, e: FindingTurn) -> None:
 
 def _resume(s: RunState, e: RunResumed) -> None:
     s.epoch = max(s.epoch, e.epoch)
+    # A cancelled run that is resumed runs again: the cancel before the resume is spent (a cancel after it
+    # is a new one). Without this, the resumed run ended "cancelled" again at its first coordinate pass.
+    s.cancel_requested, s.cancel_reason = False, None
     # Work that was in flight when the run stopped is lost: forget it so decide dispatches it again.
     for key in [k for k, a in s.actions.items() if not a.done]:
         del s.actions[key]

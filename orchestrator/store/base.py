@@ -225,6 +225,10 @@ class LiveStore(EventStore, Protocol):
         """Ask every worker running an agent of the run to kill it (the flag lasts ``ttl`` seconds)."""
         ...
 
+    def clear_cancel_flag(self, slug: str) -> None:
+        """Take the run's cancel flag down: the run is resumed, and its new agents must run."""
+        ...
+
     def cancel_flagged(self, slug: str) -> bool:
         """Whether the run's cancel flag is set."""
         ...

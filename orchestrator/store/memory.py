@@ -353,6 +353,12 @@ class MemoryStore:
         with self._cond:
             self._cancel[slug] = self.clock() + ttl
 
+    def clear_cancel_flag(self, slug: str) -> None:
+        """Drop the run's cancel flag (a resume)."""
+        check_slug(slug)
+        with self._cond:
+            self._cancel.pop(slug, None)
+
     def cancel_flagged(self, slug: str) -> bool:
         """Whether the run's cancel flag is set and not expired."""
         check_slug(slug)

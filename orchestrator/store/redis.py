@@ -118,8 +118,7 @@ class RedisStore:
 
     def create_run(self, slug: str) -> bool:
         """Add the run to the index (score: server time); False if it was there."""
-        check_slug(slug)
-        with store_errors("create run", slug):
+        with store_errors("create run", check_slug(slug)):
             return self._run_script(slug, [])[0] == 1
 
     def _prune(self) -> None:
@@ -135,8 +134,7 @@ class RedisStore:
 
     def exists(self, slug: str) -> bool:
         """Whether the run is in the index (and its keys have not expired)."""
-        check_slug(slug)
-        with store_errors("look up run", slug):
+        with store_errors("look up run", check_slug(slug)):
             self._prune()
             return self.client.zscore(keys.runs_index(self.prefix), slug) is not None
 
@@ -144,8 +142,7 @@ class RedisStore:
 
     def append(self, slug: str, events: Sequence[Event]) -> int:
         """Append the events with unseen eids, atomically (one Lua script)."""
-        check_slug(slug)
-        with store_errors("append to", slug):
+        with store_errors("append to", check_slug(slug)):
             return self._run_script(slug, events)[1]
 
     def _entries(self, slug: str) -> Entries:
@@ -165,8 +162,7 @@ class RedisStore:
 
     def read(self, slug: str, after: int = 0) -> list[Event]:
         """The stream's events after the first ``after`` (unparseable entries skipped and logged)."""
-        check_slug(slug)
-        with store_errors("read", slug):
+        with store_errors("read", check_slug(slug)):
             return self._parse(slug, self._entries(slug))[max(after, 0) :]
 
     def wait(self, slug: str, after: int, timeout: float) -> list[Event]:
@@ -230,8 +226,7 @@ class RedisStore:
 
     def read_snapshot(self, slug: str) -> dict[str, Any] | None:
         """The snapshot, or None if absent or unreadable (logged)."""
-        check_slug(slug)
-        with store_errors("read the snapshot of", slug):
+        with store_errors("read the snapshot of", check_slug(slug)):
             raw = cast(bytes | None, self.client.get(keys.snapshot(self.prefix, slug)))
         return json_object(slug, raw, "store.bad_snapshot")
 
@@ -248,8 +243,7 @@ class RedisStore:
 
     def alive(self, slug: str) -> list[AgentAlive]:
         """Every agent run's latest tick (unparseable ones skipped), oldest first."""
-        check_slug(slug)
-        with store_errors("read the ticks of", slug):
+        with store_errors("read the ticks of", check_slug(slug)):
             raw = cast(dict[bytes, bytes], self.client.hgetall(keys.alive(self.prefix, slug)))
         ticks = [e for value in raw.values() if isinstance(e := parse_event(value), AgentAlive)]
         return sorted(ticks, key=lambda e: (e.ts, e.eid))
@@ -294,8 +288,7 @@ class RedisStore:
 
     def read_state(self, slug: str) -> dict[str, Any] | None:
         """The run's fold, or None if absent or unreadable (logged)."""
-        check_slug(slug)
-        with store_errors("read state of", slug):
+        with store_errors("read state of", check_slug(slug)):
             raw = cast(bytes | None, self.client.get(keys.state(self.prefix, slug)))
         return json_object(slug, raw, "store.bad_state")
 
@@ -329,8 +322,7 @@ class RedisStore:
         A reader that saw the log compares it later: None or another id means the log it read is gone
         (expired, deleted, or deleted and begun again by a late writer).
         """
-        check_slug(slug)
-        with store_errors("read", slug):
+        with store_errors("read", check_slug(slug)):
             first = cast(
                 list[tuple[bytes, Any]], self.client.xrange(keys.events(self.prefix, slug), "-", "+", 1)
             )
@@ -406,8 +398,7 @@ class RedisStore:
     def keep_run(self, slug: str) -> bool:
         """The run is live (again): if it was set to expire, its record keys no longer do. Cheap when it
         was not (one ZSCORE). Returns whether anything changed."""
-        check_slug(slug)
-        with store_errors("keep", slug):
+        with store_errors("keep", check_slug(slug)):
             if self.client.zscore(keys.expiring_runs(self.prefix), slug) is None:
                 return False
         record = [k for k in self.run_key_names(slug) if keys.is_record_key(self.prefix, slug, k)]
@@ -423,14 +414,12 @@ class RedisStore:
 
     def activate(self, slug: str) -> None:
         """SADD to the active set."""
-        check_slug(slug)
-        with store_errors("activate", slug):
+        with store_errors("activate", check_slug(slug)):
             self.client.sadd(keys.active_runs(self.prefix), slug)
 
     def deactivate(self, slug: str) -> None:
         """SREM from the active set."""
-        check_slug(slug)
-        with store_errors("deactivate", slug):
+        with store_errors("deactivate", check_slug(slug)):
             self.client.srem(keys.active_runs(self.prefix), slug)
 
     def active_runs(self) -> list[str]:
@@ -441,27 +430,28 @@ class RedisStore:
 
     def set_cancel_flag(self, slug: str, ttl: int = CANCEL_TTL) -> None:
         """SET the run's cancel flag, expiring after ``ttl`` seconds."""
-        check_slug(slug)
-        with store_errors("flag for cancelling", slug):
+        with store_errors("flag for cancelling", check_slug(slug)):
             self.client.set(keys.cancel(self.prefix, slug), "1", ex=ttl)
+
+    def clear_cancel_flag(self, slug: str) -> None:
+        """DEL the run's cancel flag: a resumed run's agents are not the ones its cancel stopped."""
+        with store_errors("clear the cancel flag of", check_slug(slug)):
+            self.client.delete(keys.cancel(self.prefix, slug))
 
     def cancel_flagged(self, slug: str) -> bool:
         """Whether the run's cancel flag exists."""
-        check_slug(slug)
-        with store_errors("read the cancel flag of", slug):
+        with store_errors("read the cancel flag of", check_slug(slug)):
             return bool(self.client.exists(keys.cancel(self.prefix, slug)))
 
     def claim_kick(self, slug: str, ttl: float) -> bool:
         """SET the pending-kick mark NX with a TTL: True when it was not there."""
-        check_slug(slug)
-        with store_errors("mark a kick of", slug):
+        with store_errors("mark a kick of", check_slug(slug)):
             ms = max(1, int(ttl * 1000))
             return bool(self.client.set(keys.kick(self.prefix, slug), b"1", nx=True, px=ms))
 
     def clear_kick(self, slug: str) -> None:
         """DEL the pending-kick mark."""
-        check_slug(slug)
-        with store_errors("clear the kick of", slug):
+        with store_errors("clear the kick of", check_slug(slug)):
             self.client.delete(keys.kick(self.prefix, slug))
 
     def mark_sent(self, slug: str, key: str, ttl: int = SENT_TTL, *, delay: float = 0.0) -> None:

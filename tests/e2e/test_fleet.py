@@ -935,7 +935,7 @@ def test_cancel_kills_the_running_agents_group_and_ends_the_run_cancelled(
 ) -> None:
     worker = fleet.worker(concurrency=2)
     config = write_config(
-        agent("finder", "find", fake_state, sleep=900, child=True, ignore_term=True),
+        agent("finder", "find", fake_state, sleep=900, slow_runs=2, child=True, ignore_term=True),
         agent("quiet", "clean", fake_state),
         agent("judge", "clean", fake_state, judge_mode="fix"),
     )
@@ -959,3 +959,20 @@ def test_cancel_kills_the_running_agents_group_and_ends_the_run_cancelled(
     shown = fleet.jury("show", slug)
     assert "cancelled" in shown.stdout, shown.stdout + shown.stderr
     assert worker.poll() is None
+
+    # Resumed, it runs again: its cancel is spent, in the log and in the flag the workers read (both used
+    # to stay, and the resumed run ended "cancelled" again at once). Its finder is slow once more, and a
+    # cancel now is a new one, logged as such (one eid for every cancel made the second a duplicate).
+    r = fleet.jury("review", "--resume", slug, "--detach")
+    assert r.returncode == 0, r.stdout + r.stderr
+    pids = fleet.wait_launched(slug, "review:r1:finder:e1", "finder", nth=2)
+    assert fleet.jury("cancel", slug).returncode == 0
+    wait_for("the resumed agent to be killed", lambda: not any(alive(p) for p in pids), 120, fleet.why(slug))
+    again = fleet.wait_ended(slug, timeout=60)
+    assert again.state == "cancelled" and again.epoch == 1, fleet.why(slug)()
+    # Resumed once more, with a quick finder: the review runs to its end.
+    r = fleet.jury("review", "--resume", slug, "--detach")
+    assert r.returncode == 0, r.stdout + r.stderr
+    resumed = fleet.wait_ended(slug, timeout=120)
+    assert resumed.state == "converged", fleet.why(slug)()
+    assert any(f.status == "accepted" for f in resumed.findings.values()), fleet.why(slug)()

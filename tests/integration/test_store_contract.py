@@ -442,6 +442,9 @@ class TestLiveContract:
         s.set_cancel_flag("other", ttl=1)
         live.let_pass(1, lambda: not s.cancel_flagged("other"))
         assert s.cancel_flagged(SLUG)
+        s.clear_cancel_flag(SLUG)  # a resume: the run's new agents must run
+        assert not s.cancel_flagged(SLUG)
+        s.clear_cancel_flag(SLUG)  # none to clear: nothing happens
 
     def test_one_pending_kick_a_run_until_its_pass_starts_or_the_mark_lapses(self, live: Live) -> None:
         s = live.store

@@ -20,6 +20,7 @@ from orchestrator.domain import (
     ReplySent,
     RoundEnd,
     RoundStart,
+    RunCancel,
     RunResumed,
     TargetEvent,
 )
@@ -300,6 +301,28 @@ def test_resume_forgets_errors_and_lost_work() -> None:
         TargetEvent(eid="state:review:e1", target=Target(state="review")),
     ]
     assert describe(decide(fold(resumed))) == ["dispatch review:r1:b:e1"]
+
+
+def test_a_resumed_cancelled_run_runs_again_and_a_later_cancel_ends_it() -> None:
+    """The cancel a run ended by is spent by its resume: decide dispatched nothing and ended the resumed
+    run "cancelled" again at once, so resuming a cancelled run (the console offers it) did nothing."""
+    cancelled = [
+        *start(),
+        *report("a"),
+        RunCancel(eid="cancel", who="user"),
+        TargetEvent(eid="end", target=Target(state="cancelled", state_note="cancelled by the user")),
+    ]
+    resumed = [
+        *cancelled,
+        RunResumed(eid="resume:1", epoch=1),
+        TargetEvent(eid="state:review:e1", target=Target(state="review")),
+    ]
+    assert not fold(resumed).cancel_requested
+    assert describe(decide(fold(resumed))) == ["dispatch review:r1:b:e1"]
+    again = [*resumed, RunCancel(eid="cancel:2", who="user")]
+    (end,) = decide(fold(again))
+    assert isinstance(end, Emit) and isinstance(end.event, TargetEvent)
+    assert end.event.target.state == "cancelled"
 
 
 def test_settled_findings_reach_the_next_round_prompt() -> None:
