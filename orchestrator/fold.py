@@ -58,7 +58,7 @@ from orchestrator.spec import JuryConfig, Model, Target
 
 # Bumped whenever ``apply`` or the state's shape changes: a snapshot folded by another version is not
 # trusted, and the state is folded again from the whole log (the log stays the only truth).
-FOLD_VERSION = 6
+FOLD_VERSION = 7  # 7: a run.resumed spends the run.cancel before it
 
 FindingStatus = Literal["open", "accepted", "rejected", "deferred", "superseded"]
 
