@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 from orchestrator.domain import AgentAlive, Event
-from orchestrator.errors import BadName, StoreError, UsageError
+from orchestrator.errors import BadName, JuryError, StoreError, UsageError
 
 SLUG_RE = re.compile(r"[A-Za-z0-9._-]+")
 
@@ -325,7 +325,8 @@ def check_artifact_name(name: str) -> str:
 
 def read_run(store: EventStore, slug: str, record_root: Path | None = None) -> list[Event]:
     """The events of a run someone asked for by name: UsageError when no such run is known, RunVanished
-    when the live store lost it.
+    when the live store lost it, JuryError when its files record holds no readable event (nothing to show
+    but nonsense: a run "queued" at no target).
 
     ``record_root`` is the state directory whose ``runs/<slug>`` holds the files record, when ``store`` is
     the live store (None when ``store`` is that record): a run the files know but the store does not, or a
@@ -336,8 +337,13 @@ def read_run(store: EventStore, slug: str, record_root: Path | None = None) -> l
     kept = record if record is not None and (record / EVENTS_FILE).is_file() else None
     if store.exists(slug):
         events = store.read(slug)
-        if events or record is None:
+        if events:
             return events
+        if record is None:  # the files record itself: its log holds no event it can read
+            raise JuryError(
+                f"run {slug} has no readable events: its log is empty or unreadable (`jury runs` lists it "
+                "as skipped)"
+            )
         raise RunVanished(slug, kept)
     if kept is not None:
         raise RunVanished(slug, kept)

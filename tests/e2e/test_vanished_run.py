@@ -164,3 +164,23 @@ def test_follow_ends_when_a_late_writer_begins_the_log_again(
             proc.communicate()
     assert proc.returncode == 1, (out, err)
     assert f"run {slug} {GONE}" in err
+
+
+def test_a_files_record_with_no_readable_event_is_said_not_shown_as_a_run(
+    jury, state_dir: Path, tmp_path: Path
+) -> None:
+    """Its log torn or overwritten: ``jury runs`` lists it as skipped, and ``jury show`` and ``jury fetch``
+    say why and exit 1 (``show`` printed a run "queued" at target "None None", exit 0)."""
+    from orchestrator.store.files import FileStore
+    from tests.fakes import console_run as run
+
+    FileStore(state_dir).append("acme-7", run.started())
+    (state_dir / "runs" / "acme-7" / "events.ndjson").write_bytes(b"\x00\xff not json\n")
+    listed = jury("runs")
+    assert listed.code == 0 and "acme-7  skipped: no readable events" in listed.out, listed.out
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "init", "-q", str(clone)], check=True)
+    for args in (("show", "acme-7"), ("fetch", "acme-7", "--into", str(clone))):
+        said = jury(*args)
+        assert said.code == 1, (args, said.out, said.err)
+        assert "run acme-7 has no readable events" in said.err and "None" not in said.out, said.err
