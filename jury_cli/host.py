@@ -15,8 +15,17 @@ from rich.table import Table
 
 from jury_cli.context import DirOpt, cells, err, out, settings_for
 from orchestrator.actions import queues as action_queues
-from orchestrator.config import Settings, load_config, load_schedules, load_settings, operator_config_file
+from orchestrator.config import (
+    LOG_LEVELS,
+    Settings,
+    load_config,
+    load_schedules,
+    load_settings,
+    operator_config_file,
+)
 from orchestrator.errors import UsageError
+
+POOLS = ("threads", "prefork")  # the Celery pools a worker runs: its heartbeats and drain are threads
 
 log = structlog.get_logger()
 
@@ -77,6 +86,11 @@ def worker(
     """Run a worker against the shared Redis of JURY_REDIS_URL. Every worker reaps in turn (one per
     JURY_REAP_EVERY, behind a Redis lock); SIGTERM drains it: running agents get JURY_SHUTDOWN_GRACE
     seconds, then their actions go back to the fleet."""
+    if pool not in POOLS:  # Celery's others (gevent, eventlet, solo) are not what the worker's threads assume
+        raise UsageError(f"--pool {pool!r}: use threads or prefork")
+    if loglevel.upper() not in LOG_LEVELS:
+        raise UsageError(f"--loglevel {loglevel!r}: use one of {', '.join(LOG_LEVELS)}")
+    loglevel = loglevel.upper()
     settings = settings_for(None)
     if beat:
         err.print(
