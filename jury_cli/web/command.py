@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import socket
 from typing import Annotated
@@ -55,7 +56,9 @@ def listen(host: str, port: int) -> socket.socket:
         sock.bind(addr)
     except OSError as exc:
         sock.close()
-        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc} (choose --port)") from exc
+        taken = exc.errno == errno.EADDRINUSE
+        hint = "choose --port" if taken else "choose --host: an address of this machine"
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc} ({hint})") from exc
     sock.listen(128)
     return sock
 

@@ -63,6 +63,11 @@ def test_numbers_out_of_range_are_refused_before_anything_starts(
         # Celery's traceback before: gevent is not installed; a level it does not know is a TypeError.
         (("worker", "--pool", "gevent"), "--pool 'gevent': use threads or prefork"),
         (("worker", "--loglevel", "LOUD"), "--loglevel 'LOUD': use one of DEBUG"),
+        # An address that is not this machine's: the hint was "choose --port".
+        (
+            ("web", "--host", "192.0.2.1", "--token", "a-token-of-sixteen-chars"),
+            "cannot listen on 192.0.2.1:3080: Cannot assign requested address (choose --host",
+        ),
         # A slug that is none was a store failure's exit 1, as if the store had not answered.
         (("show", "../../etc"), "invalid run slug '../../etc'"),
         (("publish", "../x"), "invalid run slug '../x'"),
