@@ -3,6 +3,8 @@ workers started for this command (``workers.embedded``); and where ``runs`` and 
 
 from __future__ import annotations
 
+import signal
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -47,10 +49,30 @@ def backend(settings: Settings, concurrency: int = 4) -> Iterator[Backend]:
         store = redis_store(settings.redis_url)
         yield Backend(store, files, settings, make_app(settings), embedded=False)
         return
-    with EmbeddedRedis(settings.dir) as url:
+    with interrupted_by_term(), EmbeddedRedis(settings.dir) as url:
         local = settings.model_copy(update={"redis_url": url})
         with LocalWorkers(url, settings.dir, concurrency=concurrency):
             yield Backend(redis_store(url), files, local, make_app(local), embedded=True)
+
+
+@contextmanager
+def interrupted_by_term() -> Iterator[None]:
+    """SIGTERM and SIGHUP (``timeout``, a process manager, a closed terminal) interrupt the command as
+    Ctrl-C does: the run is kept, and the embedded Redis and local workers are stopped on the way out.
+    Python's default for them ends the process at once, leaving both running, orphaned, for ever."""
+    if threading.current_thread() is not threading.main_thread():  # only the main thread sets handlers
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    before = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
 
 
 def reading_store(settings: Settings) -> EventStore:

@@ -15,12 +15,15 @@ from jury_cli.progress import summary
 from orchestrator.config import Settings
 from orchestrator.errors import UsageError
 from orchestrator.fold import fold, tick
+from orchestrator.spec import TERMINAL_STATES
 from orchestrator.store.base import LiveStore, check_slug, read_run
 
 
 def runs(dir: DirOpt = None) -> None:
     """List runs: slug, state, rounds, findings, open."""
-    store = reading_store(settings_for(dir))
+    settings = settings_for(dir)
+    store = reading_store(settings)
+    running = running_here(settings)
     slugs = store.runs()
     if not slugs:
         out.print("no runs yet")
@@ -34,10 +37,40 @@ def runs(dir: DirOpt = None) -> None:
             out.print(f"{slug}  skipped: {exc}", markup=False)
             continue
         n_open = len(s.open_findings())
+        stopped = running is not None and s.state not in TERMINAL_STATES and slug not in running
         out.print(
-            f"{slug}  {s.state}  rounds={len(s.rounds)}  findings={len(s.findings)}  open={n_open}",
+            f"{slug}  {s.state}  rounds={len(s.rounds)}  findings={len(s.findings)}  open={n_open}"
+            + ("  (not running on this machine)" if stopped else ""),
             markup=False,
         )
+
+
+def running_here(settings: Settings) -> set[str] | None:
+    """Without the fleet's Redis, the runs that a ``jury review`` on this machine runs now (each in its
+    embedded Redis); None with the fleet's (its runs are the fleet's to run). A run of the files record
+    that has not ended and is in none of them stopped with its command (killed, the machine restarted)."""
+    if settings.redis_url:
+        return None
+    return {slug for _, slugs in embedded_runs(settings) for slug in slugs}
+
+
+def embedded_runs(settings: Settings) -> list[tuple[str, list[str]]]:
+    """Each embedded Redis that a command on ``settings.dir`` runs now: its URL and the runs it holds (one
+    whose command is stopping holds none)."""
+    from orchestrator.errors import StoreError
+    from orchestrator.store.redis import from_url as redis_store
+    from workers.embedded import live_urls
+
+    found = []
+    for url in live_urls(settings.dir):
+        store = redis_store(url)
+        try:
+            found.append((url, store.runs()))
+        except StoreError:
+            found.append((url, []))
+        finally:
+            store.close()
+    return found
 
 
 def show(
@@ -57,6 +90,13 @@ def show(
         return
     record = settings.dir / "runs" / slug  # this host's files record, if it coordinated or started the run
     summary(out, s, where=str(record) if record.is_dir() else None)
+    running = running_here(settings)
+    if running is not None and s.state not in TERMINAL_STATES and slug not in running:
+        out.print(
+            f"  not running on this machine: no `jury review` here runs it now. Continue it with "
+            f"`jury review --resume {slug}`; a run of the fleet shows live with JURY_REDIS_URL set",
+            markup=False,
+        )
 
 
 def cancel(slug: str, dir: DirOpt = None) -> None:
@@ -68,19 +108,8 @@ def cancel(slug: str, dir: DirOpt = None) -> None:
 def embedded_holding(settings: Settings, slug: str) -> Settings:
     """``settings`` on the embedded Redis (of a command running on ``settings.dir``) that holds ``slug``;
     unchanged when none does."""
-    from orchestrator.errors import StoreError
-    from orchestrator.store.redis import from_url as redis_store
-    from workers.embedded import live_urls
-
-    for url in live_urls(settings.dir):
-        store = redis_store(url)
-        try:
-            holds = store.exists(slug)
-        except StoreError:  # its command is stopping: not this one
-            holds = False
-        finally:
-            store.close()
-        if holds:
+    for url, slugs in embedded_runs(settings):
+        if slug in slugs:
             return settings.model_copy(update={"redis_url": url})
     return settings
 
@@ -97,7 +126,6 @@ def cancel_run(settings: Settings, slug: str, who: str) -> None:
         )
     from orchestrator.domain import RunCancel
     from orchestrator.fold import fold
-    from orchestrator.spec import TERMINAL_STATES
     from orchestrator.store.redis import from_url as redis_store
     from workers.app import make_app
 

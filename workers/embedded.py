@@ -138,10 +138,11 @@ class EmbeddedRedis:
 
 
 def live_urls(state_dir: Path) -> list[str]:
-    """The URLs of the embedded Redis servers that commands on ``state_dir`` run now, newest first.
+    """The URLs of the embedded Redis servers of commands on ``state_dir`` that answer now, newest first.
 
-    A name whose command is gone (killed before it could remove it) is removed, with its socket, and
-    skipped."""
+    A Redis that answers is listed even when its command is gone: a ``jury review`` killed outright (kill
+    -9) leaves its Redis and workers running its run on, and that run is still to be reached and cancelled.
+    A name that does not answer and whose command is gone is removed, with its socket."""
     found: list[tuple[float, str]] = []
     here = state_dir / "redis"
     for named in here.glob("*.url"):
@@ -150,13 +151,24 @@ def live_urls(state_dir: Path) -> list[str]:
             url, when = named.read_text().strip(), named.stat().st_mtime
         except (ValueError, OSError):
             continue
-        if not _alive(pid):
+        if url.startswith("unix://") and _answers(url):
+            found.append((when, url))
+        elif not _alive(pid):
             named.unlink(missing_ok=True)
             (here / f"redis-{named.stem}.sock").unlink(missing_ok=True)
-            continue
-        if url.startswith("unix://"):
-            found.append((when, url))
     return [url for _, url in sorted(found, reverse=True)]
+
+
+def _answers(url: str) -> bool:
+    client = redis.Redis(
+        unix_socket_path=url.removeprefix("unix://"), socket_timeout=5, socket_connect_timeout=5
+    )
+    try:
+        return bool(client.ping())
+    except (redis.RedisError, OSError):
+        return False
+    finally:
+        client.close()
 
 
 def _alive(pid: int) -> bool:

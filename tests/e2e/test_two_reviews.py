@@ -6,6 +6,7 @@ the run through"), and its workers' next connection would have gone to the other
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import time
@@ -58,3 +59,43 @@ def test_a_second_review_on_one_dir_leaves_the_first_reachable_and_cancellable(
             first.kill()
             first.wait()
         log.close()
+
+
+def test_sigterm_stops_a_review_as_ctrl_c_does_and_leaves_nothing_running(
+    sample_repo: Path, write_config, state_dir: Path, fake_state: Path, tmp_path: Path, jury
+) -> None:
+    """``timeout``, a process manager or a closed terminal: Python's default for SIGTERM and SIGHUP ended
+    the command at once, and its embedded Redis and workers ran on, orphaned, for ever."""
+    config = write_config(
+        fake_agent("finder", "clean"), fake_agent("quiet", "hang-once"), fake_agent("judge", "clean", "fix")
+    )
+    env = outside_env()
+    env.update({"JURY_DIR": str(state_dir), "FAKE_STATE": str(fake_state), "NO_COLOR": "1"})
+    log = (tmp_path / "review.log").open("w+")
+    review = subprocess.Popen(
+        [sys.executable, "-m", "jury_cli", *review_args(sample_repo, config)],
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not (fake_state / "marker").exists():
+            assert review.poll() is None and time.monotonic() < deadline, Path(log.name).read_text()
+            time.sleep(0.1)
+        review.send_signal(signal.SIGTERM)
+        assert review.wait(timeout=120) == 1
+    finally:
+        if review.poll() is None:
+            review.kill()
+            review.wait()
+        log.close()
+    said = Path(log.name).read_text()
+    (slug,) = [d.name for d in (state_dir / "runs").iterdir()]
+    assert f"interrupted; the run is kept. Continue it with: jury review --resume {slug}" in said, said
+    marker = (fake_state / "marker").read_text()  # the hung agent and its child
+    left = marked(str(state_dir)) + marked(f"jury-{review.pid}-") + marked(marker)  # Redis, workers, agent
+    assert left == [], f"still running after the review was stopped: {left}"
+    listed = jury("runs")
+    assert f"{slug}  review" in listed.out and "(not running on this machine)" in listed.out, listed.out

@@ -61,3 +61,20 @@ def test_the_name_of_a_command_that_died_is_removed_with_its_socket(tmp_path: Pa
         assert (here / "not-a-pid.url").exists()
     finally:
         live.stop()
+
+
+def test_a_redis_that_answers_is_listed_after_its_command_died(tmp_path: Path) -> None:
+    """A ``jury review`` killed outright (kill -9) leaves its Redis and workers running its run on: that
+    Redis is still listed, so its run can be reached and cancelled."""
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    orphan = EmbeddedRedis(tmp_path)
+    url = orphan.start()
+    try:
+        dead = orphan.named.with_name(f"{int(gone.stdout)}-0rphan00.url")
+        orphan.named.rename(dead)  # as if the command that named it were the one that died
+        assert live_urls(tmp_path) == [url] and dead.exists()
+    finally:
+        orphan.stop()
+        dead.unlink(missing_ok=True)
