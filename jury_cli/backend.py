@@ -65,9 +65,13 @@ def interrupted_by_term() -> Iterator[None]:
         return
 
     def interrupt(signum: int, frame: object) -> None:
+        for sig in before:  # once: a second signal must not cut the stopping of the workers short
+            signal.signal(sig, signal.SIG_IGN)
         raise KeyboardInterrupt
 
-    before = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    before: dict[signal.Signals, Any] = {}
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        before[sig] = signal.signal(sig, interrupt)
     try:
         yield
     finally:

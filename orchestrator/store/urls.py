@@ -49,14 +49,15 @@ class MalformedURL(ValueError):
 def _userinfo_spilled(url: str) -> bool:
     """Whether ``url``'s userinfo holds an unencoded ``/``, ``?`` or ``#``: no ``@`` in the host part, one
     after it where a URL of Jury's never has one (the path, the fragment, a query key, or a query value
-    other than a file name of an ``ssl_*`` parameter)."""
+    other than a file name of an ``ssl_*`` parameter or a ``password=``)."""
     parts = urlsplit(url)
     if parts.scheme.lower() not in {"redis", "rediss"} or "@" in parts.netloc:
         return False
     if "@" in parts.path or "@" in parts.fragment:
         return True
     pairs = parse_qsl(parts.query, keep_blank_values=True)
-    return any("@" in key or ("@" in value and not key.startswith("ssl_")) for key, value in pairs)
+    allowed = ("ssl_", *_SECRET_PARAMS)  # a CA file's name, a password given as ?password=
+    return any("@" in key or ("@" in value and not key.lower().startswith(allowed)) for key, value in pairs)
 
 
 def check_shape(url: str) -> None:

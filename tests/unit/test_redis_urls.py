@@ -81,6 +81,7 @@ def test_a_password_that_breaks_the_url_is_refused_without_a_piece_of_it(url: st
         "redis://:a%2Fb%3Fc%23d@h:6379/0",  # percent-encoded: fine
         "redis://:a@b@h:6379/0",  # an '@' in the password: the last one ends it
         "rediss://h:6380/0?ssl_ca_certs=/etc/jury/a@b.pem",  # an '@' in a CA file's name
+        "redis://h:6379/0?password=a@b",  # an '@' in a password given in the query
         "redis://h:6379",
         "redis://h:6379/",
         "redis://h:6379/15?socket_timeout=5",
