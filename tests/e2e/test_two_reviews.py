@@ -10,55 +10,73 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from tests.conftest import fake_agent, outside_env
 from tests.e2e.test_review import marked, review_args
 
 
-def test_a_second_review_on_one_dir_leaves_the_first_reachable_and_cancellable(
-    jury, sample_repo: Path, write_config, state_dir: Path, fake_state: Path, tmp_path: Path
-) -> None:
+@contextmanager
+def hung_review(
+    sample_repo: Path, write_config, state_dir: Path, fake_state: Path, log: Path
+) -> Iterator[tuple[subprocess.Popen[str], Path]]:
+    """A ``jury review`` in a subprocess (embedded Redis, local workers) whose quiet reviewer hangs now, and
+    its config file; stopped at the end as a user would (SIGTERM, which stops its Redis and workers too),
+    killed if it must be."""
     config = write_config(
         fake_agent("finder", "clean"), fake_agent("quiet", "hang-once"), fake_agent("judge", "clean", "fix")
     )
     env = outside_env()
     env.update({"JURY_DIR": str(state_dir), "FAKE_STATE": str(fake_state), "NO_COLOR": "1"})
-    log = (tmp_path / "first.log").open("w+")
-    first = subprocess.Popen(
-        [sys.executable, "-m", "jury_cli", *review_args(sample_repo, config)],
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env=env,
-    )
+    with log.open("w") as out:
+        review = subprocess.Popen(
+            [sys.executable, "-m", "jury_cli", *review_args(sample_repo, config)],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            text=True,
+        )
     try:
         deadline = time.monotonic() + 120
-        while not (fake_state / "marker").exists():  # the first run's quiet reviewer hangs now
-            assert first.poll() is None and time.monotonic() < deadline, Path(log.name).read_text()
+        while not (fake_state / "marker").exists():
+            assert review.poll() is None and time.monotonic() < deadline, log.read_text()
             time.sleep(0.1)
+        yield review, config
+    finally:
+        if review.poll() is None:
+            review.terminate()
+            try:
+                review.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                review.kill()
+                review.wait()
+
+
+def test_a_second_review_on_one_dir_leaves_the_first_reachable_and_cancellable(
+    jury, sample_repo: Path, write_config, state_dir: Path, fake_state: Path, tmp_path: Path
+) -> None:
+    log = tmp_path / "first.log"
+    with hung_review(sample_repo, write_config, state_dir, fake_state, log) as (first, config):
         marker = (fake_state / "marker").read_text()
         (slug,) = [d.name for d in (state_dir / "runs").iterdir()]
         # The second review, on the same directory, from start to end (its quiet reviewer is clean now).
         second = jury(*review_args(sample_repo, config))
         assert second.code == 0, second.out + second.err
-        assert first.poll() is None, Path(log.name).read_text()
+        assert first.poll() is None, log.read_text()
 
         cancelled = jury("cancel", slug)
         assert cancelled.code == 0, cancelled.out + cancelled.err
         first.wait(timeout=120)
-        said = Path(log.name).read_text()
-        assert f"Run {slug}  cancelled" in said, said
-        assert not marked(marker), "the first run's hung agent survived its cancel"
-        # Nothing of either command's Redis is left to be found.
-        assert not list((state_dir / "redis").glob("*.url")), list((state_dir / "redis").iterdir())
-        nothing = jury("cancel", slug)
-        assert nothing.code == 2 and "no Redis to reach the run through" in nothing.err, nothing.err
-    finally:
-        if first.poll() is None:
-            first.kill()
-            first.wait()
-        log.close()
+    said = log.read_text()
+    assert f"Run {slug}  cancelled" in said, said
+    assert not marked(marker), "the first run's hung agent survived its cancel"
+    # Nothing of either command's Redis is left to be found.
+    assert not list((state_dir / "redis").glob("*.url")), list((state_dir / "redis").iterdir())
+    nothing = jury("cancel", slug)
+    assert nothing.code == 2 and "no Redis to reach the run through" in nothing.err, nothing.err
 
 
 def test_sigterm_stops_a_review_as_ctrl_c_does_and_leaves_nothing_running(
@@ -66,32 +84,11 @@ def test_sigterm_stops_a_review_as_ctrl_c_does_and_leaves_nothing_running(
 ) -> None:
     """``timeout``, a process manager or a closed terminal: Python's default for SIGTERM and SIGHUP ended
     the command at once, and its embedded Redis and workers ran on, orphaned, for ever."""
-    config = write_config(
-        fake_agent("finder", "clean"), fake_agent("quiet", "hang-once"), fake_agent("judge", "clean", "fix")
-    )
-    env = outside_env()
-    env.update({"JURY_DIR": str(state_dir), "FAKE_STATE": str(fake_state), "NO_COLOR": "1"})
-    log = (tmp_path / "review.log").open("w+")
-    review = subprocess.Popen(
-        [sys.executable, "-m", "jury_cli", *review_args(sample_repo, config)],
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env=env,
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while not (fake_state / "marker").exists():
-            assert review.poll() is None and time.monotonic() < deadline, Path(log.name).read_text()
-            time.sleep(0.1)
+    log = tmp_path / "review.log"
+    with hung_review(sample_repo, write_config, state_dir, fake_state, log) as (review, _):
         review.send_signal(signal.SIGTERM)
         assert review.wait(timeout=120) == 1
-    finally:
-        if review.poll() is None:
-            review.kill()
-            review.wait()
-        log.close()
-    said = Path(log.name).read_text()
+    said = log.read_text()
     (slug,) = [d.name for d in (state_dir / "runs").iterdir()]
     assert f"interrupted; the run is kept. Continue it with: jury review --resume {slug}" in said, said
     marker = (fake_state / "marker").read_text()  # the hung agent and its child
