@@ -151,7 +151,7 @@ def live_urls(state_dir: Path) -> list[str]:
             url, when = named.read_text().strip(), named.stat().st_mtime
         except (ValueError, OSError):
             continue
-        if url.startswith("unix://") and _answers(url):
+        if url.startswith("unix://") and answers(url):
             found.append((when, url))
         elif not _alive(pid):
             named.unlink(missing_ok=True)
@@ -159,7 +159,8 @@ def live_urls(state_dir: Path) -> list[str]:
     return [url for _, url in sorted(found, reverse=True)]
 
 
-def _answers(url: str) -> bool:
+def answers(url: str) -> bool:
+    """Whether the Redis of ``url`` (a unix socket) answers a PING within a few seconds."""
     client = redis.Redis(
         unix_socket_path=url.removeprefix("unix://"), socket_timeout=5, socket_connect_timeout=5
     )

@@ -9,17 +9,7 @@ from pathlib import Path
 
 import redis
 
-from workers.embedded import EmbeddedRedis, live_urls
-
-
-def answers(url: str) -> bool:
-    client = redis.Redis(unix_socket_path=url.removeprefix("unix://"), socket_timeout=10)
-    try:
-        return bool(client.ping())
-    except (redis.ConnectionError, FileNotFoundError):
-        return False
-    finally:
-        client.close()
+from workers.embedded import EmbeddedRedis, answers, live_urls
 
 
 def test_two_at_once_on_one_directory_keep_their_own_sockets(tmp_path: Path) -> None:
