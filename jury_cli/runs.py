@@ -124,7 +124,7 @@ def cancel_run(settings: Settings, slug: str, who: str) -> None:
             "no Redis to reach the run through: set JURY_REDIS_URL, or cancel while the "
             "run's `jury review` is running on this machine"
         )
-    from orchestrator.domain import RunCancel
+    from orchestrator.domain import RunCancel, cancel_eid
     from orchestrator.fold import fold
     from orchestrator.store.redis import from_url as redis_store
     from workers.app import make_app
@@ -136,7 +136,5 @@ def cancel_run(settings: Settings, slug: str, who: str) -> None:
     if folded.state in TERMINAL_STATES:  # flagging it would be a cancel logged for nothing
         raise UsageError(f"run {slug} already ended ({folded.state}): nothing to cancel")
     store.set_cancel_flag(slug)
-    # One cancel per epoch (two at once are one): a resumed run's cancel is a new one, not the spent one.
-    eid = "cancel" if folded.epoch == 0 else f"cancel:e{folded.epoch}"
-    store.append(slug, [RunCancel(eid=eid, who=who)])
+    store.append(slug, [RunCancel(eid=cancel_eid(folded.epoch), who=who)])
     make_app(settings).send_task("jury.coordinate", args=[slug])

@@ -454,6 +454,13 @@ class RunCancel(EventBase):
     reason: str | None = None  # the run's end note; None: "cancelled by the user" (a sweep says why)
 
 
+def cancel_eid(epoch: int, superseded_by: str | None = None) -> str:
+    """The id of a run's cancel event: one per epoch of the run (two cancels at once are one, a resumed
+    run's cancel is a new one, not the spent one), and for a sweep's, one per run that supersedes it."""
+    base = "cancel" if superseded_by is None else f"cancel:superseded:{superseded_by}"
+    return base if epoch == 0 else f"{base}:e{epoch}"
+
+
 Event = Annotated[
     TargetEvent
     | JuryConfigEvent

@@ -42,7 +42,7 @@ from pydantic import BaseModel
 
 from orchestrator.config import RepoConfig, Settings, load_config, operator_config_file
 from orchestrator.decide import carry_over
-from orchestrator.domain import Event, RunCancel, RunCarried
+from orchestrator.domain import Event, RunCancel, RunCarried, cancel_eid
 from orchestrator.errors import JuryError, UsageError
 from orchestrator.fold import fold
 from orchestrator.forge import (
@@ -283,9 +283,10 @@ def _supersede(store: LiveStore, kick: Kick, stale: list[_Stale], *, dry_run: bo
 
     As ``jury cancel`` does it: a ``run.cancel`` event whose reason becomes the run's end note, the cancel
     flag (the run's agents stop at their next look), the coordinator kicked (it ends the run
-    ``cancelled``, under the run's lock). The event's id names the run that supersedes, so two sweeps at
-    once (which agree on it: the head's claim is atomic) append it once; a run flagged already is left to
-    end. Only swept runs are superseded: a ``jury review`` of the PR's URL is somebody's own run."""
+    ``cancelled``, under the run's lock). The event's id names the run that supersedes (and the run's
+    epoch), so two sweeps at once (which agree on it: the head's claim is atomic) append it once; a run
+    flagged already is left to end. Only swept runs are superseded: a ``jury review`` of the PR's URL is
+    somebody's own run."""
     if dry_run:
         for x in stale:
             if x.row.outcome != "error":
@@ -299,15 +300,14 @@ def _supersede(store: LiveStore, kick: Kick, stale: list[_Stale], *, dry_run: bo
     cancelled: list[str] = []
     for x in todo:
         holder, sha = x.row.slug or "", x.row.head or "?"
-        event = RunCancel(
-            eid=f"cancel:superseded:{holder}",
-            who="sweep",
-            reason=f"superseded by {holder}: the PR's head moved to {sha}",
-        )
+        reason = f"superseded by {holder}: the PR's head moved to {sha}"
         for slug in (s for s in x.runs if _in_flight(states.get(s))):
             try:
                 if store.cancel_flagged(slug):
                     continue  # cancelled already (an earlier sweep, a person): it is ending
+                # the run's epoch in the id: a run resumed after it was superseded is cancelled anew
+                epoch = fold(store.read(slug), slug).epoch
+                event = RunCancel(eid=cancel_eid(epoch, superseded_by=holder), who="sweep", reason=reason)
                 store.append(slug, [event])  # first: a flag without its event would end nothing
                 store.set_cancel_flag(slug)
             except JuryError as exc:

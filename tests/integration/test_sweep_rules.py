@@ -13,9 +13,17 @@ import pytest
 
 from orchestrator.config import load_settings
 from orchestrator.decide import Emit, carry_over, decide, settled_items
-from orchestrator.domain import FindingRaised, FindingResolved, RunCancel, RunCarried, TargetEvent
+from orchestrator.domain import (
+    FindingRaised,
+    FindingResolved,
+    RunCancel,
+    RunCarried,
+    RunResumed,
+    TargetEvent,
+)
 from orchestrator.fold import fold
 from orchestrator.forge import ForgeSettings
+from orchestrator.spec import Target
 from orchestrator.start import RunOptions
 from orchestrator.store.memory import MemoryStore
 from tests.conftest import fake_agent
@@ -208,6 +216,24 @@ def test_a_moved_head_supersedes_the_run_still_in_flight(
     assert (
         third.rows[0].superseded == [] and len([e for e in store.read(old) if isinstance(e, RunCancel)]) == 1
     )
+
+    # somebody resumes the superseded run (its flag comes down, a new epoch): the next sweep cancels it
+    # again, with an event of that epoch (the first one's id would be dropped as a duplicate)
+    resumed = Target(state="review", state_note=None)  # what `jury resume` appends (resume_events)
+    store.append(
+        old, [end.event, RunResumed(eid="resume:1", epoch=1), TargetEvent(eid="r:e1", target=resumed)]
+    )
+    store.clear_cancel_flag(old)
+    fourth = run(server, config, store, kicked)
+    assert fourth.rows[0].outcome == "skipped" and fourth.rows[0].superseded == [old]
+    assert [e.eid for e in store.read(old) if isinstance(e, RunCancel)] == [
+        f"cancel:superseded:{new}",
+        f"cancel:superseded:{new}:e1",
+    ]
+    assert store.cancel_flagged(old)
+    (again,) = decide(fold(store.read(old), old))
+    assert isinstance(again, Emit) and isinstance(again.event, TargetEvent)
+    assert (again.event.target.state, again.event.target.state_note) == ("cancelled", reason)
 
 
 def test_two_sweeps_at_once_start_one_run_and_supersede_once(
