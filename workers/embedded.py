@@ -9,6 +9,10 @@ has its own Redis on its own socket (``redis-<pid>-<nonce>.sock``; in a temporar
 is too long for a socket), and names it in ``<pid>-<nonce>.url`` while it runs, so ``jury cancel``
 and the console find the Redis that holds a run (``live_urls``). One shared socket path would let the
 second command's Redis take the first's place: the first's workers would reconnect to it.
+
+The command stops its Redis and workers on its way out (Ctrl-C, SIGTERM, SIGHUP: ``interrupted_by_term``);
+when it dies without a way out (kill -9, the OOM killer), the kernel signals them (PDEATHSIG), so none of
+them is left running orphaned.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import structlog
 
 from orchestrator.errors import JuryError
 from workers.app import QUEUES
+from workers.supervise import parent_death_preexec
 
 log = structlog.get_logger()
 SOCKET_PATH_MAX = 100  # sun_path is 108 bytes on Linux
@@ -93,6 +98,7 @@ class EmbeddedRedis:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
+            preexec_fn=parent_death_preexec(signal.SIGTERM),  # a kill -9 of this command stops it too
         )
         client = redis.Redis(unix_socket_path=str(sock))
         deadline = time.monotonic() + 15
@@ -223,7 +229,17 @@ class LocalWorkers:
             argv[-1] = f"jury-{os.getpid()}-{i}@%h"
             self.procs.append(
                 subprocess.Popen(
-                    argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env, start_new_session=True
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=out,
+                    env=env,
+                    start_new_session=True,
+                    # killed when this command dies without stopping them (a kill -9): its Redis goes
+                    # with it, so a warm shutdown would wait out its grace for nothing (and Celery's cold
+                    # one hangs on the threads pool); the agents die with their worker (their own
+                    # PDEATHSIG), and the run's record is in the files, as after any worker's crash
+                    preexec_fn=parent_death_preexec(signal.SIGKILL),
                 )
             )
             out.close()

@@ -329,27 +329,28 @@ def _load_prctl() -> Callable[..., int] | None:
 _PRCTL = _load_prctl()
 
 
-def _pdeathsig_preexec() -> Callable[[], None] | None:
-    """A ``preexec_fn`` that makes the child get SIGKILL when its parent dies (Linux), or None elsewhere.
+def parent_death_preexec(signum: int = signal.SIGKILL) -> Callable[[], None] | None:
+    """A ``preexec_fn`` that makes the child get ``signum`` when its parent dies (Linux), or None elsewhere.
 
     PDEATHSIG fires when the *thread* that forked the child exits, not the process. That is fine here:
     ``run_supervised`` forks from the calling thread and does not return until the child's whole group is
-    dead, so the forking thread outlives the child unless the worker process itself dies — the very case
-    this is for. Only the agent itself gets the signal: grandchildren do not inherit it (they stay in the
-    agent's process group, which is what the normal path kills). preexec_fn forks without vfork and runs
-    Python in the child; the function below only calls the pre-resolved prctl and getppid, which take
-    no locks another thread could hold at fork time.
+    dead, and the embedded Redis and workers are started and stopped by one ``with`` in one thread, so the
+    forking thread outlives the child unless the parent process itself dies — the very case this is for.
+    Only the child itself gets the signal: grandchildren do not inherit it (they stay in the child's
+    process group, which is what the normal path kills). preexec_fn forks without vfork and runs Python
+    in the child; the function below only calls the pre-resolved prctl and getppid, which take no locks
+    another thread could hold at fork time.
     """
     prctl = _PRCTL
     if prctl is None:
         return None
     parent = os.getpid()
-    sigkill = int(signal.SIGKILL)
+    sig = int(signum)
 
     def set_pdeathsig() -> None:
-        prctl(PR_SET_PDEATHSIG, sigkill, 0, 0, 0)
-        if os.getppid() != parent:  # the parent died before prctl took effect: nobody will kill us
-            os.kill(os.getpid(), sigkill)
+        prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before prctl took effect: nobody will signal us
+            os.kill(os.getpid(), sig)
 
     return set_pdeathsig
 
@@ -413,7 +414,7 @@ def run_supervised(
     started = time.monotonic()
     program = argv[0]  # what the logs name: the command's own, not the sandbox's launcher
     limits = None
-    parent_death = _pdeathsig_preexec()
+    parent_death = parent_death_preexec()
     if jail is not None:
         try:
             confined = confine(jail, argv, cwd, env)

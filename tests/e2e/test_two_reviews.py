@@ -96,3 +96,29 @@ def test_sigterm_stops_a_review_as_ctrl_c_does_and_leaves_nothing_running(
     assert left == [], f"still running after the review was stopped: {left}"
     listed = jury("runs")
     assert f"{slug}  review" in listed.out and "(not running on this machine)" in listed.out, listed.out
+
+
+def test_a_killed_review_leaves_nothing_running_and_its_run_resumes(
+    sample_repo: Path, write_config, state_dir: Path, fake_state: Path, tmp_path: Path, jury
+) -> None:
+    """A kill -9 (or the OOM killer) gives the command no way out: its Redis and workers ran on, orphaned,
+    for ever. The kernel now signals them when it dies (PDEATHSIG), and the agents die with their worker;
+    nothing of the run is lost: it resumes from its files record to the end."""
+    log = tmp_path / "review.log"
+    with hung_review(sample_repo, write_config, state_dir, fake_state, log) as (review, _):
+        review.kill()
+        assert review.wait(timeout=60) == -signal.SIGKILL
+        marker = (fake_state / "marker").read_text()  # the hung agent and its child
+
+        def left() -> list[int]:
+            return marked(str(state_dir)) + marked(f"jury-{review.pid}-") + marked(marker)
+
+        deadline = time.monotonic() + 120
+        while left() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert left() == [], f"still running after the review was killed: {left()}"
+    (slug,) = [d.name for d in (state_dir / "runs").iterdir()]
+    listed = jury("runs")
+    assert f"{slug}  review" in listed.out and "(not running on this machine)" in listed.out, listed.out
+    resumed = jury("review", "--resume", slug)
+    assert resumed.code == 0 and f"Run {slug}  converged" in resumed.out, resumed.out + resumed.err
