@@ -8,6 +8,7 @@ before a table reaches here. Every failure is a ``ConfigError`` naming the file,
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import shlex
 from typing import Any, get_args
@@ -36,6 +37,7 @@ ALLOWED_AGENT_KEYS: tuple[str, ...] = (
     "kind",
     "base_url",
     "api_key_env",
+    "insecure_http",
     "family",
     "price",
     "fallback",
@@ -195,6 +197,10 @@ def _check_value(key: str, value: object) -> object:
         return _one_of(value, AGENT_KINDS.names())
     if key == "base_url":
         return _base_url(value)
+    if key == "insecure_http":
+        if not isinstance(value, bool):
+            raise Invalid("must be true or false")
+        return value
     if key == "api_key_env":
         if not isinstance(value, str) or not _ENV_NAME_RE.fullmatch(value):
             raise Invalid("must be the NAME of an environment variable (not the key itself)")
@@ -331,8 +337,41 @@ def _check_kind(where: str, fields: dict[str, Any], *, new: bool) -> None:
         for key in ("base_url", "model"):
             if not fields.get(key):
                 raise ConfigError(f"{where}: an http agent needs {key}")
+        leak = key_in_clear(
+            str(fields["base_url"]), fields.get("api_key_env"), bool(fields.get("insecure_http"))
+        )
+        if leak:
+            raise ConfigError(f"{where}: {leak}")
     if kind == "check" and not fields.get("command"):
         raise ConfigError(f"{where}: a check agent needs command")
+
+
+def key_in_clear(base_url: str, api_key_env: str | None, insecure_http: bool) -> str | None:
+    """What is wrong when an http agent's key would cross the network in clear (plain ``http://`` to a
+    host that is not this machine, without the operator's ``insecure_http``); None when it would not."""
+    host = cleartext_host(base_url)
+    if not host or not api_key_env or insecure_http:
+        return None
+    return (
+        f"base_url is plain http:// to {host}, so the key in ${api_key_env} would cross the network in"
+        " clear: use https://, a loopback address (a local proxy), or set insecure_http = true if every"
+        " network between is yours"
+    )
+
+
+def cleartext_host(url: str) -> str | None:
+    """The host of a plain ``http://`` URL that is not this machine (a loopback address or ``localhost``):
+    what such a request says, its headers included, anyone on the way can read. None otherwise."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    if parts.scheme != "http" or not host:
+        return None
+    if host == "localhost" or host.endswith(".localhost"):
+        return None
+    try:
+        return None if ipaddress.ip_address(host).is_loopback else host
+    except ValueError:
+        return host
 
 
 def check_checks(source: str, table: object, current: dict[str, str]) -> dict[str, str]:

@@ -63,6 +63,7 @@ class AgentSpec(BaseModel):
     # http agents
     base_url: str | None = None
     api_key_env: str | None = None  # the NAME of the variable holding the key, never the key
+    insecure_http: bool = False  # the operator's word that a plain http:// base_url may carry the key
     family_override: str | None = Field(default=None, alias="family")
     price: dict[str, float] | None = None  # USD per million tokens: {"input": ..., "output": ...}
     fallback: list[str] = Field(default_factory=list)  # models tried in order after ``model`` fails

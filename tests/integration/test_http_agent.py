@@ -291,6 +291,18 @@ def test_missing_api_key_makes_no_request(server: ChatServer, repo: Path, tmp_pa
     assert result.cost_usd == 0.0
 
 
+def test_a_key_is_not_sent_in_clear_to_another_host(repo: Path, tmp_path: Path) -> None:
+    """A spec that reached the worker without the config's check (a fleet's message, hand-built) still
+    sends no key over plain http:// to a host that is not this machine; nothing is asked of the network."""
+    spec = AgentSpec(
+        name="h", kind="http", base_url="http://llm.invalid/v1", model="acme/m1", api_key_env=KEY_ENV
+    )
+    result = run(spec, repo, tmp_path / "out")
+    assert result.proc.exit_code == 1 and result.cost_usd == 0.0
+    assert result.proc.error is not None
+    assert result.proc.error.startswith(f"base_url is plain http:// to llm.invalid, so the key in ${KEY_ENV}")
+
+
 def test_no_api_key_env_sends_no_authorization(server: ChatServer, repo: Path, tmp_path: Path) -> None:
     server.script("acme/m1", answer("NO NEW FINDINGS"))
     run(spec_for(server, api_key_env=None), repo, tmp_path / "out")

@@ -450,6 +450,35 @@ def test_http_agent_from_toml(tmp_path: Path) -> None:
     assert resolve_jury(cfg, None, None, None) == (["h"], "h", 10)
 
 
+@pytest.mark.parametrize(
+    "url",
+    ["http://127.0.0.1:9/v1", "http://127.8.0.1/v1", "http://[::1]:8080/v1", "http://localhost:4000"],
+)
+def test_a_key_may_go_over_plain_http_to_this_machine(url: str) -> None:
+    text = f'[agents.h]\nkind = "http"\nbase_url = "{url}"\nmodel = "m/x"\napi_key_env = "MY_KEY"\n'
+    assert load_config(trusted(text)).agents["h"].base_url == url
+
+
+@pytest.mark.parametrize("host", ["llm.internal:4000", "10.0.0.7", "[2001:db8::1]", "127.0.0.1.example.com"])
+def test_a_key_is_not_sent_in_clear_to_another_host(host: str) -> None:
+    """Plain http:// to another machine carries the Authorization header in clear: refused unless the
+    operator says the network is theirs (insecure_http); without a key there is nothing to leak."""
+    text = f'[agents.h]\nkind = "http"\nbase_url = "http://{host}/v1"\nmodel = "m/x"\n'
+    assert load_config(trusted(text)).agents["h"].api_key_env is None  # no key: allowed
+    keyed = text + 'api_key_env = "MY_KEY"\n'
+    name = host.rsplit(":", 1)[0] if not host.startswith("[") else host[1:].split("]")[0]
+    with pytest.raises(ConfigError, match=rf"agents\.h: base_url is plain http:// to {re.escape(name)}, so"):
+        load_config(trusted(keyed))
+    assert load_config(trusted(keyed + "insecure_http = true\n")).agents["h"].insecure_http is True
+    https = keyed.replace("http://", "https://")
+    assert load_config(trusted(https)).agents["h"].base_url == f"https://{host}/v1"
+
+
+def test_insecure_http_is_a_boolean() -> None:
+    with pytest.raises(ConfigError, match=r"agents\.h\.insecure_http: must be true or false"):
+        load_config(trusted(HTTP + 'insecure_http = "yes"\n'))
+
+
 def test_family_defaults_to_vendor_prefix_and_survives_the_wire() -> None:
     spec = AgentSpec(name="h", kind="http", base_url="http://x", model="anthropic/claude-x")
     assert spec.family == "anthropic"
@@ -624,6 +653,7 @@ FORBIDDEN_VALUES: dict[str, str] = {
     "kind": '"check"\ncommand = "touch /tmp/pwned"',  # a check agent needs its command
     "base_url": '"https://evil.example/v1"',
     "api_key_env": '"GITHUB_TOKEN"',
+    "insecure_http": "true",
     "family": '"other"',
     "price": "{ input = 0, output = 0 }",
     "fallback": '["evil/model"]',

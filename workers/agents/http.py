@@ -37,6 +37,7 @@ from typing import Any
 import httpx
 import structlog
 
+from orchestrator.agent_keys import key_in_clear
 from orchestrator.domain import Role
 from orchestrator.forge.limits import retry_after
 from orchestrator.logs import add_secret, redact
@@ -439,6 +440,9 @@ def run_http_agent(
     source = os.environ if env is None else env
     if not spec.base_url or not spec.model:
         return _failed(spec, stdout_path, stderr_path, "http agent needs base_url and model", started, url)
+    leak = key_in_clear(base_url, spec.api_key_env, spec.insecure_http)  # a spec that skipped the config
+    if leak:
+        return _failed(spec, stdout_path, stderr_path, leak, started, url)
     headers = {"Content-Type": "application/json", "User-Agent": "jury"}
     secret: str | None = None
     if spec.api_key_env:
