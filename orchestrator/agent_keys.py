@@ -8,7 +8,6 @@ before a table reaches here. Every failure is a ``ConfigError`` naming the file,
 
 from __future__ import annotations
 
-import ipaddress
 import re
 import shlex
 from typing import Any, get_args
@@ -17,6 +16,7 @@ from urllib.parse import urlsplit
 from pydantic import ValidationError
 
 from orchestrator.agent_kinds import AGENT_KINDS
+from orchestrator.cleartext import cleartext_host
 from orchestrator.errors import ConfigError
 from orchestrator.spec import AgentSpec, CheckParser, CheckScope, ReportFormat
 
@@ -357,21 +357,6 @@ def key_in_clear(base_url: str, api_key_env: str | None, insecure_http: bool) ->
         " clear: use https://, a loopback address (a local proxy), or set insecure_http = true if every"
         " network between is yours"
     )
-
-
-def cleartext_host(url: str) -> str | None:
-    """The host of a plain ``http://`` URL that is not this machine (a loopback address or ``localhost``):
-    what such a request says, its headers included, anyone on the way can read. None otherwise."""
-    parts = urlsplit(url)
-    host = (parts.hostname or "").lower()
-    if parts.scheme != "http" or not host:
-        return None
-    if host == "localhost" or host.endswith(".localhost"):
-        return None
-    try:
-        return None if ipaddress.ip_address(host).is_loopback else host
-    except ValueError:
-        return host
 
 
 def check_checks(source: str, table: object, current: dict[str, str]) -> dict[str, str]:

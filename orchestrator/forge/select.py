@@ -30,9 +30,10 @@ from typing import NamedTuple
 from urllib.parse import urlsplit
 
 import httpx
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from orchestrator.cleartext import cleartext_host
 from orchestrator.errors import ConfigError, UsageError
 from orchestrator.forge import github, gitlab
 from orchestrator.forge.base import Forge, ForgeKind
@@ -52,6 +53,9 @@ class ForgeSettings(BaseSettings):
 
     github_api: str = Field(default=github.DEFAULT_API, validation_alias="JURY_GITHUB_API")
     gitlab_api: str = Field(default=gitlab.DEFAULT_API, validation_alias="JURY_GITLAB_API")
+    # before the tokens, which are checked against it: the operator's word that a plain http:// API may
+    # carry them (every network between is theirs)
+    insecure_http: bool = Field(default=False, validation_alias="JURY_FORGE_INSECURE_HTTP")
     github_token: SecretStr | None = Field(default=None, validation_alias="GITHUB_TOKEN")
     gitlab_token: SecretStr | None = Field(default=None, validation_alias="GITLAB_TOKEN")
     github_login: str | None = Field(default=None, validation_alias="JURY_GITHUB_LOGIN")
@@ -73,10 +77,25 @@ class ForgeSettings(BaseSettings):
     def _empty_is_none(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value
 
+    @field_validator("github_token", "gitlab_token", mode="after")
+    @classmethod
+    def _not_in_clear(cls, value: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
+        """A token is never sent in clear to another machine (``orchestrator.cleartext``)."""
+        api = "github_api" if info.field_name == "github_token" else "gitlab_api"
+        host = cleartext_host(str(info.data.get(api, "")))
+        if value is not None and host and not info.data.get("insecure_http"):
+            raise ValueError(
+                f"{_VARIABLES[api]} is plain http:// to {host}, so the token would cross the network in"
+                " clear: use https://, a loopback address, or set JURY_FORGE_INSECURE_HTTP=1 if every"
+                " network between is yours"
+            )
+        return value
+
 
 _VARIABLES = {
     "github_api": "JURY_GITHUB_API",
     "gitlab_api": "JURY_GITLAB_API",
+    "insecure_http": "JURY_FORGE_INSECURE_HTTP",
     "github_token": "GITHUB_TOKEN",
     "gitlab_token": "GITLAB_TOKEN",
     "github_login": "JURY_GITHUB_LOGIN",
@@ -95,7 +114,7 @@ def load_forge_settings() -> ForgeSettings:
         problems = []
         for err in exc.errors(include_url=False, include_input=False):
             loc = str(err["loc"][0]) if err["loc"] else "?"
-            problems.append(f"{_VARIABLES.get(loc, loc)}: {err['msg']}")
+            problems.append(f"{_VARIABLES.get(loc, loc)}: {err['msg'].removeprefix('Value error, ')}")
         raise ConfigError("invalid setting: " + "; ".join(problems)) from None
 
 

@@ -183,3 +183,26 @@ def test_a_bad_setting_names_its_variable(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setenv("JURY_GITLAB_API", "ftp://gitlab.internal")
     with pytest.raises(ConfigError, match="JURY_GITLAB_API"):
         load_forge_settings()
+
+
+@pytest.mark.parametrize(
+    ("api", "token"), [("JURY_GITHUB_API", "GITHUB_TOKEN"), ("JURY_GITLAB_API", "GITLAB_TOKEN")]
+)
+def test_a_token_is_not_sent_in_clear_to_another_host(
+    monkeypatch: pytest.MonkeyPatch, api: str, token: str
+) -> None:
+    """Plain http:// to a forge that is not this machine would carry the token in clear: refused, naming
+    the variables, unless the operator says every network between is theirs; without a token, and to a
+    loopback address (a local stand-in), it is allowed."""
+    monkeypatch.setenv(api, "http://git.internal/api")
+    assert load_forge_settings()  # no token: nothing to leak
+    monkeypatch.setenv(token, GH_TOKEN)
+    with pytest.raises(ConfigError, match=rf"{token}: {api} is plain http:// to git.internal, so") as caught:
+        load_forge_settings()
+    assert GH_TOKEN not in str(caught.value)
+    monkeypatch.setenv("JURY_FORGE_INSECURE_HTTP", "1")
+    assert load_forge_settings().insecure_http is True
+    monkeypatch.delenv("JURY_FORGE_INSECURE_HTTP")
+    for fine in ("https://git.internal/api", "http://127.0.0.1:8080/api", "http://localhost/api"):
+        monkeypatch.setenv(api, fine)
+        assert load_forge_settings()
