@@ -112,6 +112,9 @@ class Settings(BaseSettings):
     # worktree, workers/worktree.py); 0: a fresh worktree for every task, removed after it.
     worktree_pool: int = Field(default=4, ge=0, le=64)
     worktree_idle: float = Field(default=3600.0, gt=0)  # seconds a recycled checkout waits unused, then goes
+    # Celery's task events (a message per task sent, received, started, done) from the start; off, a
+    # worker sends them once a monitor asks (Flower's enable_events), and costs a task none of them.
+    task_events: bool = False
 
     @field_validator("redis_url", mode="after")
     @classmethod

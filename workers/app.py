@@ -34,6 +34,7 @@ def celery_url(url: str | None) -> str:
 
 def celery_config(settings: Settings) -> dict[str, Any]:
     url = celery_url(settings.redis_url)
+    events = settings.task_events
     # "priority": a worker takes from its queues in the order it consumes them (``QUEUES``: control first,
     # review last), not in turns: a coordinate pass never waits behind a review of another run.
     transport = {"visibility_timeout": settings.visibility_timeout, "queue_order_strategy": "priority"}
@@ -49,8 +50,11 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_routes": {name: {"queue": q} for name, q in ROUTES.items()},
         "task_default_queue": "control",
         "task_track_started": True,
-        "worker_send_task_events": True,
-        "task_send_sent_event": True,
+        # Off by default: nothing of Jury reads them, and publishing them cost a worker more CPU than a
+        # task that does nothing (README, "Benchmarks"). A monitor turns them on in the workers while it
+        # watches (Flower's periodic enable_events broadcast); JURY_TASK_EVENTS=true sends them always.
+        "worker_send_task_events": events,
+        "task_send_sent_event": events,
         "worker_max_tasks_per_child": 200,
         "broker_connection_retry_on_startup": True,
         "worker_hijack_root_logger": False,
