@@ -6,6 +6,7 @@ import fcntl
 import getpass
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -46,6 +47,17 @@ def outside_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("JURY_")}
     env.update(SANDBOX_RO_PATHS)
     return env
+
+
+def logging_git(where: Path) -> tuple[Path, Path]:
+    """A ``git`` that logs each call's arguments, a line each, then runs the real one: (its directory, to
+    put first on PATH; the log)."""
+    real = shutil.which("git")
+    calls, bin_dir = where / "git-calls.log", where / "git-bin"
+    bin_dir.mkdir()
+    (bin_dir / "git").write_text(f'#!/bin/sh\necho "$*" >> {calls}\nexec {real} "$@"\n')
+    (bin_dir / "git").chmod(0o755)
+    return bin_dir, calls
 
 
 def fake_agent(name: str, mode: str, judge_mode: str | None = None) -> str:

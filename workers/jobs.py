@@ -130,7 +130,8 @@ def review(rt: Runtime, slug: str, key: str, interrupted: Interrupted) -> None:
     name = f"round-{n}.{agent}"
     with agent_worktree(rt, job, a.sha or rnd.sha) as wt:
         run = run_agent(rt, job, role="reviewer", prompt=rnd.prompt, worktree=wt, name=name)
-        wrote = changed_paths(wt)
+        # What it wrote, asked of git unless the kernel held its tree read-only (a sandboxed CLI reviewer)
+        wrote = [] if run.tree_untouched else changed_paths(wt)
     events: list[Event] = []
     if wrote:
         events.append(AgentWrote(eid=f"{key}:wrote", agent=agent, round=n, paths=wrote))

@@ -97,6 +97,15 @@ class Jail:
     def has_network(self) -> bool:
         return self.settings.network if self.network is None else self.network
 
+    @property
+    def tree_read_only(self) -> bool:
+        """Whether nothing run in the jail can write its worktree: confined, the worktree bound read-only
+        (the kernel refuses every write; a mount namespace the process makes inside cannot lift that flag)
+        and no writable path bound inside it."""
+        worktree = self.worktree.resolve()
+        inside = any(p.resolve().is_relative_to(worktree) for p in self.rw_paths)  # the tree itself too
+        return self.confined and not self.writable and not inside
+
 
 @dataclass(frozen=True)
 class Confined:

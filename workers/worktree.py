@@ -9,6 +9,10 @@ in it, and pinned (``GIT_DIR``/``GIT_WORK_TREE``) for every later git command th
 by the code under review (a repository of its own whose ``config`` names a filter Jury's ``git add`` would
 run) is never read; the sandbox also binds the link read-only (``workers.sandbox``).
 
+**Fresh checkouts** are git worktrees whose records Jury writes itself (``add_worktree``: one ``git
+read-tree`` instead of ``git worktree add``'s three processes) and removes itself (``Worktrees._remove``),
+under the repository's lock; git reads, lists, removes and prunes them as its own.
+
 **Recycled checkouts.** A checkout of a 5,000-file repository is mostly writing 5,000 files, whether it is
 a clone or ``git worktree add``. So a host keeps up to ``pool`` checkouts per repository of its own (the
 mirrors under ``JURY_DIR``; a person's repository, a local target, gets a worktree per task, removed after
@@ -24,6 +28,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import re
 import shutil
 import stat
 import sys
@@ -103,7 +108,13 @@ def git(
 
 @cache
 def _common_dir(repo: str) -> Path:
-    """The git common directory of the repository at ``repo`` (its ``.git``, or itself when bare)."""
+    """The git common directory of the repository at ``repo`` (its ``.git``, or itself when bare).
+
+    A ``.git`` directory with no ``commondir`` file in it is its own common directory (git's rule); any
+    other shape (bare, a linked worktree, a ``.git`` file) is asked of git."""
+    dot_git = Path(repo) / ".git"
+    if dot_git.is_dir() and (dot_git / "HEAD").is_file() and not os.path.lexists(dot_git / "commondir"):
+        return dot_git.resolve()
     out = _git(["rev-parse", "--path-format=absolute", "--git-common-dir"], Path(repo)).strip()
     return Path(out).resolve()
 
@@ -155,6 +166,69 @@ def git_dirs(wt: Path) -> tuple[Path, ...] | None:
 
 
 # --- checkouts ------------------------------------------------------------------------------------
+
+FULL_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+ADMIN_NAME_BAD = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def add_worktree(repo: Path, path: Path, rev: str) -> Path:
+    """A new detached worktree of ``rev`` at ``path`` (which must not exist), registered in ``repo`` as
+    ``git worktree add --detach`` registers one; its admin directory. The caller holds the repository's
+    lock (``repo_lock``).
+
+    ``git worktree add`` is three git processes (itself, then ``update-ref`` and ``reset --hard``), most of
+    a small review's cost in processes. Here the records git's layout documents (gitrepository-layout:
+    ``worktrees/<id>/`` with ``gitdir``, ``commondir``, ``HEAD``; the checkout's ``.git`` naming it) are
+    written by Jury, ``locked`` while they are (so a ``git worktree prune`` meanwhile leaves them), and
+    the files by one ``git read-tree --reset -u``, which also writes the worktree's index. A record left
+    by an earlier checkout at the same path that is gone is taken over, as ``--force`` does.
+    """
+    sha = rev if FULL_SHA.fullmatch(rev) else rev_parse(repo, f"{rev}^{{commit}}")
+    path = path.resolve()  # git records a worktree by its real path
+    worktrees = _common_dir(str(repo.resolve())) / "worktrees"
+    worktrees.mkdir(exist_ok=True)
+    dot_git = path / ".git"
+    admin = _new_admin(worktrees, ADMIN_NAME_BAD.sub("-", path.name).lstrip(".") or "wt", dot_git)
+    made = False
+    try:
+        (admin / "locked").write_text("initializing\n")
+        (admin / "gitdir").write_text(f"{dot_git}\n")
+        path.mkdir()
+        made = True
+        dot_git.write_text(f"gitdir: {admin}\n")
+        (admin / "commondir").write_text("../..\n")
+        (admin / "HEAD").write_text(f"{sha}\n")
+        _git(
+            ["read-tree", "--reset", "-u", sha], path, env={"GIT_DIR": str(admin), "GIT_WORK_TREE": str(path)}
+        )
+        (admin / "locked").unlink()
+    except BaseException:
+        if made:
+            remove_tree(path)
+        remove_tree(admin)
+        raise
+    return admin
+
+
+def _new_admin(worktrees: Path, name: str, dot_git: Path) -> Path:
+    """Make the admin directory ``worktrees/<name>`` (``<name>1``, ``<name>2`` ... when taken, as git
+    numbers them), taking over one whose ``gitdir`` names ``dot_git``: the record of an earlier worktree at
+    the same path, whose directory is gone."""
+    for i in range(1000):
+        admin = worktrees / (name if i == 0 else f"{name}{i}")
+        try:
+            admin.mkdir()
+            return admin
+        except FileExistsError:
+            try:
+                stale = (admin / "gitdir").read_text(encoding="utf-8").strip() == str(dot_git)
+            except (OSError, UnicodeDecodeError):
+                stale = False
+            if stale:
+                remove_tree(admin)
+                admin.mkdir()
+                return admin
+    raise GitError(["worktree", "add", str(dot_git.parent)], 1, f"no free worktree name for {name}")
 
 
 def update_ref(repo: Path, ref: str, sha: str) -> None:
@@ -233,12 +307,17 @@ class Worktrees:
             if os.path.lexists(path):
                 log.warning("worktree.stale", repo=str(repo), path=str(path))
                 self.clear(repo, path)
-            # --force: a record git kept of a directory of this name that is gone is taken over
-            _git(["worktree", "add", "--force", "--detach", str(path), sha], repo)
-        admin = genuine_link(path, repo)
-        if admin is None:  # git made it a moment ago: nothing but Jury has run in it
-            raise CheckoutTampered(f"git made no worktree link at {path}")
-        return admin
+            return add_worktree(repo, path, sha)
+
+    def _remove(self, repo: Path, path: Path, admin: Path) -> None:
+        """Remove the worktree Jury made at ``path`` and its record ``admin`` (the admin directory pinned
+        when it was made or taken, never one its ``.git`` link names now): what ``git worktree remove
+        --force`` does, without a git process. The caller holds the repository's lock."""
+        remove_tree(path)
+        if admin.parent == _common_dir(str(repo.resolve())) / "worktrees":
+            remove_tree(admin)
+        else:  # not a record Jury made in this repository: leave it to git
+            _git(["worktree", "prune"], repo, check=False)
 
     @contextmanager
     def checkout(self, repo: Path, sha: str, name: str) -> Iterator[Path]:
@@ -270,7 +349,7 @@ class Worktrees:
                 yield path
         finally:
             with repo_lock(repo, self.lock_dir):
-                self.clear(repo, path)
+                self._remove(repo, path, admin)
             log.info("worktree.removed", repo=str(repo), path=str(path))
 
     # --- the pool ---------------------------------------------------------------------------------

@@ -8,15 +8,16 @@ each write, and finds nothing.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
-from tests.conftest import fake_agent
+from tests.conftest import fake_agent, logging_git
 from tests.e2e.test_review import events_of, git, run_dir
 
 ROUND_1 = "round-1.scribe.stdout.txt"
 
 
-def review(jury, repo: Path, config: Path):
+def review(jury, repo: Path, config: Path, env: dict[str, str] | None = None):
     return jury(
         "review",
         str(repo),
@@ -30,6 +31,7 @@ def review(jury, repo: Path, config: Path):
         "judge",
         "--config",
         str(config),
+        env=env,
     )
 
 
@@ -55,13 +57,16 @@ def test_in_the_sandbox_a_reviewers_writes_are_refused_by_the_kernel(
     source = git(sample_repo, "show", "feature:stats.py")
     config = tmp_path / "operator.toml"
     config.write_text(entries())
-    r = review(jury, sample_repo, config)
+    bin_dir, calls = logging_git(tmp_path)
+    r = review(jury, sample_repo, config, env={"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})
     assert r.code == 0, r.out + r.err
     d = run_dir(state_dir)
     said = (d / ROUND_1).read_text()
     assert "could not write stats.py: Read-only file system" in said, said
     assert "could not write notes.txt: Read-only file system" in said, said
     assert [e for e in events_of(d) if e["t"] == "agent.wrote"] == []  # nothing changed, nothing to record
+    # The kernel held the reviewers' trees read-only: nobody asked git what they changed.
+    assert [c for c in calls.read_text().splitlines() if " status " in c] == []
     assert "changed files" not in jury("show", d.name).out
     assert_nothing_landed(sample_repo, before, source, d.name)
 

@@ -230,6 +230,33 @@ def test_worktree_writable_for_the_judge_read_only_for_a_reviewer(
     assert (wt / "a.py").read_text() == "x = 1\n"
 
 
+def test_tree_read_only_is_what_the_kernel_enforces(
+    tmp_path: Path, repo_wt: tuple[Path, Path], worker_env: dict[str, str]
+) -> None:
+    """A reviewer's job skips asking git what changed in its tree when ``tree_read_only`` says nothing
+    could: each jail's answer must match what a write into its tree actually does."""
+    _repo, wt = repo_wt
+    dirs = git_dirs_of(wt)
+    (wt / "reports").mkdir()
+    reviewer = Jail(worktree=wt, git_dirs=dirs, writable=False, network=True, limits=False)
+    jails = {
+        "reviewer": (reviewer, wt / "a.py"),
+        "judge": (Jail(worktree=wt, git_dirs=dirs), wt / "a.py"),
+        "reviewer with a writable path in its tree": (
+            Jail(worktree=wt, git_dirs=dirs, writable=False, rw_paths=(wt / "reports",)),
+            wt / "reports" / "r.txt",
+        ),
+        "reviewer unconfined": (
+            Jail(worktree=wt, settings=SandboxSettings(mode="none"), writable=False),
+            wt / "a.py",
+        ),
+    }
+    for what, (jail, target) in jails.items():
+        _res, out = run(tmp_path, jail, try_write(target), worker_env)
+        assert ("WROTE" not in out) == jail.tree_read_only, (what, out)
+    assert reviewer.tree_read_only
+
+
 @pytest.fixture
 def listener() -> Iterator[socket.socket]:
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -11,13 +12,16 @@ import pytest
 
 from orchestrator.errors import GitError
 from orchestrator.git import merge_base
+from tests.conftest import logging_git
 from workers.worktree import (
     Worktrees,
+    add_worktree,
     changed_paths,
     commit_deterministic,
     diff_patch,
     discard_changes,
     git,
+    pinned_git_dir,
     rev_parse,
     update_ref,
 )
@@ -112,6 +116,71 @@ def test_stale_registered_but_deleted_worktree_is_pruned(repo: Path, tmp_path: P
     subprocess.run(["rm", "-rf", str(stale)], check=True)
     with Worktrees(tmp_path / "wts").checkout(repo, "HEAD", "r1") as wt:
         assert (wt / "a.txt").exists()
+        assert registered(repo) == [
+            str(repo.resolve()),
+            str(wt),
+        ]  # git's record of it taken over, not doubled
+    assert registered(repo) == [str(repo.resolve())]
+
+
+def test_a_worktree_jury_makes_is_one_git_knows_as_its_own(repo: Path, tmp_path: Path) -> None:
+    """Jury writes a worktree's records itself (one git process instead of three): git must read them as
+    a worktree it made, list it, work in it, and remove and prune it with its own commands."""
+    first = rev_parse(repo, "HEAD~1")
+    wts = Worktrees(tmp_path / "wts")
+    with wts.checkout(repo, first, "r1") as wt:
+        listing = git(["worktree", "list", "--porcelain"], repo)
+        assert f"worktree {wt}\nHEAD {first}\ndetached\n" in listing
+        assert "locked" not in listing  # the lock it held while it wrote them is gone
+        plain = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+        inside = subprocess.run(  # a program in the checkout finds its repository through its .git
+            ["git", "status", "--porcelain", "--untracked-files=all"], cwd=wt, env=plain, capture_output=True
+        )
+        assert inside.returncode == 0 and inside.stdout == b"", inside.stderr
+        assert (wt / "bin.dat").read_bytes() == bytes(range(256))
+        assert git(["diff", "--stat", "HEAD", "main"], wt).strip().startswith("a.txt")
+    # And git's own removal of one Jury made leaves nothing behind.
+    admin = add_worktree(repo, tmp_path / "wts" / "r2", "HEAD")
+    git(["worktree", "remove", str(tmp_path / "wts" / "r2")], repo)
+    assert not admin.exists() and registered(repo) == [str(repo.resolve())]
+    add_worktree(repo, tmp_path / "wts" / "r3", "HEAD")
+    shutil.rmtree(tmp_path / "wts" / "r3")
+    git(["worktree", "prune"], repo)
+    assert registered(repo) == [str(repo.resolve())]
+
+
+def test_a_worktree_of_another_path_with_the_same_name_keeps_its_record(repo: Path, tmp_path: Path) -> None:
+    other = tmp_path / "elsewhere" / "r1"
+    git(["worktree", "add", "--detach", str(other), "HEAD"], repo)
+    with Worktrees(tmp_path / "wts").checkout(repo, "HEAD", "r1") as wt:
+        assert pinned_git_dir(wt) == (repo / ".git" / "worktrees" / "r11").resolve()  # numbered, as git does
+        assert registered(repo) == [str(repo.resolve()), str(other.resolve()), str(wt)]
+    assert registered(repo) == [str(repo.resolve()), str(other.resolve())]
+    assert (other / "a.txt").exists()
+
+
+def test_a_worktree_that_cannot_be_checked_out_leaves_nothing(repo: Path, tmp_path: Path) -> None:
+    missing = "0" * 40
+    with pytest.raises(GitError), Worktrees(tmp_path / "wts").checkout(repo, missing, "r1"):
+        pass
+    assert registered(repo) == [str(repo.resolve())]
+    assert not (tmp_path / "wts" / "r1").exists()
+    assert not (repo / ".git" / "worktrees" / "r1").exists()
+
+
+def test_a_checkout_and_its_removal_start_one_git_process(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A local target's checkout is the one ``git read-tree`` (``git worktree add`` was three processes and
+    ``git worktree remove`` a fourth): every git the worker starts goes through a logging stand-in."""
+    bin_dir, calls = logging_git(tmp_path)
+    head = rev_parse(repo, "HEAD")
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    with Worktrees(tmp_path / "wts").checkout(repo, head, "r1") as wt:
+        assert (wt / "a.txt").read_text() == "alpha\nmore\n"
+    lines = calls.read_text().splitlines() if calls.exists() else []
+    assert len(lines) == 1 and " read-tree " in lines[0], lines
+    assert not wt.exists() and registered(repo) == [str(repo.resolve())]
 
 
 def test_bad_name_is_refused(repo: Path, tmp_path: Path) -> None:

@@ -220,4 +220,5 @@ def run_cli_agent(
         model=spec.model,
         usage=codex_usage(stdout) if spec.report == "codex-json" else {},
         commands=commands,
+        tree_untouched=jail.tree_read_only,
     )

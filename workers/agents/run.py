@@ -16,7 +16,9 @@ class AgentRun:
     ``cost_usd`` is None when unknown (never 0 for unknown); ``model`` is the model that actually
     answered (after any fallback); ``usage`` holds token counts when the runner knows them.
     ``commands`` is what the agent's transcript says of the commands it ran (None: it says nothing), so
-    a run whose every command failed is never taken for a clean review.
+    a run whose every command failed is never taken for a clean review. ``tree_untouched`` is True when
+    the seat ran the agent where it could not write its worktree (``Jail.tree_read_only``): then nobody
+    need ask git what changed there.
     """
 
     proc: ProcResult
@@ -29,6 +31,7 @@ class AgentRun:
     model: str | None = None
     usage: dict[str, int] = field(default_factory=dict)
     commands: Commands | None = None
+    tree_untouched: bool = False
 
 
 class RateLimited(Exception):
