@@ -128,7 +128,14 @@ def bwrap_binary(environ: Mapping[str, str] | None = None) -> str | None:
     wanted = env.get(BWRAP_ENV) or "bwrap"
     if os.sep in wanted:
         return wanted if os.path.isfile(wanted) and os.access(wanted, os.X_OK) else None
-    return shutil.which(wanted)
+    key = (wanted, os.environ.get("PATH", ""))  # what shutil.which searches
+    found = _FOUND_ON_PATH.get(key) or shutil.which(wanted)
+    if found is not None:  # asked before every sandboxed command: a program found stays found
+        _FOUND_ON_PATH[key] = found
+    return found
+
+
+_FOUND_ON_PATH: dict[tuple[str, str], str] = {}
 
 
 def real_home(base_env: Mapping[str, str]) -> Path:
@@ -220,11 +227,18 @@ def _visible(jail: Jail, home: Path, env: Mapping[str, str]) -> list[Path]:
     wanted = [*jail.ro_paths, *(state_dir_path(p, home) for p in jail.settings.ro_paths)]
     wanted += [Path(p) for p in env.get(RO_PATHS_ENV, "").split(os.pathsep) if os.path.isabs(p)]
     wanted += JURY_PACKAGES
-    for prefix in {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}:
-        p = Path(prefix).resolve()
-        if _under(p, home) or _under(p, Path("/tmp")):
-            wanted.append(p)
+    wanted += _hidden_interpreter(home)
     return list(dict.fromkeys(wanted))
+
+
+@cache
+def _hidden_interpreter(home: Path) -> tuple[Path, ...]:
+    """The worker's Python installation where the sandbox would hide it (under ``home`` or /tmp): fixed for
+    the process, so resolved once."""
+    prefixes = (
+        Path(p).resolve() for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    )
+    return tuple(sorted(p for p in prefixes if _under(p, home) or _under(p, Path("/tmp"))))
 
 
 @dataclass
@@ -234,13 +248,18 @@ class _Layout:
     hidden: list[Path]
     binds: list[tuple[str, Path, Path]]
 
-    def visible(self, path: Path) -> bool:
-        """Whether the host ``path`` shows inside at the same place."""
-        path = Path(os.path.normpath(path))
-        for _flag, src, dst in self.binds:
-            if src == dst and (path == dst or path.is_relative_to(dst)):
-                return True
-        return not any(path == h or path.is_relative_to(h) for h in self.hidden)
+    def visible(self, path: str | Path) -> bool:
+        """Whether the host ``path`` shows inside at the same place. (On strings: a sandboxed command asks
+        it of each PATH entry, and pathlib's parsing was most of a command's start-up in Python.)"""
+        where = os.path.normpath(path)
+        if any(_within(where, str(dst)) for _flag, src, dst in self.binds if src == dst):
+            return True
+        return not any(_within(where, str(h)) for h in self.hidden)
+
+
+def _within(path: str, root: str) -> bool:
+    """Whether the normalized absolute ``path`` is ``root`` or lies under it."""
+    return path == root or path.startswith(root if root.endswith("/") else root + "/")
 
 
 def _layout(jail: Jail, env: Mapping[str, str], *, create: bool) -> _Layout:
@@ -281,11 +300,19 @@ def _jury_dirs(env: Mapping[str, str]) -> list[Path]:
 
 
 def bwrap_argv(
-    jail: Jail, argv: list[str], cwd: Path, *, base_env: Mapping[str, str] | None = None, bwrap: str = "bwrap"
+    jail: Jail,
+    argv: list[str],
+    cwd: Path,
+    *,
+    base_env: Mapping[str, str] | None = None,
+    bwrap: str = "bwrap",
+    layout: _Layout | None = None,
 ) -> list[str]:
     """The bwrap command line that runs ``argv`` in ``cwd`` inside ``jail`` (the environment is separate:
-    ``jail_env``). Creates missing state directories on the host. ValueError for a bad state dir."""
-    layout = _layout(jail, os.environ if base_env is None else base_env, create=True)
+    ``jail_env``). Creates missing state directories on the host (unless ``layout``, the jail's, was made
+    already). ValueError for a bad state dir."""
+    if layout is None:
+        layout = _layout(jail, os.environ if base_env is None else base_env, create=True)
     out = [
         bwrap,
         "--unshare-user",
@@ -308,24 +335,27 @@ def bwrap_argv(
     return out
 
 
-def program_visible(jail: Jail, argv0: str, cwd: Path, base_env: Mapping[str, str]) -> bool:
+def program_visible(
+    jail: Jail, argv0: str, cwd: Path, base_env: Mapping[str, str], layout: _Layout | None = None
+) -> bool:
     """Whether ``argv0`` names an executable the jailed process can run: on the PATH it will have (the
     parts of it the sandbox shows) or, with a ``/``, relative to ``cwd``. Lets a missing program be a
     start error, as it is outside, instead of bwrap's own exit 1."""
-    layout = _layout(jail, base_env, create=False)
+    if layout is None:
+        layout = _layout(jail, base_env, create=False)
 
-    def runnable(p: Path) -> bool:
+    def runnable(p: str) -> bool:
         return (
-            p.is_file()
+            os.path.isfile(p)
             and os.access(p, os.X_OK)
-            and layout.visible(Path(os.path.abspath(p)))
-            and layout.visible(p.resolve())
+            and layout.visible(os.path.abspath(p))
+            and layout.visible(os.path.realpath(p))
         )
 
     if "/" in argv0:
-        return runnable(cwd / argv0)
+        return runnable(os.path.join(cwd, argv0))
     path = jail_env(jail, base_env).get("PATH", os.defpath)
-    return any(runnable(Path(d or ".") / argv0) for d in path.split(os.pathsep) if d)
+    return any(runnable(os.path.join(d, argv0)) for d in path.split(os.pathsep) if d)
 
 
 def limits_of(jail: Jail) -> tuple[tuple[int, int], ...]:
@@ -409,9 +439,11 @@ def confine(jail: Jail, argv: list[str], cwd: Path, base_env: Mapping[str, str])
     require_sandbox(jail.settings)
     binary = bwrap_binary()
     assert binary is not None  # require_sandbox found it
-    if argv and not program_visible(jail, argv[0], cwd, base_env):
+    layout = _layout(jail, base_env, create=True)
+    if argv and not program_visible(jail, argv[0], cwd, base_env, layout):
         raise FileNotFoundError(2, "no such program in the sandbox", argv[0])
-    confined, left = through_prlimit(bwrap_argv(jail, argv, cwd, base_env=base_env, bwrap=binary), limits)
+    command = bwrap_argv(jail, argv, cwd, base_env=base_env, bwrap=binary, layout=layout)
+    confined, left = through_prlimit(command, limits)
     return Confined(argv=confined, env=env, limits=left, dies_with_parent=True)
 
 

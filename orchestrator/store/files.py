@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import structlog
+from pydantic_core import to_json
 
 from orchestrator.domain import Event, dump_event, parse_event
 from orchestrator.errors import StoreError
@@ -260,12 +261,16 @@ class FileStore:
             raise StoreError(f"cannot read artifact {name!r} of run {slug!r}: {exc}") from exc
 
     def write_state(self, slug: str, state: dict[str, Any]) -> None:
-        """Replace ``run.json`` atomically (temp file + ``os.replace``), pretty-printed."""
+        """Replace ``run.json`` atomically (temp file + ``os.replace``), pretty-printed.
+
+        Every coordinator pass writes it, so it is written cheaply: printed by pydantic-core (the
+        standard library prints indented JSON in Python, several times slower) and not synced to disk,
+        since it is a cache of the log (``events.ndjson``), which the next pass folds and writes again."""
         run_dir = self._run_dir(slug)
-        data = (json.dumps(state, indent=2, ensure_ascii=False) + "\n").encode()
+        data = to_json(state, indent=2) + b"\n"
         with _os_errors("write state of", slug):
             self._made(run_dir)
-            _write_atomic(run_dir / STATE_FILE, data)
+            _write_atomic(run_dir / STATE_FILE, data, durable=False)
 
     def read_state(self, slug: str) -> dict[str, Any] | None:
         """``run.json``, or None if absent or unreadable (logged)."""
@@ -334,14 +339,16 @@ def _flocked(fh: IO[bytes], how: int) -> Iterator[None]:
         fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to a temp file beside ``path``, fsync it, and ``os.replace`` it into place."""
+def _write_atomic(path: Path, data: bytes, *, durable: bool = True) -> None:
+    """Write ``data`` to a temp file beside ``path``, fsync it (when ``durable``), and ``os.replace`` it
+    into place: a reader sees the old file or the new one, never a part."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
-            os.fsync(fh.fileno())
+            if durable:
+                os.fsync(fh.fileno())
         os.chmod(tmp, FILE_MODE)
         os.replace(tmp, path)
     except BaseException:
