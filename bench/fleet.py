@@ -345,15 +345,24 @@ def makespan(url: str, n: int, scale: float, workers: tuple[int, ...], repeat: i
     return out
 
 
+def warm_up_runs(runs: int) -> int:
+    """Runs each side gets before it is measured: a worker's first tasks pay for what it does once (lazy
+    imports, its sandbox probe, its connections), which a fleet's long-lived workers do not pay a task."""
+    return max(5, runs // 5)
+
+
 def dispatch(url: str, runs: int, repeat: int, w: int = 2) -> list[Figure]:
     """Runs of one reviewer that exits at once, whole path, against Celery no-op tasks on the same Redis.
 
     A run is coordinate, review (a worktree, the agent in its sandbox, its events), coordinate again:
-    three tasks. Both sides run on ``w`` worker processes of concurrency 1."""
+    three tasks. Both sides run on ``w`` worker processes of concurrency 1, each measured after a warm-up
+    (``warm_up_runs``), Jury's once the repositories it reviews are written to disk (their writeback
+    would otherwise land in its measured stretch and in no other)."""
     client = redis.Redis.from_url(url)
     jury_rates, noop_rates = [], []
     spent: dict[str, list[tuple[Spent | None, int]]] = {"jury": [], "celery": []}
     ends: list[str] = []
+    warm = warm_up_runs(runs)
     for _ in range(repeat):
         with tempfile.TemporaryDirectory() as d:
             base = Path(d)
@@ -361,8 +370,11 @@ def dispatch(url: str, runs: int, repeat: int, w: int = 2) -> list[Figure]:
             procs = Processes(fleet_env(url, settings.dir), base / "logs")
             noops = Processes(fleet_env(url, settings.dir), base / "noop-logs")
             try:
-                firsts = prepare(settings, base, [None] * runs, "r2")
+                firsts = prepare(settings, base, [None] * (warm + runs), "r2")
+                warming, firsts = firsts[:warm], firsts[warm:]
+                os.sync()
                 jury_workers(procs, w)
+                submit_and_wait(settings, warming, timeout=600)
                 meter = CpuMeter([p.pid for p in procs.procs], client)
                 meter.start()
                 wall, states = submit_and_wait(settings, firsts, timeout=600)
@@ -394,15 +406,11 @@ def dispatch(url: str, runs: int, repeat: int, w: int = 2) -> list[Figure]:
                 procs.stop()  # gone before Celery's side is measured
                 noops.ready(logs)
                 k = max(200, 3 * runs)
-                client.delete(noop.COUNTER)
+                sender = Celery("bench_noop", broker=url)
+                noop_tasks(client, sender, 3 * warm)
                 meter = CpuMeter([p.pid for p in noops.procs], client)
                 meter.start()
-                t0 = time.perf_counter()
-                sender = Celery("bench_noop", broker=url)
-                for _ in range(k):
-                    sender.send_task("bench.noop", queue="bench-noop")
-                wait_until("the no-op tasks", lambda k=k: int(client.get(noop.COUNTER) or 0) >= k, 300, 0.01)
-                noop_rates.append(k / (time.perf_counter() - t0))
+                noop_rates.append(k / noop_tasks(client, sender, k))
                 spent["celery"].append((meter.stop(), k))
             finally:
                 procs.stop()
@@ -426,6 +434,16 @@ def dispatch(url: str, runs: int, repeat: int, w: int = 2) -> list[Figure]:
         note="target >= 0.3",
     )
     return [j, c, ratio, *cpu_figures("jury", spent["jury"]), *cpu_figures("celery", spent["celery"])]
+
+
+def noop_tasks(client: redis.Redis, sender: Celery, k: int) -> float:
+    """Send ``k`` no-op tasks and wait until the workers ran them all; the seconds that took."""
+    client.delete(noop.COUNTER)
+    t0 = time.perf_counter()
+    for _ in range(k):
+        sender.send_task("bench.noop", queue="bench-noop")
+    wait_until("the no-op tasks", lambda: int(client.get(noop.COUNTER) or 0) >= k, 300, 0.01)
+    return time.perf_counter() - t0
 
 
 def cpu_figures(side: str, spent: list[tuple[Spent | None, int]]) -> list[Figure]:

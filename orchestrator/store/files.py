@@ -120,7 +120,8 @@ class FileStore:
         except FileExistsError:
             return False
         os.close(fd)
-        _write_atomic(run_dir / CREATED_FILE, f"{time.time():.6f}\n".encode())
+        # Not synced: without it (a crash), a run's time is its first event's (``_created_at``).
+        _write_atomic(run_dir / CREATED_FILE, f"{time.time():.6f}\n".encode(), durable=False)
         return True
 
     def runs(self) -> list[str]:
