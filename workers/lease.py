@@ -28,6 +28,7 @@ from redis.retry import Retry
 from orchestrator.errors import StoreError
 from orchestrator.store import keys as store_keys
 from orchestrator.store.memory import Clock
+from orchestrator.store.redis_marks import call_by_sha, execute_multi
 from orchestrator.store.redis_scripts import KEEP_WITH_RUN_LUA, name_in_run
 
 log = structlog.get_logger()
@@ -340,12 +341,14 @@ class RedisLeases:
         """MULTI: SET the done marker (this host's wall-clock time, for humans) with its TTL, named in its
         run's key set (if the run keeps one)."""
         name = store_keys.done(self.prefix, key)
-        with _errors("mark done", key):
-            pipe = self.client.pipeline(transaction=True)
+        run = [store_keys.index_of(self.prefix, key), store_keys.events_of(self.prefix, key)]
+
+        def write(pipe: redis.client.Pipeline) -> None:
             pipe.set(name, f"{time.time():.3f}", ex=_done_seconds(ttl_days))
-            run = [store_keys.index_of(self.prefix, key), store_keys.events_of(self.prefix, key)]
-            self._keep_with_run(keys=[*run, name], args=["1"], client=pipe)
-            pipe.execute()
+            call_by_sha(pipe, self._keep_with_run, [*run, name], ["1"])
+
+        with _errors("mark done", key):
+            execute_multi(self.client, self._keep_with_run, write)
 
     def expired_without_done(self, keys: Iterable[str]) -> list[str]:
         """One pipelined read of EXISTS lease + done per key."""

@@ -21,11 +21,8 @@ from orchestrator.domain import AgentAlive, Event, dump_event, parse_event
 from orchestrator.errors import StoreError
 from orchestrator.store import keys
 from orchestrator.store.base import (
-    CANCEL_TTL,
-    SENT_TTL,
     SWEEP_TTL,
     PullHead,
-    SentMark,
     SweepClaim,
     SweptPR,
     SweptStart,
@@ -38,12 +35,12 @@ from orchestrator.store.redis_codec import (
     Entries,
     as_bytes,
     json_object,
-    sent_marks,
     stream_events,
     sweep_claim,
     target_state,
     text,
 )
+from orchestrator.store.redis_marks import RedisMarks, store_errors
 from orchestrator.store.redis_scripts import (
     APPEND_LUA,
     EXPIRE_LUA,
@@ -63,7 +60,7 @@ SCAN_COUNT = 5000
 SWEEP_HISTORY = 20  # a PR's swept runs a lookup returns, newest first
 
 
-class RedisStore:
+class RedisStore(RedisMarks):
     """A ``LiveStore`` in Redis, shared by every host that reaches the server."""
 
     def __init__(
@@ -235,11 +232,13 @@ class RedisStore:
         that lets it expire with an ended run: a tick may come after the end)."""
         check_slug(slug)
         name = keys.alive(self.prefix, slug)
-        with store_errors("record a tick of", slug):
-            pipe = self.client.pipeline(transaction=True)
+
+        def write(pipe: redis.client.Pipeline) -> None:
             pipe.hset(name, alive_field(event), dump_event(event))
             self._with_run(pipe, slug, name, listed=False)
-            pipe.execute()
+
+        with store_errors("record a tick of", slug):
+            self._multi(write)
 
     def alive(self, slug: str) -> list[AgentAlive]:
         """Every agent run's latest tick (unparseable ones skipped), oldest first."""
@@ -250,13 +249,6 @@ class RedisStore:
 
     # -- artifacts and state -------------------------------------------------------------------------------
 
-    def _with_run(self, pipe: redis.client.Pipeline, slug: str, *names: str, listed: bool = True) -> None:
-        """Queue in the MULTI ``pipe``, after the writes of ``names``: their naming in the run's key set, if
-        it keeps one (``listed=False`` for its fixed keys), so its end finds them without a SCAN; for a key
-        without a TTL of its own, its expiry with an ended run (``KEEP_WITH_RUN_LUA``)."""
-        run = [keys.run_index(self.prefix, slug), keys.events(self.prefix, slug)]
-        self._keep_with_run_script(keys=[*run, *names], args=["1" if listed else "0"], client=pipe)
-
     def put_artifact(self, slug: str, name: str, data: bytes) -> None:
         """Store the artifact; data over ``artifact_cap`` is cut, ending with a marker line."""
         check_slug(slug)
@@ -264,11 +256,13 @@ class RedisStore:
         stored, dropped = cap_bytes(bytes(data), self.artifact_cap)
         if dropped:
             log.warning("store.artifact_truncated", slug=slug, name=name, size=len(data), dropped=dropped)
-        with store_errors("write artifact of", slug):
-            pipe = self.client.pipeline(transaction=True)
+
+        def write(pipe: redis.client.Pipeline) -> None:
             pipe.set(key, stored, keepttl=True)
             self._with_run(pipe, slug, key)  # a new artifact of an ended run expires with it
-            pipe.execute()
+
+        with store_errors("write artifact of", slug):
+            self._multi(write)
 
     def get_artifact(self, slug: str, name: str) -> bytes | None:
         """The artifact's bytes, or None."""
@@ -410,113 +404,6 @@ class RedisStore:
             log.info("store.run_kept", slug=slug, keys=len(record))
         return kept == 1
 
-    # -- the control plane's marks -------------------------------------------------------------------------
-
-    def activate(self, slug: str) -> None:
-        """SADD to the active set."""
-        with store_errors("activate", check_slug(slug)):
-            self.client.sadd(keys.active_runs(self.prefix), slug)
-
-    def deactivate(self, slug: str) -> None:
-        """SREM from the active set."""
-        with store_errors("deactivate", check_slug(slug)):
-            self.client.srem(keys.active_runs(self.prefix), slug)
-
-    def active_runs(self) -> list[str]:
-        """The active set's members, sorted."""
-        with store_errors("list the active runs", "*"):
-            members = cast(set[bytes], self.client.smembers(keys.active_runs(self.prefix)))
-        return sorted(text(m) for m in members)
-
-    def set_cancel_flag(self, slug: str, ttl: int = CANCEL_TTL) -> None:
-        """SET the run's cancel flag, expiring after ``ttl`` seconds."""
-        with store_errors("flag for cancelling", check_slug(slug)):
-            self.client.set(keys.cancel(self.prefix, slug), "1", ex=ttl)
-
-    def clear_cancel_flag(self, slug: str) -> None:
-        """DEL the run's cancel flag: a resumed run's agents are not the ones its cancel stopped."""
-        with store_errors("clear the cancel flag of", check_slug(slug)):
-            self.client.delete(keys.cancel(self.prefix, slug))
-
-    def cancel_flagged(self, slug: str) -> bool:
-        """Whether the run's cancel flag exists."""
-        with store_errors("read the cancel flag of", check_slug(slug)):
-            return bool(self.client.exists(keys.cancel(self.prefix, slug)))
-
-    def claim_kick(self, slug: str, ttl: float) -> bool:
-        """SET the pending-kick mark NX with a TTL: True when it was not there."""
-        with store_errors("mark a kick of", check_slug(slug)):
-            ms = max(1, int(ttl * 1000))
-            return bool(self.client.set(keys.kick(self.prefix, slug), b"1", nx=True, px=ms))
-
-    def clear_kick(self, slug: str) -> None:
-        """DEL the pending-kick mark."""
-        with store_errors("clear the kick of", check_slug(slug)):
-            self.client.delete(keys.kick(self.prefix, slug))
-
-    def mark_sent(self, slug: str, key: str, ttl: int = SENT_TTL, *, delay: float = 0.0) -> None:
-        """MULTI: SET the action's sent mark to when it is due (this host's wall-clock time plus ``delay``;
-        the reaper compares it with its own), DEL its taken and resent marks. A release that reads the sent
-        mark as a plain time of sending takes a countdown's mark for one sent just now until it is due."""
-        check_slug(slug)
-        name = f"{slug}:{key}"
-        with store_errors("mark an action sent in", slug):
-            pipe = self.client.pipeline(transaction=True)
-            pipe.set(keys.sent(self.prefix, name), f"{time.time() + max(0.0, delay):.3f}", ex=ttl)
-            pipe.delete(keys.taken(self.prefix, name), keys.resent(self.prefix, name))
-            self._with_run(pipe, slug, keys.sent(self.prefix, name))
-            pipe.execute()
-
-    def mark_resent(self, slug: str, key: str, ttl: int = SENT_TTL) -> int:
-        """MULTI: SET the sent mark to now, INCR the resent count (EXPIRE: ``ttl``); the taken mark stays."""
-        check_slug(slug)
-        name = f"{slug}:{key}"
-        with store_errors("mark an action sent again in", slug):
-            pipe = self.client.pipeline(transaction=True)
-            pipe.set(keys.sent(self.prefix, name), f"{time.time():.3f}", ex=ttl)
-            pipe.incr(keys.resent(self.prefix, name))
-            pipe.expire(keys.resent(self.prefix, name), ttl)
-            self._with_run(pipe, slug, keys.sent(self.prefix, name), keys.resent(self.prefix, name))
-            replies = pipe.execute()
-        return int(replies[1])
-
-    def mark_taken(self, slug: str, key: str, ttl: int = SENT_TTL) -> None:
-        """MULTI: SET the taken mark (this host's wall-clock time, for humans), named in the run's key
-        set (``keys.run_index``) if it keeps one, as every mark here is."""
-        check_slug(slug)
-        name = keys.taken(self.prefix, f"{slug}:{key}")
-        with store_errors("mark an action taken in", slug):
-            pipe = self.client.pipeline(transaction=True)
-            pipe.set(name, f"{time.time():.3f}", ex=ttl)
-            self._with_run(pipe, slug, name)
-            pipe.execute()
-
-    def sent_mark(self, slug: str, key: str) -> SentMark | None:
-        """One MGET of the sent, taken and resent marks; None without a sent mark (or with one that does
-        not parse: logged)."""
-        return self.sent_marks(slug, [key])[0]
-
-    def sent_marks(self, slug: str, action_keys: Sequence[str]) -> list[SentMark | None]:
-        """One MGET of the sent, taken and resent marks of every action (``sent_mark`` of each)."""
-        check_slug(slug)
-        if not action_keys:
-            return []
-        marks = [
-            family(self.prefix, f"{slug}:{key}")
-            for key in action_keys
-            for family in (keys.sent, keys.taken, keys.resent)
-        ]
-        with store_errors("read the sent marks of actions in", slug):
-            values = cast(list[bytes | None], self.client.mget(marks))
-        return sent_marks(slug, action_keys, values, time.time())
-
-    def sent_age(self, slug: str, key: str) -> float | None:
-        """Seconds since the sent mark's time, None without a mark (or with one that does not parse); never
-        below 0 (a countdown runs, the mark is rounded to the millisecond, another host's clock may run
-        ahead)."""
-        mark = self.sent_mark(slug, key)
-        return None if mark is None else max(0.0, mark.age)
-
     # -- sweeps --------------------------------------------------------------------------------------------
 
     def sweep_lookup(self, heads: Sequence[PullHead]) -> list[SweptPR]:
@@ -580,11 +467,3 @@ def from_url(url: str, prefix: str = keys.PREFIX) -> RedisStore:
     except ValueError as exc:
         raise StoreError(f"bad Redis URL {redact_url(url)!r}: {scrub(str(exc), url)}") from exc
     return RedisStore(client, prefix=prefix)
-
-
-@contextmanager
-def store_errors(what: str, slug: str) -> Iterator[None]:
-    try:
-        yield
-    except RedisError as exc:
-        raise StoreError(f"cannot {what} run {slug!r}: {exc}") from exc
