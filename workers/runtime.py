@@ -208,11 +208,10 @@ def read_state(store: LiveStore, slug: str) -> tuple[RunState, str | None, str |
     Every reader on a worker (the coordinator's pass, the reaper, a task loading its job) goes through
     here, so none of them costs the run's age.
     """
-    origin = store.origin(slug)
-    restored = restore(store.read_snapshot(slug), origin)
+    origin, doc, tail = store.read_from_snapshot(slug)  # one round trip
+    restored = restore(doc, origin)
     if restored is not None:
         state, position = restored
-        tail = store.read_after(slug, position)
         if tail is not None:
             for _, e in tail:
                 apply(state, e)

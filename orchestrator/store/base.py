@@ -157,6 +157,9 @@ class EventStore(Protocol):
         ...
 
 
+Tail = list[tuple[str, Event]] | None  # a log's events after a position, each with its own; None: not there
+
+
 @runtime_checkable
 class LiveStore(EventStore, Protocol):
     """The store the workers share while runs are live: the event log plus the control plane's marks.
@@ -189,6 +192,12 @@ class LiveStore(EventStore, Protocol):
 
     def read_snapshot(self, slug: str) -> dict[str, Any] | None:
         """The run's snapshot, or None if none was written (or it is unreadable)."""
+        ...
+
+    def read_from_snapshot(self, slug: str) -> tuple[str | None, dict[str, Any] | None, Tail]:
+        """``origin``, ``read_snapshot`` and ``read_after`` the snapshot's ``position`` at once (the last
+        None when there is no snapshot, or its position is no longer in the log): what every reader of a
+        run's fold asks first (``workers.runtime.read_state``), in one round trip."""
         ...
 
     def put_alive(self, slug: str, event: AgentAlive) -> None:

@@ -35,6 +35,7 @@ from orchestrator.store.base import (
     SweepClaim,
     SweptPR,
     SweptStart,
+    Tail,
     alive_field,
     cap_bytes,
     check_artifact_name,
@@ -223,6 +224,13 @@ class MemoryStore:
             run = self._live(slug)
             raw = run.snapshot if run is not None else None
         return json.loads(raw) if raw is not None else None
+
+    def read_from_snapshot(self, slug: str) -> tuple[str | None, dict[str, Any] | None, Tail]:
+        """``origin``, ``read_snapshot`` and the events after the snapshot's ``position``."""
+        origin, doc = self.origin(slug), self.read_snapshot(slug)
+        position = doc.get("position") if doc is not None else None
+        tail = self.read_after(slug, position) if isinstance(position, str) and position else None
+        return origin, doc, tail
 
     def put_alive(self, slug: str, event: AgentAlive) -> None:
         """Keep the tick as its agent run's latest."""

@@ -26,6 +26,7 @@ from orchestrator.store.base import (
     SweepClaim,
     SweptPR,
     SweptStart,
+    Tail,
     alive_field,
     cap_bytes,
     check_artifact_name,
@@ -35,6 +36,8 @@ from orchestrator.store.redis_codec import (
     Entries,
     as_bytes,
     json_object,
+    script_entries,
+    snapshot_doc,
     stream_events,
     sweep_claim,
     target_state,
@@ -47,6 +50,7 @@ from orchestrator.store.redis_scripts import (
     KEEP_WITH_RUN_LUA,
     PERSIST_LUA,
     PRUNE_LUA,
+    READ_FROM_SNAPSHOT_LUA,
     START_SWEPT_LUA,
 )
 from orchestrator.store.urls import normalize_url, redact_url, scrub
@@ -78,6 +82,7 @@ class RedisStore(RedisMarks):
         self._persist_script = client.register_script(PERSIST_LUA)
         self._start_swept_script = client.register_script(START_SWEPT_LUA)
         self._keep_with_run_script = client.register_script(KEEP_WITH_RUN_LUA)
+        self._read_from_snapshot_script = client.register_script(READ_FROM_SNAPSHOT_LUA)
         socket_timeout = client.connection_pool.connection_kwargs.get("socket_timeout")
         # A blocking XREAD must return before the socket times out; None: block as long as asked.
         self._block_cap: float | None = socket_timeout / 2 if socket_timeout else None
@@ -215,9 +220,10 @@ class RedisStore(RedisMarks):
     # -- the coordinator's snapshot and the agents' liveness ---------------------------------------------
 
     def write_snapshot(self, slug: str, doc: dict[str, Any]) -> None:
-        """One SET of the snapshot's JSON (an ended run's expiry is kept)."""
+        """One SET of the snapshot: its position, a newline, its JSON (``READ_FROM_SNAPSHOT_LUA`` reads the
+        position without parsing the JSON); an ended run's expiry is kept."""
         check_slug(slug)
-        data = json.dumps(doc, ensure_ascii=False)
+        data = f"{doc.get('position') or ''}\n{json.dumps(doc, ensure_ascii=False)}"
         with store_errors("write the snapshot of", slug):
             self.client.set(keys.snapshot(self.prefix, slug), data.encode(), keepttl=True)
 
@@ -225,7 +231,34 @@ class RedisStore(RedisMarks):
         """The snapshot, or None if absent or unreadable (logged)."""
         with store_errors("read the snapshot of", check_slug(slug)):
             raw = cast(bytes | None, self.client.get(keys.snapshot(self.prefix, slug)))
-        return json_object(slug, raw, "store.bad_snapshot")
+        return snapshot_doc(slug, raw)
+
+    def read_from_snapshot(self, slug: str) -> tuple[str | None, dict[str, Any] | None, Tail]:
+        """The log's origin, the snapshot and the log after its position, in one script
+        (``READ_FROM_SNAPSHOT_LUA``); a tail longer than a page is read on by XRANGE."""
+        check_slug(slug)
+        key = keys.events(self.prefix, slug)
+        with store_errors("read", slug):
+            first, raw, page = cast(
+                list[Any],
+                self._read_from_snapshot_script(
+                    keys=[key, keys.snapshot(self.prefix, slug)], args=[XRANGE_PAGE]
+                ),
+            )
+            origin = text(first[0][0]) if first else None
+            doc = snapshot_doc(slug, raw)
+            if page is None:
+                return origin, doc, None
+            tail: list[tuple[str, Event]] = []
+            entries = script_entries(page)
+            while True:
+                for (entry_id, _), event in zip(entries, stream_events(slug, entries), strict=True):
+                    if event is not None:
+                        tail.append((text(entry_id), event))
+                if len(entries) < XRANGE_PAGE:
+                    return origin, doc, tail
+                start = b"(" + as_bytes(entries[-1][0])
+                entries = cast(Entries, self.client.xrange(key, start, "+", XRANGE_PAGE))
 
     def put_alive(self, slug: str, event: AgentAlive) -> None:
         """HSET the tick under its agent run's field: the hash holds one tick per agent run (in a MULTI

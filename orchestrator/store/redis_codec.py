@@ -36,6 +36,20 @@ def json_object(slug: str, raw: bytes | None, warning: str) -> dict[str, Any] | 
     return doc
 
 
+def snapshot_doc(slug: str, raw: bytes | None) -> dict[str, Any] | None:
+    """A stored snapshot (its position, a newline, its JSON: ``RedisStore.write_snapshot``; a snapshot
+    stored before the position led it is JSON alone), or None if absent or unreadable (logged)."""
+    if raw is not None and not raw.startswith(b"{"):
+        raw = raw.partition(b"\n")[2]
+    return json_object(slug, raw, "store.bad_snapshot")
+
+
+def script_entries(raw: Sequence[Any]) -> Entries:
+    """Stream entries as a Lua script returns them (each an id and a flat list of fields and values) in
+    the shape redis-py gives XRANGE's (each an id and a dict)."""
+    return [(entry_id, dict(zip(fields[::2], fields[1::2], strict=True))) for entry_id, fields in raw]
+
+
 def text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 

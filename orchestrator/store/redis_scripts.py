@@ -175,3 +175,24 @@ redis.call('SADD', KEYS[8], KEYS[8])
 return {'started', ARGV[1]}
 """
 )
+
+
+# What a reader of a run's fold asks first, at once: the log's origin, the coordinator's snapshot (stored
+# as its position, a newline, then its JSON: ``RedisStore.write_snapshot``) and the log after the
+# position, if the position is still in it.
+#   KEYS[1]  the run's event stream (keys.events)     KEYS[2]  the snapshot (keys.snapshot)
+#   ARGV[1]  how many entries of the log after the position to return at most
+# Returns {the first entry (a list of at most one), the snapshot or false, the entries after its position
+# or false (no snapshot, a position not written by this store's format, or no longer in the log)}.
+READ_FROM_SNAPSHOT_LUA = """
+local first = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)
+local snapshot = redis.call('GET', KEYS[2])
+if not snapshot then return {first, false, false} end
+local newline = string.find(snapshot, '\\n', 1, true)
+local position = newline and string.sub(snapshot, 1, newline - 1) or ''
+if not string.match(position, '^%d+%-%d+$') then return {first, snapshot, false} end
+if #redis.call('XRANGE', KEYS[1], position, position, 'COUNT', 1) == 0 then
+  return {first, snapshot, false}
+end
+return {first, snapshot, redis.call('XRANGE', KEYS[1], '(' .. position, '+', 'COUNT', ARGV[1])}
+"""

@@ -7,6 +7,7 @@ Redis tests use the server on 127.0.0.1:6379 under a random key prefix (``tests/
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -83,6 +84,40 @@ def test_the_snapshot_is_kept_beside_the_log(live: LiveStore) -> None:
     assert [e.eid for e in live.read(SLUG)] == ["round.start:1"]  # not in the log
 
 
+def test_read_from_snapshot_is_origin_snapshot_and_the_log_after_its_position(live: LiveStore) -> None:
+    assert live.read_from_snapshot(SLUG) == (None, None, None)  # no run
+    live.append(SLUG, [round_start(1), raised(1)])
+    origin, read = live.origin(SLUG), live.read_after(SLUG, None)
+    assert origin is not None and read is not None
+    assert live.read_from_snapshot(SLUG) == (origin, None, None)  # no snapshot: no tail
+    doc = {"version": 1, "position": read[0][0], "state": {"note": "é\nnewline"}}
+    live.write_snapshot(SLUG, doc)
+    assert live.read_from_snapshot(SLUG) == (origin, doc, read[1:])
+    live.append(SLUG, [raised(2)])
+    got = live.read_from_snapshot(SLUG)
+    assert got[:2] == (origin, doc) and got[2] is not None
+    assert [e.eid for _, e in got[2]] == ["raised:1", "raised:2"]
+    assert got[2] == live.read_after(SLUG, read[0][0])
+    at_end = {**doc, "position": got[2][-1][0]}
+    live.write_snapshot(SLUG, at_end)
+    assert live.read_from_snapshot(SLUG) == (origin, at_end, [])  # nothing after it
+    gone = {**doc, "position": "999999999999999-0" if isinstance(live, RedisStore) else "99"}
+    live.write_snapshot(SLUG, gone)
+    assert live.read_from_snapshot(SLUG) == (origin, gone, None)  # a position not in the log
+
+
+def test_read_from_snapshot_pages_through_a_long_tail(live: LiveStore) -> None:
+    live.append(SLUG, [round_start(1)])
+    first = live.read_after(SLUG, None)
+    assert first is not None
+    live.write_snapshot(SLUG, {"version": 1, "position": first[0][0]})
+    events = [raised(n) for n in range(2500)]  # past a page of the Redis store's reads (1,000)
+    for i in range(0, len(events), 500):
+        live.append(SLUG, events[i : i + 500])
+    tail = live.read_from_snapshot(SLUG)[2]
+    assert tail is not None and [e.eid for _, e in tail] == [e.eid for e in events]
+
+
 def test_the_latest_tick_of_each_agent_run_replaces_the_one_before(live: LiveStore) -> None:
     assert live.alive(SLUG) == []
     live.append(SLUG, [round_start(1)])
@@ -112,3 +147,20 @@ def test_snapshot_and_ticks_go_with_the_run(live: LiveStore) -> None:
         live.expire_run(SLUG, 1)
         live.clock.advance(2)
         assert live.read_snapshot(SLUG) is None and live.alive(SLUG) == []
+
+
+def test_a_snapshot_stored_before_its_position_led_it_is_read_and_folded_again(
+    client: redis.Redis, prefix: str
+) -> None:
+    """A snapshot written by an earlier release (its JSON alone) still reads, and gives no tail: the
+    reader folds the whole log once, and the next pass writes the snapshot as it is now."""
+    from orchestrator.store import keys
+
+    live = RedisStore(client, prefix=prefix)
+    live.append(SLUG, [round_start(1), raised(1)])
+    read = live.read_after(SLUG, None)
+    assert read is not None
+    doc = {"version": 1, "position": read[0][0]}
+    client.set(keys.snapshot(prefix, SLUG), json.dumps(doc))
+    assert live.read_snapshot(SLUG) == doc
+    assert live.read_from_snapshot(SLUG) == (live.origin(SLUG), doc, None)
