@@ -44,6 +44,7 @@ from workers.sandbox import sandbox_problem
 if TYPE_CHECKING:
     from jury_cli.backend import Backend
 
+ROOT = Path(__file__).resolve().parents[1]  # this checkout of Jury
 FAKES = Path(__file__).resolve().parent / "fakes"
 AGENT = FAKES / "agent.sh"
 DBS = range(15, 0, -1)  # the tests take theirs from 1 up; the bench from 15 down
@@ -90,8 +91,10 @@ def wait_until(what: str, check, timeout: float, poll: float = 0.05):  # type: i
 class Processes:
     """Worker subprocesses, each in its own process group, stopped (SIGTERM, then SIGKILL) on exit."""
 
-    def __init__(self, env: dict[str, str], logs: Path) -> None:
+    def __init__(self, env: dict[str, str], logs: Path, code: Path = ROOT) -> None:
+        """``code``: the checkout of Jury they run (``python -m`` imports from its working directory)."""
         self.env, self.logs, self.procs = env, logs, []  # type: ignore[var-annotated]
+        self.code = code
         self.signalled: set[int] = set()
         logs.mkdir(parents=True, exist_ok=True)
 
@@ -106,7 +109,7 @@ class Processes:
                     stderr=log,
                     stdin=subprocess.DEVNULL,
                     start_new_session=True,
-                    cwd=Path(__file__).resolve().parents[1],
+                    cwd=self.code,
                 )
             )
         return log_path

@@ -120,3 +120,24 @@ def test_a_fleet_repeat_below_one_is_refused_naming_the_option(capsys: pytest.Ca
         main(["--fleet-repeat", "0", "--only", "parsers"])
     assert exited.value.code == 2
     assert "--fleet-repeat: a whole number of runs, 1 or more, not '0'" in capsys.readouterr().err
+
+
+def test_compare_puts_each_checkout_in_a_column_of_medians_and_ranges() -> None:
+    from bench.compare import side_by_side
+
+    figures = [
+        figure("this", "dispatch rate", "tasks/s", [100.0, 120.0, 110.0]),
+        figure("other (abc)", "dispatch rate", "tasks/s", [80.0, 90.0]),
+    ]
+    table = side_by_side(figures, "t")
+    assert [c.header for c in table.columns] == ["figure", "unit", "this", "other (abc)"]
+    assert [list(c.cells) for c in table.columns[2:]] == [["110.0 (100.0–120.0)"], ["85.0 (80.0–90.0)"]]
+
+
+def test_compare_refuses_what_is_no_checkout_of_jury(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from bench.compare import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main([str(tmp_path)])
+    assert exit_.value.code == 2
+    assert "is not a checkout of Jury" in capsys.readouterr().err
