@@ -54,8 +54,9 @@ def generated_repo(where: Path, files: int) -> tuple[Path, str, str]:
 
 def worktree_vs_clone(repeat: int, files: int = 5_000) -> list[Figure]:
     """A task's checkout, three ways: a recycled one (``Worktrees`` with a pool, as a host checks out its
-    mirrors: taken, reset to the commit, released), a fresh ``git worktree add`` (and its removal, as for
-    a local target) and a ``git clone`` (and its removal). Each sample is the whole cycle, the checkout
+    mirrors: taken, reset to the commit, released), a fresh worktree (``workers.worktree.add_worktree``:
+    git's records written by Jury, the files by one ``git read-tree``; and its removal, as for a local
+    target) and a ``git clone`` (and its removal). Each sample is the whole cycle, the checkout
     made and given up; the commits alternate between trunk and a PR head 10 files apart, as successive
     tasks of a fleet do."""
     with tempfile.TemporaryDirectory() as d:
