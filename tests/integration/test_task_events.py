@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
@@ -20,20 +17,10 @@ from celery import Celery
 
 from orchestrator.config import Settings
 from tests.conftest import outside_env
+from tests.e2e.test_fleet import stop_group, wait_for
 from workers.app import celery_config
 
 T = TypeVar("T")
-
-
-def wait_for(what: str, check: Callable[[], T], timeout: float = 90.0) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 class TaskEvents:
@@ -82,12 +69,7 @@ def worker(shared_redis: str, tmp_path: Path) -> Iterator[Callable[[dict[str, st
 
     yield start
     for p in procs:
-        os.killpg(p.pid, signal.SIGTERM)
-        try:
-            p.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
+        stop_group(p, timeout=30)
 
 
 def coordinate_ran(app: Celery, times: int) -> bool:
@@ -99,13 +81,13 @@ def coordinate_ran(app: Celery, times: int) -> bool:
 def test_a_worker_sends_no_task_events_until_a_monitor_asks(worker, shared_redis: str) -> None:  # type: ignore[no-untyped-def]
     app = worker({})
     events = TaskEvents(shared_redis)
-    wait_for("the worker to answer", lambda: app.control.ping(timeout=1.0))
+    wait_for("the worker to answer", lambda: app.control.ping(timeout=1.0), 90)
     first = app.send_task("jury.coordinate", args=["no-such-run"]).id  # a pass over a run that is not there
-    wait_for("the first task to run", lambda: coordinate_ran(app, 1))
+    wait_for("the first task to run", lambda: coordinate_ran(app, 1), 90)
 
     app.control.enable_events()  # what Flower sends every few seconds while it watches
     second = app.send_task("jury.coordinate", args=["no-such-run"]).id
-    wait_for("the second task's events", lambda: "task-succeeded" in events.of(second), timeout=30)
+    wait_for("the second task's events", lambda: "task-succeeded" in events.of(second), 90)
     # A worker publishes its task events in order (a buffer flushed as one batch): the first task's would
     # have come before the second's.
     assert events.of(first) == []
@@ -115,7 +97,7 @@ def test_a_worker_sends_no_task_events_until_a_monitor_asks(worker, shared_redis
 def test_jury_task_events_true_sends_them_from_the_start(worker, shared_redis: str) -> None:  # type: ignore[no-untyped-def]
     app = worker({"JURY_TASK_EVENTS": "true"})
     events = TaskEvents(shared_redis)
-    wait_for("the worker to answer", lambda: app.control.ping(timeout=1.0))
+    wait_for("the worker to answer", lambda: app.control.ping(timeout=1.0), 90)
     task = app.send_task("jury.coordinate", args=["no-such-run"]).id
-    wait_for("the task's events", lambda: "task-succeeded" in events.of(task), timeout=30)
+    wait_for("the task's events", lambda: "task-succeeded" in events.of(task), 90)
     assert "task-sent" in events.of(task)  # the sender's too
