@@ -9,7 +9,6 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 import redis
@@ -19,8 +18,6 @@ from orchestrator.config import Settings
 from tests.conftest import outside_env
 from tests.e2e.test_fleet import stop_group, wait_for
 from workers.app import celery_config
-
-T = TypeVar("T")
 
 
 class TaskEvents:
