@@ -25,6 +25,7 @@ Ones idle for ``idle`` seconds are removed.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import os
@@ -185,6 +186,8 @@ def add_worktree(repo: Path, path: Path, rev: str) -> Path:
     """
     sha = rev if FULL_SHA.fullmatch(rev) else rev_parse(repo, f"{rev}^{{commit}}")
     path = path.resolve()  # git records a worktree by its real path
+    if os.path.lexists(path):  # before any record is touched: one at this path may be a live checkout's
+        raise FileExistsError(errno.EEXIST, "a worktree's path is taken", str(path))
     worktrees = _common_dir(str(repo.resolve())) / "worktrees"
     worktrees.mkdir(exist_ok=True)
     dot_git = path / ".git"

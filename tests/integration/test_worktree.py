@@ -159,6 +159,16 @@ def test_a_worktree_of_another_path_with_the_same_name_keeps_its_record(repo: Pa
     assert (other / "a.txt").exists()
 
 
+def test_a_worktree_is_not_made_over_a_path_that_exists(repo: Path, tmp_path: Path) -> None:
+    live = tmp_path / "wts" / "r1"
+    live.parent.mkdir()
+    admin = add_worktree(repo, live, "HEAD")
+    with pytest.raises(FileExistsError):
+        add_worktree(repo, live, "HEAD~1")
+    assert admin.is_dir() and (live / "a.txt").exists()  # the live one's record and files untouched
+    assert registered(repo) == [str(repo.resolve()), str(live.resolve())]
+
+
 def test_a_worktree_that_cannot_be_checked_out_leaves_nothing(repo: Path, tmp_path: Path) -> None:
     missing = "0" * 40
     with pytest.raises(GitError), Worktrees(tmp_path / "wts").checkout(repo, missing, "r1"):
