@@ -173,22 +173,27 @@ class FileStore:
         tail = fh.read()
         cut = tail.rfind(b"\n") + 1
         complete, rest = tail[:cut], tail[cut:]  # ``rest``: a torn or unterminated last line
-        eids = cached.eids | _eids_of(complete)
-        seen = eids | _eids_of(rest)
+        read, torn = _eids_of(complete), _eids_of(rest)
+        added: set[str] = set()
         lines: list[bytes] = []
         for event in events:
-            if event.eid in seen:
+            if event.eid in added or event.eid in cached.eids or event.eid in read or event.eid in torn:
                 continue
-            seen.add(event.eid)
+            added.add(event.eid)
             lines.append(dump_event(event).encode() + b"\n")
+        # The cache's set grows in place, once what it names is in the file (a copy of it for each append
+        # grew with the run's age: the one cost of a coordinator pass that did). The file's lock keeps
+        # every other appender of this run out meanwhile.
         if lines:
             # Never glue a new line onto a torn one: the torn text stays a line of its own (skipped on read).
             blob = (b"\n" if rest else b"") + b"".join(lines)
             fh.write(blob)
             fh.flush()
-            new = _Seen(ino=st.st_ino, offset=cached.offset + len(tail) + len(blob), eids=seen)
+            cached.eids.update(read, torn, added)
+            new = _Seen(ino=st.st_ino, offset=cached.offset + len(tail) + len(blob), eids=cached.eids)
         else:
-            new = _Seen(ino=st.st_ino, offset=cached.offset + cut, eids=eids)
+            cached.eids.update(read)
+            new = _Seen(ino=st.st_ino, offset=cached.offset + cut, eids=cached.eids)
         with self._seen_lock:
             self._seen[slug] = new
         return len(lines)

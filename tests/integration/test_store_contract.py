@@ -777,6 +777,39 @@ class TestFileStore:
         assert one.append(SLUG, [raised(2), raised(3)]) == 1
         assert eids(one.read(SLUG)) == [raised(n).eid for n in (1, 2, 3)]
 
+    def test_an_append_that_could_not_write_leaves_its_events_to_the_next(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The store remembers an eid as written only once its line is in the file: a full disk mid-append
+        must not make the next append skip what never landed."""
+        from orchestrator.store import files
+
+        class NoSpace:
+            def __init__(self, fh: Any) -> None:
+                self.fh = fh
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(self.fh, name)
+
+            def __enter__(self) -> NoSpace:
+                return self
+
+            def __exit__(self, *exc: object) -> None:
+                self.fh.close()
+
+            def write(self, data: bytes) -> int:
+                raise OSError(28, "No space left on device")
+
+        store = FileStore(tmp_path)
+        store.append(SLUG, [round_start(1)])
+        monkeypatch.setattr(files, "open", lambda *a, **k: NoSpace(open(*a, **k)), raising=False)
+        with pytest.raises(StoreError, match="No space left"):
+            store.append(SLUG, [raised(1)])
+        monkeypatch.undo()
+        assert store.held(SLUG) == 1
+        assert store.append(SLUG, [raised(1)]) == 1
+        assert eids(store.read(SLUG)) == [round_start(1).eid, raised(1).eid]
+
     def test_dedupe_after_the_log_is_replaced(self, tmp_path: Path) -> None:
         store = FileStore(tmp_path)
         store.append(SLUG, [raised(1), raised(2)])
