@@ -24,7 +24,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from functools import partial
 from pathlib import Path
 
@@ -177,33 +177,50 @@ def runtime(client: redis.Redis, prefix: str, state_dir: Path, reap_after: float
     )
 
 
-def coordinate_pass(client: redis.Redis, length: int, repeat: int) -> Figure:
-    """Seconds of one coordinate pass over a run of ``length`` events, reviewers in flight."""
+def coordinate_passes(client: redis.Redis, lengths: tuple[int, ...], repeat: int) -> list[Figure]:
+    """Milliseconds of one coordinate pass over a run of each of ``lengths`` events, reviewers in flight:
+    the runs are made first, then their passes taken in turns (``repeat`` each), so a shared machine's
+    speed, which wanders within minutes, weighs alike on every length."""
+    with ExitStack() as stack:
+        runs: list[tuple[Runtime, str]] = []
+        for length in lengths:
+            prefix = stack.enter_context(scratch_prefix(client))
+            d = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+            runs.append((run_of(client, prefix, d, length), "bench-coordinate"))
+        samples: list[list[float]] = [[] for _ in lengths]
+        for _ in range(repeat):
+            for i, (rt, slug) in enumerate(runs):
+                samples[i] += seconds_of(partial(coordinator.coordinate, rt, slug), 1)
+    return [
+        figure("coordinate", f"pass at {n:,} events", "ms", [s * 1e3 for s in ms], appended=n)
+        for n, ms in zip(lengths, samples, strict=True)
+    ]
+
+
+def run_of(client: redis.Redis, prefix: str, state_dir: Path, length: int) -> Runtime:
+    """A runtime holding the run ``bench-coordinate`` of ``length`` events: its reviewers dispatched, then
+    ``agent.alive`` ticks appended to its log (as an older log holds them), mirrored once into the files."""
     slug = "bench-coordinate"
-    with scratch_prefix(client) as prefix, tempfile.TemporaryDirectory() as d:
-        rt = runtime(client, prefix, Path(d))
-        rt.store.append(slug, head())
-        state = coordinator.coordinate(rt, slug)  # dispatches the reviewers
-        keys = [a.key for a in state.inflight()]
-        have = len(rt.store.read(slug))
-        ticks: list[Event] = [
-            AgentAlive(
-                eid=f"alive:{i}",
-                agent="a",
-                round=1,
-                seconds=float(i),
-                quiet_seconds=1.0,
-                key=keys[i % len(keys)],
-            )
-            for i in range(max(0, length - have))
-        ]
-        for i in range(0, len(ticks), 500):
-            rt.store.append(slug, ticks[i : i + 500])
-        coordinator.coordinate(rt, slug)  # the first pass after the ticks mirrors them all into the files
-        samples = seconds_of(lambda: coordinator.coordinate(rt, slug), repeat)
-    return figure(
-        "coordinate", f"pass at {length:,} events", "ms", [s * 1e3 for s in samples], appended=length
-    )
+    rt = runtime(client, prefix, state_dir)
+    rt.store.append(slug, head())
+    state = coordinator.coordinate(rt, slug)  # dispatches the reviewers
+    keys = [a.key for a in state.inflight()]
+    have = len(rt.store.read(slug))
+    ticks: list[Event] = [
+        AgentAlive(
+            eid=f"alive:{i}",
+            agent="a",
+            round=1,
+            seconds=float(i),
+            quiet_seconds=1.0,
+            key=keys[i % len(keys)],
+        )
+        for i in range(max(0, length - have))
+    ]
+    for i in range(0, len(ticks), 500):
+        rt.store.append(slug, ticks[i : i + 500])
+    coordinator.coordinate(rt, slug)  # the first pass after the ticks mirrors them all into the files
+    return rt
 
 
 def reap_pass(client: redis.Redis, active: int, repeat: int) -> list[Figure]:
@@ -257,7 +274,7 @@ def run_end(client: redis.Redis, others: int, repeat: int) -> list[Figure]:
 def measure(client: redis.Redis, *, quick: bool, repeat: int) -> list[Figure]:
     n = 10_000 if quick else 100_000
     out = rates(client, n, repeat)
-    passes = [coordinate_pass(client, length, repeat=max(repeat, 5)) for length in (100, 1_000, 10_000)]
+    passes = coordinate_passes(client, (100, 1_000, 10_000), repeat=max(repeat, 25))
     out += passes
     out.append(
         ratio("coordinate", "pass at 10,000 / pass at 100", passes[-1], passes[0], note="target <= 2x")
