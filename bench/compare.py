@@ -25,7 +25,7 @@ from rich.table import Table
 
 from bench.__main__ import quiet_logs
 from bench.cpu import CpuMeter, Spent
-from bench.fleet import ROOT, Processes, fleet_env, prepare, private_db, submit_and_wait
+from bench.fleet import ROOT, Processes, fleet_env, jury_workers, prepare, private_db, submit_and_wait
 from bench.stats import Figure, figure
 from orchestrator.config import Settings
 
@@ -40,8 +40,7 @@ def one_sample(url: str, base: Path, code: Path, runs: int) -> tuple[float, Spen
     os.sync()
     client = redis.Redis.from_url(url)
     try:
-        argv = [sys.executable, "-m", "jury_cli", "worker", "--concurrency", "1", "--loglevel", "INFO"]
-        procs.ready([procs.spawn(argv) for _ in range(2)])
+        jury_workers(procs, 2)
         meter = CpuMeter([p.pid for p in procs.procs], client)
         meter.start()
         wall, states = submit_and_wait(settings, firsts, timeout=600)

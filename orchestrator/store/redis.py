@@ -193,7 +193,6 @@ class RedisStore(RedisMarks):
         has that id (trimmed, expired, or from another stream)."""
         check_slug(slug)
         key = keys.events(self.prefix, slug)
-        found: list[tuple[str, Event]] = []
         if position is not None and not STREAM_ID_RE.fullmatch(position):
             return None
         with store_errors("read", slug):
@@ -207,15 +206,7 @@ class RedisStore(RedisMarks):
                 there, first = pipe.execute()
                 if not there:
                     return None
-            page = cast(Entries, first)
-            while True:
-                for (entry_id, _), event in zip(page, stream_events(slug, page), strict=True):
-                    if event is not None:
-                        found.append((text(entry_id), event))
-                if len(page) < XRANGE_PAGE:
-                    return found
-                start = b"(" + as_bytes(page[-1][0])
-                page = cast(Entries, self.client.xrange(key, start, "+", XRANGE_PAGE))
+            return self._from_page(slug, cast(Entries, first))
 
     # -- the coordinator's snapshot and the agents' liveness ---------------------------------------------
 
@@ -247,18 +238,21 @@ class RedisStore(RedisMarks):
             )
             origin = text(first[0][0]) if first else None
             doc = snapshot_doc(slug, raw)
-            if page is None:
-                return origin, doc, None
-            tail: list[tuple[str, Event]] = []
-            entries = script_entries(page)
-            while True:
-                for (entry_id, _), event in zip(entries, stream_events(slug, entries), strict=True):
-                    if event is not None:
-                        tail.append((text(entry_id), event))
-                if len(entries) < XRANGE_PAGE:
-                    return origin, doc, tail
-                start = b"(" + as_bytes(entries[-1][0])
-                entries = cast(Entries, self.client.xrange(key, start, "+", XRANGE_PAGE))
+            return origin, doc, None if page is None else self._from_page(slug, script_entries(page))
+
+    def _from_page(self, slug: str, page: Entries) -> list[tuple[str, Event]]:
+        """The events of ``page``, the first page of the log after a position, and of the pages after it
+        (read on while a page is full), each with its id; unparseable entries skipped (and logged)."""
+        key = keys.events(self.prefix, slug)
+        found: list[tuple[str, Event]] = []
+        while True:
+            for (entry_id, _), event in zip(page, stream_events(slug, page), strict=True):
+                if event is not None:
+                    found.append((text(entry_id), event))
+            if len(page) < XRANGE_PAGE:
+                return found
+            start = b"(" + as_bytes(page[-1][0])
+            page = cast(Entries, self.client.xrange(key, start, "+", XRANGE_PAGE))
 
     def put_alive(self, slug: str, event: AgentAlive) -> None:
         """HSET the tick under its agent run's field: the hash holds one tick per agent run (in a MULTI
