@@ -19,8 +19,9 @@ import redis
 
 from orchestrator.demo import make_sample_repo
 
-# Under CI=true a skipped test fails the session: a check that did not run is not a pass.
-pytest_plugins = ["tests.ci_skips"]
+# Under CI=true a skipped test fails the session: a check that did not run is not a pass. A failed test
+# that used ``state_dir`` shows what its runs said (tests/run_digest.py).
+pytest_plugins = ["tests.ci_skips", "tests.run_digest"]
 
 FAKE = Path(__file__).parent / "fakes" / "agent.py"
 # The e2e tests' Redis databases: each test session takes one of these for itself (a file lock held for
