@@ -23,7 +23,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from bench import eventlog, fairness, fleet, isolation, machine, parsers
+from bench import dispatch, eventlog, fairness, fleet, isolation, machine, parsers
 from bench.stats import Figure
 
 SECTIONS = ("dispatch", "fleet", "fair share", "event log", "isolation", "parsers")
@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         "parsers": lambda: parsers.measure(repeat, size=100_000 if args.quick else parsers.MB),
     }
     runs = {
-        "dispatch": lambda: fleet.measure_dispatch(args.redis, quick=args.quick),
+        "dispatch": lambda: dispatch.measure_dispatch(args.redis, quick=args.quick),
         "fleet": lambda: fleet.measure(args.redis, quick=args.quick, repeat=args.fleet_repeat),
         "fair share": lambda: fairness.measure(args.redis, quick=args.quick, repeat=1 if args.quick else 3),
     } | runs

@@ -3,7 +3,7 @@ measured in turns on this machine.
 
 A shared two-core machine's speed wanders by half within minutes (Celery's no-op rate alone does), so two
 ``python -m bench`` figures taken an hour apart compare the hours as much as the code. Here each pair
-measures both: ``N`` runs of the dispatch workload (``bench.fleet.dispatch``'s, one reviewer whose agent
+measures both: ``N`` runs of the dispatch workload (``bench.dispatch.dispatch``'s, one reviewer whose agent
 exits at once) on two fresh ``jury worker`` processes started from this checkout, then from ``OTHER`` (a
 ``git worktree add`` of another commit, say), in alternating order, ``K`` pairs; the table gives each
 side's medians: tasks a second, and the CPU a run took of the workers, their child processes, Redis and

@@ -1,4 +1,5 @@
-"""Fleet: dispatch overhead, makespan efficiency and scaling, with real ``jury worker`` processes.
+"""Fleet: makespan efficiency and scaling, with real ``jury worker`` processes; the workers, runs and
+Redis database the dispatch figures (``bench/dispatch.py``) use as well.
 
 Every figure here runs whole reviews through Redis: ``jury review --detach``'s own path (``new_run``,
 ``run_review``) starts each run, W ``jury worker --concurrency 1`` subprocesses work them, the bench's
@@ -7,8 +8,7 @@ sandbox. The Redis database is one of the test databases, held with the tests' o
 session flushes it meanwhile; it is flushed before and after.
 
 The codejury schedule (one PR at a time, reviewers in parallel, triage one finding at a time) is computed
-from the same drawn durations, not run: it is the sum over PRs of each PR's critical path. The dispatch
-figures also say whose CPU each side spent a task (``bench/cpu.py``): on two busy cores, that is the rate.
+from the same drawn durations, not run: it is the sum over PRs of each PR's critical path.
 """
 
 from __future__ import annotations
@@ -29,10 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import redis
-from celery import Celery
 
-from bench import noop
-from bench.cpu import CpuMeter, Spent
 from bench.stats import Figure, figure
 from orchestrator.config import Settings
 from orchestrator.demo import make_sample_repo
@@ -348,140 +345,12 @@ def makespan(url: str, n: int, scale: float, workers: tuple[int, ...], repeat: i
     return out
 
 
-def warm_up_runs(runs: int) -> int:
-    """Runs each side gets before it is measured: a worker's first tasks pay for what it does once (lazy
-    imports, its sandbox probe, its connections), which a fleet's long-lived workers do not pay a task."""
-    return max(5, runs // 5)
-
-
-def dispatch(url: str, runs: int, repeat: int, w: int = 2) -> list[Figure]:
-    """Runs of one reviewer that exits at once, whole path, against Celery no-op tasks on the same Redis.
-
-    A run is coordinate, review (a worktree, the agent in its sandbox, its events), coordinate again:
-    three tasks. Both sides run on ``w`` worker processes of concurrency 1, each measured after a warm-up
-    (``warm_up_runs``), Jury's once the repositories it reviews are written to disk (their writeback
-    would otherwise land in its measured stretch and in no other)."""
-    client = redis.Redis.from_url(url)
-    jury_rates, noop_rates = [], []
-    spent: dict[str, list[tuple[Spent | None, int]]] = {"jury": [], "celery": []}
-    ends: list[str] = []
-    warm = warm_up_runs(runs)
-    for _ in range(repeat):
-        with tempfile.TemporaryDirectory() as d:
-            base = Path(d)
-            settings = Settings(dir=base / "state", redis_url=url)
-            procs = Processes(fleet_env(url, settings.dir), base / "logs")
-            noops = Processes(fleet_env(url, settings.dir), base / "noop-logs")
-            try:
-                firsts = prepare(settings, base, [None] * (warm + runs), "r2")
-                warming, firsts = firsts[:warm], firsts[warm:]
-                os.sync()
-                jury_workers(procs, w)
-                submit_and_wait(settings, warming, timeout=600)
-                meter = CpuMeter([p.pid for p in procs.procs], client)
-                meter.start()
-                wall, states = submit_and_wait(settings, firsts, timeout=600)
-                spent["jury"].append((meter.stop(), 3 * runs))
-                jury_rates.append(3 * runs / wall)
-                ends += states
-                procs.terminate()  # Jury's workers shut down while Celery's start
-                logs = [
-                    noops.spawn(
-                        [
-                            sys.executable,
-                            "-m",
-                            "celery",
-                            "-A",
-                            "bench.noop",
-                            "worker",
-                            "-P",
-                            "threads",
-                            "-c",
-                            "1",
-                            "-l",
-                            "INFO",
-                            "-Q",
-                            "bench-noop",
-                        ]
-                    )
-                    for _ in range(w)
-                ]
-                procs.stop()  # gone before Celery's side is measured
-                noops.ready(logs)
-                k = max(200, 3 * runs)
-                sender = Celery("bench_noop", broker=url)
-                noop_tasks(client, sender, 3 * warm)
-                meter = CpuMeter([p.pid for p in noops.procs], client)
-                meter.start()
-                noop_rates.append(k / noop_tasks(client, sender, k))
-                spent["celery"].append((meter.stop(), k))
-            finally:
-                procs.stop()
-                noops.stop()
-    j = figure(
-        "dispatch",
-        f"jury: agents that exit at once (W={w})",
-        "tasks/s",
-        jury_rates,
-        note=f"{runs} runs x 3 tasks (coordinate, review, coordinate)" + ended_otherwise(ends),
-    )
-    c = figure("dispatch", f"celery no-op tasks (W={w})", "tasks/s", noop_rates)
-    ratio = Figure(
-        "dispatch",
-        "jury / celery",
-        "x",
-        j.median / c.median,
-        j.low / c.high,
-        j.high / c.low,
-        min(j.runs, c.runs),
-        note="target >= 0.3",
-    )
-    return [j, c, ratio, *cpu_figures("jury", spent["jury"]), *cpu_figures("celery", spent["celery"])]
-
-
-def noop_tasks(client: redis.Redis, sender: Celery, k: int) -> float:
-    """Send ``k`` no-op tasks and wait until the workers ran them all; the seconds that took."""
-    client.delete(noop.COUNTER)
-    t0 = time.perf_counter()
-    for _ in range(k):
-        sender.send_task("bench.noop", queue="bench-noop")
-    wait_until("the no-op tasks", lambda: int(client.get(noop.COUNTER) or 0) >= k, 300, 0.01)
-    return time.perf_counter() - t0
-
-
-def cpu_figures(side: str, spent: list[tuple[Spent | None, int]]) -> list[Figure]:
-    """Whose CPU a side's tasks took, in ms a task (``CpuMeter``), and the cores busy meanwhile: on a
-    machine whose cores are all busy, the rate is what this CPU allows. No figure when not measurable here."""
-    if not spent or any(s is None for s, _ in spent):
-        return []
-    rows = [(s, n) for s, n in spent if s is not None]
-
-    def per_task(what: str, samples: list[float], note: str = "") -> Figure:
-        return figure("dispatch", f"{side}: CPU in {what}", "ms/task", samples, note=note)
-
-    out = [per_task("the workers", [1e3 * s.workers / n for s, n in rows])]
-    if side == "jury":  # a no-op task starts no process
-        children = [1e3 * s.children / n for s, n in rows]
-        out.append(per_task("their child processes", children, note="git, bwrap, the agents"))
-    out.append(per_task("Redis", [1e3 * s.redis / n for s, n in rows]))
-    busy = [s.busy_cores for s, _ in rows]
-    note = f"of {os.cpu_count()}, everything on the machine"
-    return [*out, figure("dispatch", f"{side}: cores busy", "cores", busy, note=note)]
-
-
 def need_sandbox() -> None:
     """Exit naming what is missing when Jury's sandbox cannot run here: every review would end at once in
     ``human``, and figures of that would be no review's."""
     problem = sandbox_problem(SandboxSettings())
     if problem is not None:
         raise SystemExit(f"bench: the fleet figures run agents in Jury's sandbox, not here: {problem}")
-
-
-def measure_dispatch(base_url: str, *, quick: bool) -> list[Figure]:
-    """The dispatch section: Jury's whole path against Celery's no-op task, and whose CPU each took."""
-    need_sandbox()
-    with private_db(base_url) as url:
-        return dispatch(url, runs=10, repeat=1) if quick else dispatch(url, runs=50, repeat=3)
 
 
 def measure(base_url: str, *, quick: bool, repeat: int = 1) -> list[Figure]:

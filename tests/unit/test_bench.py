@@ -12,8 +12,10 @@ import time
 import pytest
 import redis
 
-from bench.cpu import CpuMeter
-from bench.fleet import Durations, draw, ended_otherwise, measure, measure_dispatch
+from bench.cpu import CpuMeter, Spent
+from bench.dispatch import figures as dispatch_figures
+from bench.dispatch import measure_dispatch
+from bench.fleet import Durations, draw, ended_otherwise, measure
 from bench.parsers import MB, hostile_lines
 from bench.stats import figure, ratio
 
@@ -141,3 +143,24 @@ def test_compare_refuses_what_is_no_checkout_of_jury(tmp_path, capsys) -> None: 
         main([str(tmp_path)])
     assert exit_.value.code == 2
     assert "is not a checkout of Jury" in capsys.readouterr().err
+
+
+def test_dispatch_rates_jury_against_celery_and_against_celery_in_jurys_app() -> None:
+    rates = {
+        "jury": [100.0, 120.0, 110.0],
+        "celery": [1000.0, 800.0, 900.0],
+        "jury app": [500.0, 400.0, 450.0],
+    }
+    spent: dict[str, list[tuple[Spent | None, int]]] = {
+        "jury": [(Spent(workers=3.0, children=1.5, redis=0.3, busy_cores=1.6), 300)] * 3,
+        "celery": [(Spent(workers=0.6, children=0.0, redis=0.1, busy_cores=1.8), 600)] * 3,
+        "jury app": [(Spent(workers=0.9, children=0.0, redis=0.1, busy_cores=1.8), 600)] * 3,
+    }
+    by_name = {f.name: f for f in dispatch_figures(50, 2, rates, spent, "")}
+    assert by_name["jury / celery"].median == pytest.approx(110 / 900)
+    assert by_name["jury / celery in Jury's app"].median == pytest.approx(110 / 450)
+    assert by_name["celery no-op tasks in Jury's app (W=2)"].median == 450
+    assert by_name["celery in Jury's app: CPU in the workers"].median == pytest.approx(1.5)
+    assert by_name["jury: CPU in their child processes"].median == pytest.approx(5.0)
+    # a no-op starts no process: no children figure for either no-op side
+    assert not any("child" in n for n in by_name if n.startswith("celery"))
