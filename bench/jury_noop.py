@@ -13,8 +13,6 @@ it spends handling any of Jury's tasks before Jury's code runs and after it retu
 
 from __future__ import annotations
 
-import os
-
 import redis
 
 from bench.noop import COUNTER, URL
@@ -23,8 +21,9 @@ from workers.app import make_app
 
 QUEUE = "bench-jury-noop"
 
-# Jury's settings but for the Redis: the bench's database, as the Jury workers it is compared with use.
-app = make_app(Settings(redis_url=os.environ.get("JURY_REDIS_URL", URL)))
+# Jury's settings but for the Redis: the bench's database (``BENCH_REDIS_URL``, as for ``bench.noop``), the
+# one the Jury workers it is compared with use.
+app = make_app(Settings(redis_url=URL))
 app.conf.task_routes = {**app.conf.task_routes, "bench.jury_noop": {"queue": QUEUE}}
 _client = redis.Redis.from_url(URL)
 
