@@ -24,35 +24,24 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.__main__ import quiet_logs
-from bench.cpu import CpuMeter, Spent
-from bench.fleet import ROOT, Processes, fleet_env, jury_workers, prepare, private_db, submit_and_wait
+from bench.cpu import Spent
+from bench.dispatch import jury_side
+from bench.fleet import ROOT, private_db
 from bench.stats import Figure, figure
-from orchestrator.config import Settings
 
 
 def one_sample(url: str, base: Path, code: Path, runs: int) -> tuple[float, Spent]:
     """``runs`` dispatch runs on two workers of the checkout ``code``: tasks a second and what they spent."""
-    settings = Settings(dir=base / "state", redis_url=url)
-    env = fleet_env(url, settings.dir)
-    env["JURY_SANDBOX_RO_PATHS"] += f",{code}"  # its packages, where its sandboxed code runs from
-    procs = Processes(env, base / "logs", code=code)
-    firsts = prepare(settings, base, [None] * runs, "r2")
-    os.sync()
     client = redis.Redis.from_url(url)
     try:
-        jury_workers(procs, 2)
-        meter = CpuMeter([p.pid for p in procs.procs], client)
-        meter.start()
-        wall, states = submit_and_wait(settings, firsts, timeout=600)
-        spent = meter.stop()
+        rate, spent, states = jury_side(client, url, base, runs, warm=0, code=code)
     finally:
-        procs.stop()
         client.close()
     if spent is None:
         raise SystemExit("bench.compare: CPU readings need Linux's /proc")
     if set(states) != {"converged"}:
         raise SystemExit(f"bench.compare: runs on {code} ended {sorted(set(states))}, not converged")
-    return 3 * runs / wall, spent
+    return rate, spent
 
 
 def compare(url: str, sides: dict[str, Path], runs: int, pairs: int) -> list[Figure]:

@@ -30,6 +30,7 @@ from celery import Celery
 from bench import jury_noop, noop
 from bench.cpu import CpuMeter, Spent
 from bench.fleet import (
+    ROOT,
     Processes,
     ended_otherwise,
     fleet_env,
@@ -74,30 +75,46 @@ def dispatch(url: str, runs: int, repeat: int, w: int = 2) -> list[Figure]:
     for _ in range(repeat):
         with tempfile.TemporaryDirectory() as d:
             base = Path(d)
-            settings = Settings(dir=base / "state", redis_url=url)
-            env = fleet_env(url, settings.dir)
-            procs = Processes(env, base / "logs")
-            try:
-                firsts = prepare(settings, base, [None] * (warm + runs), "r2")
-                warming, firsts = firsts[:warm], firsts[warm:]
-                os.sync()
-                jury_workers(procs, w)
-                submit_and_wait(settings, warming, timeout=600)
-                meter = CpuMeter([p.pid for p in procs.procs], client)
-                meter.start()
-                wall, states = submit_and_wait(settings, firsts, timeout=600)
-                spent["jury"].append((meter.stop(), 3 * runs))
-                rates["jury"].append(3 * runs / wall)
-                ends += states
-            finally:
-                procs.stop()  # gone before a no-op side is measured
+            rate, used, states = jury_side(client, url, base, runs, warm, w)
+            rates["jury"].append(rate)
+            spent["jury"].append((used, 3 * runs))
+            ends += states
             k = max(200, 3 * runs)
+            env = fleet_env(url, base / "state")
             for side in NOOPS:
                 side_procs = Processes(env, base / f"{side}-logs")
                 rate, used = noop_side(client, url, side, side_procs, w, 3 * warm, k)
                 rates[side].append(rate)
                 spent[side].append((used, k))
     return figures(runs, w, rates, spent, ended_otherwise(ends))
+
+
+def jury_side(
+    client: redis.Redis, url: str, base: Path, runs: int, warm: int, w: int = 2, code: Path | None = None
+) -> tuple[float, Spent | None, list[str]]:
+    """``runs`` Jury runs (after ``warm`` more) on ``w`` fresh ``jury worker`` processes, their
+    repositories and state under ``base``: tasks a second (three a run), the CPU they took and how each
+    measured run ended. ``code``: another checkout of Jury for the workers to run (its directory then
+    shown in the sandbox, where its sandboxed code runs from); None, this one. The workers are gone when
+    it returns."""
+    settings = Settings(dir=base / "state", redis_url=url)
+    env = fleet_env(url, settings.dir)
+    if code is not None:
+        env["JURY_SANDBOX_RO_PATHS"] += f",{code}"
+    procs = Processes(env, base / "logs", code=code or ROOT)
+    try:
+        firsts = prepare(settings, base, [None] * (warm + runs), "r2")
+        warming, firsts = firsts[:warm], firsts[warm:]
+        os.sync()
+        jury_workers(procs, w)
+        if warming:
+            submit_and_wait(settings, warming, timeout=600)
+        meter = CpuMeter([p.pid for p in procs.procs], client)
+        meter.start()
+        wall, states = submit_and_wait(settings, firsts, timeout=600)
+        return 3 * runs / wall, meter.stop(), states
+    finally:
+        procs.stop()  # gone before anything else is measured
 
 
 def noop_side(
