@@ -28,13 +28,21 @@ class RedisMarks:
     prefix: str
     _keep_with_run_script: Script
 
-    def _with_run(self, pipe: redis.client.Pipeline, slug: str, *names: str, listed: bool = True) -> None:
+    def _with_run(
+        self, pipe: redis.client.Pipeline, slug: str, *names: str, listed: bool = True, by_sha: bool = True
+    ) -> None:
         """Queue in the MULTI ``pipe``, after the writes of ``names``: their naming in the run's key set, if
         it keeps one (``listed=False`` for its fixed keys), so its end finds them without a SCAN; for a key
-        without a TTL of its own, its expiry with an ended run (``KEEP_WITH_RUN_LUA``). By its sha alone:
-        run the MULTI with ``execute_multi``."""
-        run = [keys.run_index(self.prefix, slug), keys.events(self.prefix, slug)]
-        call_by_sha(pipe, self._keep_with_run_script, [*run, *names], ["1" if listed else "0"])
+        without a TTL of its own, its expiry with an ended run (``KEEP_WITH_RUN_LUA``). By its sha alone
+        (run the MULTI with ``execute_multi``), or with ``by_sha=False`` as redis-py's Script object, which
+        loads the script first when Redis lost it: for a MULTI that must not be made twice."""
+        script = self._keep_with_run_script
+        names_ = [keys.run_index(self.prefix, slug), keys.events(self.prefix, slug), *names]
+        args = ["1" if listed else "0"]
+        if by_sha:
+            call_by_sha(pipe, script, names_, args)
+        else:
+            script(keys=names_, args=args, client=pipe)
 
     def _multi(self, build: Callable[[redis.client.Pipeline], None]) -> list[Any]:
         return execute_multi(self.client, self._keep_with_run_script, build)
@@ -100,16 +108,16 @@ class RedisMarks:
         """MULTI: SET the sent mark to now, INCR the resent count (EXPIRE: ``ttl``); the taken mark stays."""
         check_slug(slug)
         name = f"{slug}:{key}"
-        run = [keys.run_index(self.prefix, slug), keys.events(self.prefix, slug)]
-        marks = [keys.sent(self.prefix, name), keys.resent(self.prefix, name)]
         with store_errors("mark an action sent again in", slug):
             pipe = self.client.pipeline(transaction=True)
             pipe.set(keys.sent(self.prefix, name), f"{time.time():.3f}", ex=ttl)
             pipe.incr(keys.resent(self.prefix, name))
             pipe.expire(keys.resent(self.prefix, name), ttl)
-            # A Script object (redis-py loads it first when Redis lost it), not ``execute_multi``: the
-            # INCR must not be made twice. The reaper's, rarely: its round trip more does not matter.
-            self._keep_with_run_script(keys=[*run, *marks], args=["1"], client=pipe)
+            # Not ``execute_multi``: the INCR must not be made twice. The reaper's, rarely: its round trip
+            # more (redis-py's SCRIPT EXISTS) does not matter.
+            self._with_run(
+                pipe, slug, keys.sent(self.prefix, name), keys.resent(self.prefix, name), by_sha=False
+            )
             replies = pipe.execute()
         return int(replies[1])
 

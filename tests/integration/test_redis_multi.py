@@ -74,3 +74,12 @@ def test_a_script_redis_lost_is_loaded_and_the_write_made_again(store: RedisStor
     Recording.sent = []
     store.put_artifact(SLUG, "a.txt", b"x")  # loaded now: one round trip again
     assert len(Recording.sent) == 1 and listed(store, keys.artifact(store.prefix, SLUG, "a.txt"))
+
+
+def test_a_resend_redis_lost_the_script_of_counts_once(store: RedisStore) -> None:
+    # mark_resent INCRs the resent count: its MULTI must not be made twice, so it calls the script as
+    # redis-py's Script object, which loads a script Redis lost before the MULTI, never after it.
+    store._keep_with_run_script = store.client.register_script(KEEP_WITH_RUN_LUA + f"-- {uuid.uuid4()}\n")
+    assert store.mark_resent(SLUG, "review:r1:r") == 1
+    resent = keys.resent(store.prefix, f"{SLUG}:review:r1:r")
+    assert int(store.client.get(resent) or 0) == 1 and listed(store, resent)
