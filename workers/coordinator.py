@@ -32,7 +32,7 @@ from orchestrator.errors import GitError, StoreError
 from orchestrator.fold import RunState, apply, fold, snapshot, tick
 from orchestrator.publishing import awaiting_publish
 from orchestrator.spec import TERMINAL_STATES, Target
-from orchestrator.store.files import mirror
+from orchestrator.store.files import record
 from workers import shutdown
 from workers.agents.run import RateLimited
 from workers.jobs import TASKS
@@ -114,16 +114,19 @@ def coordinate(rt: Runtime, slug: str) -> RunState:
         doc = snapshot(state, position, origin) if position is not None else None
         for t in rt.store.alive(slug):  # shown in run.json, never in the snapshot: ticks are not in the log
             tick(state, t)
-        mirror(rt.store, rt.files, slug, state, new)
-        if doc is not None:  # after the mirror: a pass that dies before it reads the same tail again
-            rt.store.write_snapshot(slug, doc)
+        # The files record first; then run.json with the snapshot, once the record holds what it covers (a
+        # pass that dies before then reads the same tail again).
+        state, run_doc = record(rt.store, rt.files, slug, state, new)
+        if doc is None:
+            rt.store.write_state(slug, run_doc)
+        else:
+            rt.store.write_fold(slug, run_doc, doc)
         if state.state in TERMINAL_STATES and not awaiting_publish(state):
             rt.store.deactivate(slug)
             # Its keys go JURY_RETENTION after it ended; the files record stays.
             rt.store.expire_run(slug, rt.settings.retention)
-        else:  # running, or ended and still to be published: the reaper keeps an eye on it
-            rt.store.activate(slug)
-            rt.store.keep_run(slug)  # resumed: what was set to expire is kept again
+        else:  # running, or ended and still to be published: the reaper keeps an eye on it (and a resumed
+            rt.store.activate(slug)  # run's keys, set to expire when it ended, are kept again)
     if state.state in TERMINAL_STATES:
         log.info("run.ended", slug=slug, state=state.state, reason=state.target.state_note)
     return state

@@ -202,8 +202,8 @@ class Capture(SeatHooks):
         self.rt, self.job = rt, job
 
     def after_run(self, seat: Seat, request: SeatRequest, run: AgentRun) -> None:
-        for suffix, data in ((".stdout.txt", run.stdout), (".stderr.txt", run.stderr)):
-            self.rt.store.put_artifact(self.job.slug, request.name + suffix, data.encode())
+        output = {request.name + ".stdout.txt": run.stdout, request.name + ".stderr.txt": run.stderr}
+        self.rt.store.put_artifacts(self.job.slug, {name: text.encode() for name, text in output.items()})
         log.info(
             "agent.ran",
             slug=self.job.slug,

@@ -9,7 +9,7 @@ an artifact's size).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
@@ -136,6 +136,10 @@ class EventStore(Protocol):
         """Store an artifact (``name`` like ``round-1.codex.stdout.txt`` or ``patches/r1-codex-1.patch``)."""
         ...
 
+    def put_artifacts(self, slug: str, artifacts: Mapping[str, bytes]) -> None:
+        """``put_artifact`` of each (an agent run's output and errors): in Redis, one round trip."""
+        ...
+
     def get_artifact(self, slug: str, name: str) -> bytes | None:
         """An artifact's bytes, or None if there is none."""
         ...
@@ -190,6 +194,11 @@ class LiveStore(EventStore, Protocol):
         under the run's lock, it expires with the run."""
         ...
 
+    def write_fold(self, slug: str, state: dict[str, Any], snapshot: dict[str, Any]) -> None:
+        """``write_state`` and ``write_snapshot`` at once (readers see both or neither): a coordinator
+        pass's closing write, one round trip."""
+        ...
+
     def read_snapshot(self, slug: str) -> dict[str, Any] | None:
         """The run's snapshot, or None if none was written (or it is unreadable)."""
         ...
@@ -219,7 +228,8 @@ class LiveStore(EventStore, Protocol):
         ...
 
     def activate(self, slug: str) -> None:
-        """Put the run in the active set: the reaper kicks it until it ends."""
+        """Put the run in the active set: the reaper kicks it until it ends. An active run's keys do not
+        expire: one set to expire (it ended, then was resumed) is kept (``keep_run``)."""
         ...
 
     def deactivate(self, slug: str) -> None:

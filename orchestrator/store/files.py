@@ -21,7 +21,7 @@ import stat
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -247,6 +247,13 @@ class FileStore:
             self._made(path.parent)
             _write_atomic(path, bytes(data))
 
+    def put_artifacts(self, slug: str, artifacts: Mapping[str, bytes]) -> None:
+        """``put_artifact`` of each; a name refused is refused before any is written, as in Redis."""
+        for name in artifacts:
+            check_artifact_name(name)
+        for name, data in artifacts.items():
+            self.put_artifact(slug, name, data)
+
     def get_artifact(self, slug: str, name: str) -> bytes | None:
         """The artifact's bytes, or None.
 
@@ -420,6 +427,22 @@ def mirror(
 ) -> RunState:
     """Copy the live log of ``slug`` into the plain-file record and rewrite ``run.json`` (the fold) in
     both. Whoever folds calls it, so the files are complete in the distributed deployment too.
+    ``record`` says what is copied."""
+    state, doc = record(live, files, slug, state, new)
+    live.write_state(slug, doc)
+    return state
+
+
+def record(
+    live: EventStore,
+    files: FileStore,
+    slug: str,
+    state: RunState | None = None,
+    new: Sequence[Event] | None = None,
+) -> tuple[RunState, dict[str, Any]]:
+    """``mirror``'s half in the files: the live log of ``slug`` copied into the plain-file record and its
+    ``run.json`` rewritten; the fold and that document, for the live store (the coordinator writes it with
+    its snapshot: ``LiveStore.write_fold``).
 
     With ``new`` (the events the caller read or wrote since the log position its ``state`` was folded
     from, while the record already held the rest) only those are appended (the record skips the ones
@@ -437,5 +460,4 @@ def mirror(
         files.append(slug, events)
     doc = run_json(state)
     files.write_state(slug, doc)
-    live.write_state(slug, doc)
-    return state
+    return state, doc

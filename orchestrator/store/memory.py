@@ -17,7 +17,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -260,6 +260,13 @@ class MemoryStore:
         with self._cond:
             self._run(slug).artifacts[name] = stored
 
+    def put_artifacts(self, slug: str, artifacts: Mapping[str, bytes]) -> None:
+        """``put_artifact`` of each; a name refused is refused before any is written, as in Redis."""
+        for name in artifacts:
+            check_artifact_name(name)
+        for name, data in artifacts.items():
+            self.put_artifact(slug, name, data)
+
     def get_artifact(self, slug: str, name: str) -> bytes | None:
         """The artifact's bytes, or None."""
         check_slug(slug)
@@ -274,6 +281,14 @@ class MemoryStore:
         data = json.dumps(state, ensure_ascii=False)
         with self._cond:
             self._run(slug).state = data
+
+    def write_fold(self, slug: str, state: dict[str, Any], snapshot: dict[str, Any]) -> None:
+        """Replace the run's fold and its snapshot under one hold of the lock."""
+        check_slug(slug)
+        data, snap = json.dumps(state, ensure_ascii=False), json.dumps(snapshot, ensure_ascii=False)
+        with self._cond:
+            run = self._run(slug)
+            run.state, run.snapshot = data, snap
 
     def read_state(self, slug: str) -> dict[str, Any] | None:
         """The run's fold, or None."""
@@ -339,10 +354,11 @@ class MemoryStore:
     # -- the control plane's marks -------------------------------------------------------------------------
 
     def activate(self, slug: str) -> None:
-        """Add to the active set."""
+        """Add to the active set, and forget the run's deadline (``keep_run``)."""
         check_slug(slug)
         with self._cond:
             self._active.add(slug)
+        self.keep_run(slug)
 
     def deactivate(self, slug: str) -> None:
         """Remove from the active set."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, cast
 
@@ -38,6 +38,7 @@ from orchestrator.store.redis_codec import (
     json_object,
     script_entries,
     snapshot_doc,
+    snapshot_record,
     stream_events,
     sweep_claim,
     target_state,
@@ -214,9 +215,8 @@ class RedisStore(RedisMarks):
         """One SET of the snapshot: its position, a newline, its JSON (``READ_FROM_SNAPSHOT_LUA`` reads the
         position without parsing the JSON); an ended run's expiry is kept."""
         check_slug(slug)
-        data = f"{doc.get('position') or ''}\n".encode() + to_json(doc)
         with store_errors("write the snapshot of", slug):
-            self.client.set(keys.snapshot(self.prefix, slug), data, keepttl=True)
+            self.client.set(keys.snapshot(self.prefix, slug), snapshot_record(doc), keepttl=True)
 
     def read_snapshot(self, slug: str) -> dict[str, Any] | None:
         """The snapshot, or None if absent or unreadable (logged)."""
@@ -278,15 +278,24 @@ class RedisStore(RedisMarks):
 
     def put_artifact(self, slug: str, name: str, data: bytes) -> None:
         """Store the artifact; data over ``artifact_cap`` is cut, ending with a marker line."""
+        self.put_artifacts(slug, {name: data})
+
+    def put_artifacts(self, slug: str, artifacts: Mapping[str, bytes]) -> None:
+        """Store each artifact (cut as ``put_artifact`` cuts it), all in one MULTI."""
         check_slug(slug)
-        key = keys.artifact(self.prefix, slug, check_artifact_name(name))
-        stored, dropped = cap_bytes(bytes(data), self.artifact_cap)
-        if dropped:
-            log.warning("store.artifact_truncated", slug=slug, name=name, size=len(data), dropped=dropped)
+        stored: dict[str, bytes] = {}
+        for name, data in artifacts.items():
+            key = keys.artifact(self.prefix, slug, check_artifact_name(name))
+            stored[key], dropped = cap_bytes(bytes(data), self.artifact_cap)
+            if dropped:
+                log.warning("store.artifact_truncated", slug=slug, name=name, size=len(data), dropped=dropped)
+        if not stored:
+            return
 
         def write(pipe: redis.client.Pipeline) -> None:
-            pipe.set(key, stored, keepttl=True)
-            self._with_run(pipe, slug, key)  # a new artifact of an ended run expires with it
+            for key, value in stored.items():
+                pipe.set(key, value, keepttl=True)
+            self._with_run(pipe, slug, *stored)  # a new artifact of an ended run expires with it
 
         with store_errors("write artifact of", slug):
             self._multi(write)
@@ -304,9 +313,17 @@ class RedisStore(RedisMarks):
         is kept). Printed by pydantic-core, as the snapshot is: every coordinator pass writes both, and
         the standard library's encoder took three times as long."""
         check_slug(slug)
-        data = to_json(state)
         with store_errors("write state of", slug):
-            self.client.set(keys.state(self.prefix, slug), data, keepttl=True)
+            self.client.set(keys.state(self.prefix, slug), to_json(state), keepttl=True)
+
+    def write_fold(self, slug: str, state: dict[str, Any], snapshot: dict[str, Any]) -> None:
+        """The run's fold and its snapshot in one MULTI (two SETs, each keeping an ended run's expiry)."""
+        check_slug(slug)
+        with store_errors("write state of", slug):
+            pipe = self.client.pipeline(transaction=True)
+            pipe.set(keys.state(self.prefix, slug), to_json(state), keepttl=True)
+            pipe.set(keys.snapshot(self.prefix, slug), snapshot_record(snapshot), keepttl=True)
+            pipe.execute()
 
     def read_state(self, slug: str) -> dict[str, Any] | None:
         """The run's fold, or None if absent or unreadable (logged)."""
@@ -416,6 +433,17 @@ class RedisStore(RedisMarks):
             )
         log.info("store.run_expires", slug=slug, keys=len(run_keys), at=int(cast(int, deadline)))
         return int(cast(int, deadline))
+
+    def activate(self, slug: str) -> None:
+        """SADD to the active set and ZSCORE the expiring set, in one round trip; a run set to expire (it
+        ended, then was resumed) is then kept (``keep_run``)."""
+        with store_errors("activate", check_slug(slug)):
+            pipe = self.client.pipeline(transaction=False)
+            pipe.sadd(keys.active_runs(self.prefix), slug)
+            pipe.zscore(keys.expiring_runs(self.prefix), slug)
+            expiring = pipe.execute()[1] is not None
+        if expiring:
+            self.keep_run(slug)
 
     def keep_run(self, slug: str) -> bool:
         """The run is live (again): if it was set to expire, its record keys no longer do. Cheap when it

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import structlog
+from pydantic_core import to_json
 
 from orchestrator.domain import Event, parse_event
 from orchestrator.store.base import SentMark, SweepClaim
@@ -34,6 +35,12 @@ def json_object(slug: str, raw: bytes | None, warning: str) -> dict[str, Any] | 
         log.warning(warning, slug=slug, error="not a JSON object")
         return None
     return doc
+
+
+def snapshot_record(doc: dict[str, Any]) -> bytes:
+    """A snapshot as it is stored: its position, a newline, its JSON (printed by pydantic-core), so
+    ``READ_FROM_SNAPSHOT_LUA`` reads the position without parsing the JSON."""
+    return f"{doc.get('position') or ''}\n".encode() + to_json(doc)
 
 
 def snapshot_doc(slug: str, raw: bytes | None) -> dict[str, Any] | None:

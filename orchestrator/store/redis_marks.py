@@ -47,11 +47,6 @@ class RedisMarks:
     def _multi(self, build: Callable[[redis.client.Pipeline], None]) -> list[Any]:
         return execute_multi(self.client, self._keep_with_run_script, build)
 
-    def activate(self, slug: str) -> None:
-        """SADD to the active set."""
-        with store_errors("activate", check_slug(slug)):
-            self.client.sadd(keys.active_runs(self.prefix), slug)
-
     def deactivate(self, slug: str) -> None:
         """SREM from the active set."""
         with store_errors("deactivate", check_slug(slug)):

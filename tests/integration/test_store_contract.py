@@ -287,6 +287,16 @@ class TestContract:
         store.put_artifact(SLUG, "round-1.codex.stdout.txt", b"")
         assert store.get_artifact(SLUG, "round-1.codex.stdout.txt") == b""
 
+    def test_put_artifacts_stores_each_or_none(self, store: EventStore) -> None:
+        out, err = "round-1.codex.stdout.txt", "round-1.codex.stderr.txt"
+        store.put_artifacts(SLUG, {out: b"NO NEW FINDINGS\n", err: "é".encode()})
+        assert store.get_artifact(SLUG, out) == b"NO NEW FINDINGS\n"
+        assert store.get_artifact(SLUG, err) == "é".encode()
+        with pytest.raises(StoreError):
+            store.put_artifacts(SLUG, {"fine.txt": b"x", "../escape": b"y"})
+        assert store.get_artifact(SLUG, "fine.txt") is None  # a refused name: nothing written
+        store.put_artifacts(SLUG, {})
+
     @pytest.mark.parametrize(
         "name",
         ["..", "../x", "a/../../b", "patches/..", "/etc/passwd", "a//b", "./a", "a\\b", "", "events.ndjson"],
@@ -576,6 +586,19 @@ class TestLiveContract:
         s.expire_run(SLUG, 1)
         assert s.keep_run(SLUG) is True
         assert s.keep_run(SLUG) is False
+        s.append("witness", [round_start(1)])
+        s.expire_run("witness", 1)
+        live.let_pass(2, lambda: not s.exists("witness"))  # past the deadline SLUG had
+        assert s.exists(SLUG) and eids(s.read(SLUG)) == ["round.start:1"]
+
+    def test_activating_a_run_set_to_expire_keeps_it(self, live: Live) -> None:
+        """A resumed run (ended, set to expire, then active again) keeps its keys: an active run never
+        expires under the reaper's eye."""
+        s = live.store
+        s.append(SLUG, [round_start(1)])
+        s.expire_run(SLUG, 1)
+        s.activate(SLUG)
+        assert s.active_runs() == [SLUG] and s.keep_run(SLUG) is False  # kept already
         s.append("witness", [round_start(1)])
         s.expire_run("witness", 1)
         live.let_pass(2, lambda: not s.exists("witness"))  # past the deadline SLUG had
@@ -908,6 +931,17 @@ class TestRedisStore:
             store_keys.run_index(p, SLUG).encode(),
             store_keys.artifact(p, SLUG, "a.txt").encode(),
         }
+
+    def test_put_artifacts_names_each_with_the_run_and_expires_it_with_an_ended_one(
+        self, redis_store: RedisStore, redis_client: redis.Redis
+    ) -> None:
+        p = redis_store.prefix
+        redis_store.append(SLUG, [raised(1)])
+        redis_store.expire_run(SLUG, 3600)
+        redis_store.put_artifacts(SLUG, {"a.out.txt": b"x", "a.err.txt": b""})
+        names = [store_keys.artifact(p, SLUG, n) for n in ("a.out.txt", "a.err.txt")]
+        assert {n.encode() for n in names} <= redis_client.smembers(store_keys.run_index(p, SLUG))
+        assert all(0 < redis_client.ttl(n) <= 3600 for n in names)  # they go with the run
 
     def test_foreign_stream_entries_are_skipped(
         self, redis_store: RedisStore, redis_client: redis.Redis

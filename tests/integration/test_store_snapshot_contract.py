@@ -84,6 +84,36 @@ def test_the_snapshot_is_kept_beside_the_log(live: LiveStore) -> None:
     assert [e.eid for e in live.read(SLUG)] == ["round.start:1"]  # not in the log
 
 
+def test_write_fold_writes_the_state_and_the_snapshot_that_reads_back(live: LiveStore) -> None:
+    """A coordinator pass's closing write: run.json and the snapshot at once, the snapshot as
+    ``read_from_snapshot`` reads it (its position and the log after it)."""
+    live.append(SLUG, [round_start(1), raised(1)])
+    read = live.read_after(SLUG, None)
+    assert read is not None
+    live.write_state(SLUG, {"state": "old"})
+    doc = {"version": 1, "position": read[0][0], "state": {"note": "é\nnewline"}}
+    live.write_fold(SLUG, {"state": "running", "note": "ü"}, doc)
+    assert live.read_state(SLUG) == {"state": "running", "note": "ü"}
+    assert live.read_snapshot(SLUG) == doc
+    assert live.read_from_snapshot(SLUG) == (live.origin(SLUG), doc, read[1:])
+
+
+def test_write_fold_keeps_an_ended_runs_expiry(live: LiveStore) -> None:
+    live.append(SLUG, [round_start(1)])
+    live.write_fold(SLUG, {"state": "converged"}, {"version": 1})
+    live.expire_run(SLUG, 1)
+    live.write_fold(SLUG, {"state": "converged", "pass": 2}, {"version": 1})  # a later pass's
+    if isinstance(live, RedisStore):
+        deadline = time.monotonic() + 15
+        while live.read_state(SLUG) is not None or live.read_snapshot(SLUG) is not None:
+            assert time.monotonic() < deadline, "the state and snapshot outlived the run"
+            time.sleep(0.1)
+    else:
+        assert isinstance(live, MemoryStore) and isinstance(live.clock, ManualClock)
+        live.clock.advance(2)
+        assert live.read_state(SLUG) is None and live.read_snapshot(SLUG) is None
+
+
 def test_read_from_snapshot_is_origin_snapshot_and_the_log_after_its_position(live: LiveStore) -> None:
     assert live.read_from_snapshot(SLUG) == (None, None, None)  # no run
     live.append(SLUG, [round_start(1), raised(1)])
