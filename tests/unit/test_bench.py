@@ -136,6 +136,26 @@ def test_compare_puts_each_checkout_in_a_column_of_medians_and_ranges() -> None:
     assert [list(c.cells) for c in table.columns[2:]] == [["110.0 (100.0–120.0)"], ["85.0 (80.0–90.0)"]]
 
 
+def test_compare_with_celery_gives_each_side_its_ratio_pair_by_pair_and_celery_a_column() -> None:
+    from bench.compare import CELERY, over_celery, side_by_side
+
+    # pair by pair: a fast minute for both sides is not mistaken for a faster Jury
+    ratio = over_celery("this", [100.0, 200.0, 150.0], [1000.0, 2000.0, 500.0])
+    assert (ratio.median, ratio.low, ratio.high) == pytest.approx((0.1, 0.1, 0.3))
+    with pytest.raises(ValueError, match="shorter"):
+        over_celery("this", [100.0, 200.0], [1000.0])
+    figures = [
+        figure("this", "dispatch rate", "tasks/s", [100.0, 200.0, 150.0]),
+        ratio,
+        figure(CELERY, "Celery's no-op rate", "tasks/s", [1000.0, 2000.0, 500.0]),
+    ]
+    table = side_by_side(figures, "t")
+    assert [c.header for c in table.columns] == ["figure", "unit", "this", CELERY]
+    assert list(table.columns[1].cells) == ["tasks/s", "x", "tasks/s"]
+    assert list(table.columns[2].cells) == ["150.0 (100.0–200.0)", "0.100 (0.100–0.300)", "–"]
+    assert list(table.columns[3].cells) == ["–", "–", "1000.0 (500.0–2000.0)"]
+
+
 def test_compare_refuses_what_is_no_checkout_of_jury(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
     from bench.compare import main
 
