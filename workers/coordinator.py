@@ -125,8 +125,8 @@ def coordinate(rt: Runtime, slug: str) -> RunState:
             rt.store.deactivate(slug)
             # Its keys go JURY_RETENTION after it ended; the files record stays.
             rt.store.expire_run(slug, rt.settings.retention)
-        else:  # running, or ended and still to be published: the reaper keeps an eye on it (and a resumed
-            rt.store.activate(slug)  # run's keys, set to expire when it ended, are kept again)
+        else:  # running, or ended and still to be published: the reaper keeps an eye on it
+            rt.store.activate(slug)  # and a resumed run's keys, set to expire when it ended, are kept again
     if state.state in TERMINAL_STATES:
         log.info("run.ended", slug=slug, state=state.state, reason=state.target.state_note)
     return state
