@@ -418,17 +418,12 @@ def _created_at(run_dir: Path) -> float:
         return run_dir.stat().st_mtime
 
 
-def mirror(
-    live: EventStore,
-    files: FileStore,
-    slug: str,
-    state: RunState | None = None,
-    new: Sequence[Event] | None = None,
-) -> RunState:
+def mirror(live: EventStore, files: FileStore, slug: str) -> RunState:
     """Copy the live log of ``slug`` into the plain-file record and rewrite ``run.json`` (the fold) in
-    both. Whoever folds calls it, so the files are complete in the distributed deployment too.
-    ``record`` says what is copied."""
-    state, doc = record(live, files, slug, state, new)
+    both; the fold. Whoever folds outside the coordinator calls it (a publish, a re-verification, the
+    CLI's sync), so the files are complete in the distributed deployment too; the coordinator calls
+    ``record`` and writes ``run.json`` with its snapshot."""
+    state, doc = record(live, files, slug)
     live.write_state(slug, doc)
     return state
 

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 import redis
 
 from orchestrator.domain import AgentAlive, Event, FindingRaised, RoundStart
+from orchestrator.fold import run_json
 from orchestrator.store.base import LiveStore
+from orchestrator.store.files import FileStore, mirror
 from orchestrator.store.memory import ManualClock, MemoryStore
 from orchestrator.store.redis import RedisStore
 
@@ -112,6 +115,24 @@ def test_write_fold_keeps_an_ended_runs_expiry(live: LiveStore) -> None:
         assert isinstance(live, MemoryStore) and isinstance(live.clock, ManualClock)
         live.clock.advance(2)
         assert live.read_state(SLUG) is None and live.read_snapshot(SLUG) is None
+
+
+def test_mirror_copies_the_log_into_the_record_and_writes_run_json_to_both(
+    live: LiveStore, tmp_path: Path
+) -> None:
+    """What a publish, a re-verification or the CLI's sync leaves: the files record holds the live log,
+    and run.json, the log's fold, is the same in both stores."""
+    files = FileStore(tmp_path / "state")
+    live.append(SLUG, [round_start(1), raised(1)])
+    state = mirror(live, files, SLUG)
+    assert [e.eid for e in files.read(SLUG)] == ["round.start:1", "raised:1"]
+    assert state.events == 2
+    assert live.read_state(SLUG) == files.read_state(SLUG) == json.loads(json.dumps(run_json(state)))
+    live.append(SLUG, [raised(2)])
+    mirror(live, files, SLUG)  # again: the record gains only what is new
+    assert [e.eid for e in files.read(SLUG)] == ["round.start:1", "raised:1", "raised:2"]
+    assert live.read_state(SLUG) == files.read_state(SLUG)
+    assert "r1-a-2" in json.dumps(live.read_state(SLUG))
 
 
 def test_read_from_snapshot_is_origin_snapshot_and_the_log_after_its_position(live: LiveStore) -> None:
