@@ -16,6 +16,7 @@ from pathlib import Path
 
 import structlog
 
+from bench.cpu import TICK, machine_ticks
 from bench.fleet import make_sample_repo
 from orchestrator.git import rev_parse
 from workers.worktree import Worktrees
@@ -24,10 +25,12 @@ N = 300
 
 
 def machine_busy() -> float:
-    """Seconds of CPU the whole machine spent not idle since boot."""
-    with open("/proc/stat") as f:
-        ticks = [int(v) for v in f.readline().split()[1:]]
-    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+    """Seconds of CPU the whole machine spent not idle since boot (``bench.cpu.machine_ticks``)."""
+    ticks = machine_ticks()
+    if ticks is None:
+        raise SystemExit("checkout_loop: the whole machine's CPU needs Linux's /proc/stat")
+    every, idle = ticks
+    return (every - idle) / TICK
 
 
 def own_cpu() -> float:
