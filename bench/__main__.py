@@ -48,7 +48,8 @@ def number(x: float) -> str:
 def print_tables(console: Console, info: dict[str, object], figures: list[Figure]) -> None:
     console.print(
         f"[bold]{info['date']}[/bold]  {info['cpu']}, {info['cores']} cores (host {info['host_cores']}), "
-        f"{info['memory_gb']} GB, Python {info['python']}, Redis {info['redis']}, load {info['load_avg']}"
+        f"{info['memory_gb']} GB, Python {info['python']}, Redis {info['redis']}, load {info['load_avg']}, "
+        f"temporary files on {info.get('tmp_fs') or 'an unknown file system'}"
         + ("  [yellow]--quick[/yellow]" if info.get("quick") else "")
         + f"  ({info.get('seconds')} s)"
     )

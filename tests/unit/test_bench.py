@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import redis
@@ -184,3 +185,49 @@ def test_dispatch_rates_jury_against_celery_and_against_celery_in_jurys_app() ->
     assert by_name["jury: CPU in their child processes"].median == pytest.approx(5.0)
     # a no-op starts no process: no children figure for either no-op side
     assert not any("child" in n for n in by_name if n.startswith("celery"))
+
+
+MOUNTINFO = """\
+21 1 254:0 / / rw,relatime - ext4 /dev/vda rw,discard
+25 24 0:23 / /dev/shm rw,relatime - tmpfs tmpfs rw
+40 21 0:30 / /tmp rw,relatime shared:5 - tmpfs tmpfs rw
+41 40 0:31 / /tmp/with\\040space rw,relatime - xfs /dev/sdb rw
+42 21 0:32 / /tmp rw,relatime - btrfs /dev/sdc rw
+43 21 0:33 / /srv/data rw,relatime - xfs /dev/sdd rw
+"""
+
+
+def test_a_path_is_on_the_longest_mount_point_above_it_the_later_of_two_at_one_point() -> None:
+    from bench.machine import mount_of
+
+    assert mount_of(Path("/work/main"), MOUNTINFO) == ("ext4", "254:0")
+    assert mount_of(Path("/dev/shm/x"), MOUNTINFO) == ("tmpfs", "0:23")
+    assert mount_of(Path("/tmp/a"), MOUNTINFO) == ("btrfs", "0:32")  # mounted over the tmpfs
+    assert mount_of(Path("/tmp/with space/b"), MOUNTINFO) == ("xfs", "0:31")
+    assert mount_of(Path("/srv/database"), MOUNTINFO) == ("ext4", "254:0")  # a name's prefix is no parent
+    assert mount_of(Path("/x"), "garbage\n") is None
+
+
+def test_an_ext4_keeps_a_journal_when_jbd2_runs_one_for_its_device() -> None:
+    from bench.machine import ext4_kind
+
+    assert ext4_kind("vda", ["vda-8"]) == "ext4, journal"
+    assert ext4_kind("vda", ["vdb-8", "dm-0-8"]) == "ext4, no journal"
+    assert ext4_kind("dm-0", ["dm-0-8"]) == "ext4, journal"
+    assert ext4_kind("dm-1", ["dm-10-8"]) == "ext4, no journal"
+
+
+def test_the_header_names_the_file_system_the_temporary_files_are_on() -> None:
+    from rich.console import Console
+
+    from bench.__main__ import print_tables
+    from bench.machine import file_system, mount_of
+
+    shm = mount_of(Path("/dev/shm"), Path("/proc/self/mountinfo").read_text())
+    if shm is None or shm[0] != "tmpfs":
+        pytest.skip("no tmpfs at /dev/shm here")
+    assert file_system(Path("/dev/shm")) == "tmpfs"
+    console = Console(width=200, record=True, color_system=None)
+    info = {"date": "d", "cpu": "c", "cores": 2, "host_cores": 2, "memory_gb": 1, "python": "3", "redis": "7"}
+    print_tables(console, info | {"load_avg": [0], "tmp_fs": "ext4, no journal"}, [])
+    assert "temporary files on ext4, no journal" in console.export_text()
