@@ -38,6 +38,16 @@ def machine_ticks() -> tuple[int, int] | None:
     return sum(ticks), ticks[3] + ticks[4]
 
 
+def machine_busy_seconds(script: str) -> float:
+    """Seconds of CPU the whole machine spent not idle since boot, for a measuring script named ``script``
+    (``bench/results``), which cannot go on without it: SystemExit, saying so, where /proc/stat is not."""
+    ticks = machine_ticks()
+    if ticks is None:
+        raise SystemExit(f"{script}: the whole machine's CPU needs Linux's /proc/stat")
+    every, idle = ticks
+    return (every - idle) / TICK
+
+
 def redis_seconds(client: redis.Redis) -> float | None:
     """CPU seconds the Redis server has used (user + system, its main thread and the others)."""
     try:

@@ -16,21 +16,12 @@ from pathlib import Path
 
 import structlog
 
-from bench.cpu import TICK, machine_ticks
+from bench.cpu import machine_busy_seconds
 from bench.fleet import make_sample_repo
 from orchestrator.git import rev_parse
 from workers.worktree import Worktrees
 
 N = 300
-
-
-def machine_busy() -> float:
-    """Seconds of CPU the whole machine spent not idle since boot (``bench.cpu.machine_ticks``)."""
-    ticks = machine_ticks()
-    if ticks is None:
-        raise SystemExit("checkout_loop: the whole machine's CPU needs Linux's /proc/stat")
-    every, idle = ticks
-    return (every - idle) / TICK
 
 
 def own_cpu() -> float:
@@ -48,12 +39,13 @@ def measure(where: str) -> str:
             with wts.checkout(repo, sha, name="warm"):
                 pass
         os.sync()
-        own, busy, wall = own_cpu(), machine_busy(), time.perf_counter()
+        own, busy, wall = own_cpu(), machine_busy_seconds("checkout_loop"), time.perf_counter()
         for i in range(N):
             with wts.checkout(repo, sha, name=f"x.{i}"):
                 pass
         os.sync()
-        own, busy, wall = own_cpu() - own, machine_busy() - busy, time.perf_counter() - wall
+        busy = machine_busy_seconds("checkout_loop") - busy
+        own, wall = own_cpu() - own, time.perf_counter() - wall
     return (
         f"{where}: a checkout made and removed: {1e3 * own / N:.2f} ms of this process and git, "
         f"{1e3 * busy / N:.2f} ms of the whole machine, {1e3 * wall / N:.2f} ms of wall time"

@@ -22,7 +22,7 @@ from pathlib import Path
 import redis
 from celery import Celery
 
-from bench.cpu import TICK, machine_ticks
+from bench.cpu import TICK, machine_busy_seconds
 from bench.dispatch import noop_tasks
 from bench.fleet import Processes, fleet_env, jury_workers, prepare, private_db, submit_and_wait
 from orchestrator.config import Settings
@@ -38,28 +38,19 @@ def split(pid: int) -> list[float]:
     return [int(x) / TICK for x in fields[11:15]]
 
 
-def busy() -> float:
-    """Seconds of CPU the whole machine spent not idle since boot."""
-    ticks = machine_ticks()
-    if ticks is None:
-        raise SystemExit("worker_split: needs Linux's /proc")
-    every, idle = ticks
-    return (every - idle) / TICK
-
-
 class Stretch:
     """The workers' CPU, split, and the machine's over one measured stretch."""
 
     def __init__(self, pids: list[int]) -> None:
         self.pids = pids
         self.before = [split(p) for p in pids]
-        self.machine = busy()
+        self.machine = machine_busy_seconds("worker_split")
         self.t0 = time.perf_counter()
 
     def stop(self, per: int) -> tuple[list[float], float, float]:
         """Each kind's ms per ``per`` units of work, the machine's, and the cores busy."""
         wall = time.perf_counter() - self.t0
-        machine = busy() - self.machine
+        machine = machine_busy_seconds("worker_split") - self.machine
         after = [split(p) for p in self.pids]
         kinds = [
             1000 * sum(a[i] - b[i] for a, b in zip(after, self.before, strict=True)) / per for i in range(4)
