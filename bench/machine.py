@@ -69,12 +69,15 @@ def file_system(path: Path) -> str | None:
     kind, device = found
     if kind != "ext4":
         return kind
+    block = Path(f"/sys/dev/block/{device}")  # a link to the device's directory: vda, dm-0, as jbd2 names it
+    jbd2 = Path("/proc/fs/jbd2")  # absent while jbd2 runs no journal at all (a module not loaded)
     try:
-        name = Path(f"/sys/dev/block/{device}").resolve().name  # vda, dm-0: how jbd2 names the device
-        journals = [p.name for p in Path("/proc/fs/jbd2").iterdir()]
+        if not block.exists():
+            return "ext4"
+        journals = [p.name for p in jbd2.iterdir()] if jbd2.is_dir() else []
     except OSError:
         return "ext4"
-    return ext4_kind(name, journals)
+    return ext4_kind(block.resolve().name, journals)
 
 
 def ext4_kind(device: str, journals: list[str]) -> str:
