@@ -9,7 +9,7 @@ an artifact's size).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
@@ -340,6 +340,17 @@ def check_artifact_name(name: str) -> str:
     if name in RESERVED_NAMES:
         raise BadName(f"invalid artifact name {name!r}: reserved by the store")
     return name
+
+
+def put_each_artifact(
+    put: Callable[[str, str, bytes], None], slug: str, artifacts: Mapping[str, bytes]
+) -> None:
+    """``put_artifacts`` for a store that writes one artifact at a time (``put``): every name is checked
+    before any is written, so a refused name leaves none of them stored, as Redis's one MULTI does."""
+    for name in artifacts:
+        check_artifact_name(name)
+    for name, data in artifacts.items():
+        put(slug, name, data)
 
 
 def read_run(store: EventStore, slug: str, record_root: Path | None = None) -> list[Event]:

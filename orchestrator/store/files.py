@@ -42,6 +42,7 @@ from orchestrator.store.base import (
     EventStore,
     check_artifact_name,
     check_slug,
+    put_each_artifact,
 )
 
 log = structlog.get_logger()
@@ -249,10 +250,7 @@ class FileStore:
 
     def put_artifacts(self, slug: str, artifacts: Mapping[str, bytes]) -> None:
         """``put_artifact`` of each; a name refused is refused before any is written, as in Redis."""
-        for name in artifacts:
-            check_artifact_name(name)
-        for name, data in artifacts.items():
-            self.put_artifact(slug, name, data)
+        put_each_artifact(self.put_artifact, slug, artifacts)
 
     def get_artifact(self, slug: str, name: str) -> bytes | None:
         """The artifact's bytes, or None.
