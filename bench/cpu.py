@@ -17,15 +17,16 @@ import redis
 TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def process_seconds(pid: int) -> tuple[float, float] | None:
-    """CPU seconds of process ``pid`` so far: its own (user + system), and its waited-for children's."""
+def process_seconds(pid: int) -> tuple[float, float, float] | None:
+    """CPU seconds of process ``pid`` so far: its own (user + system), its waited-for children's, and the
+    user part of its own (the rest of its own is the kernel's work on its behalf: its system calls)."""
     try:
         # The command name (field 2) may hold spaces and parentheses: split after its closing one.
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
     utime, stime, cutime, cstime = (int(x) for x in fields[11:15])
-    return (utime + stime) / TICK, (cutime + cstime) / TICK
+    return (utime + stime) / TICK, (cutime + cstime) / TICK, utime / TICK
 
 
 def machine_ticks() -> tuple[int, int] | None:
@@ -62,13 +63,14 @@ class Spent:
     """CPU seconds spent over one measured stretch, and the cores busy on average over it."""
 
     workers: float  # the worker processes' own
+    workers_user: float  # of it, in user mode (Python, not the system calls it makes)
     children: float  # their child processes' (those they waited for)
     redis: float
     busy_cores: float  # 0 .. the machine's cores
 
 
-# Each process's (own, children's) seconds, Redis's seconds, the machine's (all, idle) ticks.
-Reading = tuple[list[tuple[float, float] | None], float | None, tuple[int, int] | None]
+# Each process's (own, children's, own user) seconds, Redis's seconds, the machine's (all, idle) ticks.
+Reading = tuple[list[tuple[float, float, float] | None], float | None, tuple[int, int] | None]
 
 
 class CpuMeter:
@@ -91,13 +93,16 @@ class CpuMeter:
         (procs0, redis0, ticks0), (procs1, redis1, ticks1) = self._start, self._read()
         if redis0 is None or redis1 is None or ticks0 is None or ticks1 is None:
             return None
-        own = children = 0.0
+        own = children = user = 0.0
         for before, after in zip(procs0, procs1, strict=True):
             if before is None or after is None:
                 return None
             own += after[0] - before[0]
             children += after[1] - before[1]
+            user += after[2] - before[2]
         all_ticks, idle_ticks = ticks1[0] - ticks0[0], ticks1[1] - ticks0[1]
         cores = os.cpu_count() or 1
         busy = cores * (1 - idle_ticks / all_ticks) if all_ticks > 0 else 0.0
-        return Spent(workers=own, children=children, redis=redis1 - redis0, busy_cores=busy)
+        return Spent(
+            workers=own, workers_user=user, children=children, redis=redis1 - redis0, busy_cores=busy
+        )

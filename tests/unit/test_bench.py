@@ -89,6 +89,21 @@ def test_the_cpu_meter_tells_a_process_own_cpu_from_its_childrens(shared_redis: 
     assert spent.redis >= 0 and 0 < spent.busy_cores <= (os.cpu_count() or 1)
 
 
+def test_the_cpu_meter_tells_a_process_user_time_from_the_kernels_work_for_it(shared_redis: str) -> None:
+    meter = CpuMeter([os.getpid()], redis.Redis.from_url(shared_redis))
+    meter.start()
+    start = os.times()
+    while os.times().user - start.user < 0.15:  # arithmetic: user time
+        sum(range(10_000))
+    with open("/dev/zero", "rb", buffering=0) as zero:
+        while os.times().system - start.system < 0.15:  # the kernel filling buffers: system time
+            zero.read(1 << 24)
+    spent = meter.stop()
+    assert spent is not None
+    assert spent.workers_user >= 0.13  # clock ticks are 10 ms
+    assert spent.workers - spent.workers_user >= 0.13
+
+
 def test_the_tables_print_a_figure_name_with_brackets_as_written() -> None:
     from rich.console import Console
 
@@ -173,9 +188,10 @@ def test_dispatch_rates_jury_against_celery_and_against_celery_in_jurys_app() ->
         "jury app": [500.0, 400.0, 450.0],
     }
     spent: dict[str, list[tuple[Spent | None, int]]] = {
-        "jury": [(Spent(workers=3.0, children=1.5, redis=0.3, busy_cores=1.6), 300)] * 3,
-        "celery": [(Spent(workers=0.6, children=0.0, redis=0.1, busy_cores=1.8), 600)] * 3,
-        "jury app": [(Spent(workers=0.9, children=0.0, redis=0.1, busy_cores=1.8), 600)] * 3,
+        "jury": [(Spent(workers=3.0, workers_user=3.0, children=1.5, redis=0.3, busy_cores=1.6), 300)] * 3,
+        "celery": [(Spent(workers=0.6, workers_user=0.6, children=0.0, redis=0.1, busy_cores=1.8), 600)] * 3,
+        "jury app": [(Spent(workers=0.9, workers_user=0.9, children=0.0, redis=0.1, busy_cores=1.8), 600)]
+        * 3,
     }
     by_name = {f.name: f for f in dispatch_figures(50, 2, rates, spent, "")}
     assert by_name["jury / celery"].median == pytest.approx(110 / 900)
