@@ -89,7 +89,8 @@ def hold(rt: Runtime, job: Job, refusal: str) -> None:
     patch = git(
         ["format-patch", "--stdout", "--binary", "--no-signature", f"{t.head}..{job.action.sha}"], job.repo
     )
-    rt.store.put_artifact(job.slug, FIXES_PATCH, patch.encode())
+    rt.store.put_artifact(job.slug, FIXES_PATCH, patch.encode())  # for every host (`jury fetch`)
+    rt.files.put_artifact(job.slug, FIXES_PATCH, patch.encode())  # and in the run's record, to read
     note = held_note(refusal, job.slug)
     log.warning("push.refused", slug=job.slug, why=refusal)
     finish(rt, job, [TargetEvent(eid=f"{job.action.key}:held", target=Target(push_note=note))])
