@@ -110,6 +110,9 @@ class Target(Model):
     path: str | None = None  # the git repository Jury works in (the user's repo or a mirror)
     head: str | None = None  # PR head sha
     base: str | None = None  # merge-base of the head with the trunk
+    # Why a run's fixes were not pushed to the PR's repository (orchestrator/pushgate.py): a head from a
+    # fork, CI configuration changed; said in the run's end note and so on the PR.
+    push_note: str | None = None
 
 
 class SandboxSettings(Model):
