@@ -7,6 +7,7 @@ it, nor through the proxy's socket itself."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import sys
 import threading
@@ -125,15 +126,29 @@ def test_an_agent_reaches_the_listed_model_server_every_way(tmp_path: Path, mode
         assert line.startswith("GOT") and "MODEL-OK" in line, f"{label}: {line}"
 
 
-def test_a_listed_host_name_resolves_inside_to_its_forwarder(tmp_path: Path) -> None:
+def low_port_server(address: str) -> ThreadingHTTPServer:
+    """A model server on a free port below 1024 (as an API's 443 is): only root may bind one."""
+    if os.geteuid() != 0:
+        pytest.skip("binding a port below 1024 on the host needs root")
+    for port in range(600, 1024):
+        try:
+            return ThreadingHTTPServer((address, port), _Model)
+        except OSError:
+            continue
+    pytest.skip("no free port below 1024")
+
+
+@pytest.mark.parametrize("low", [False, True], ids=["high-port", "low-port"])
+def test_a_listed_host_name_resolves_inside_to_its_forwarder(tmp_path: Path, low: bool) -> None:
     """A host name in ``egress``: the sandbox's hosts file maps it to a 127.0.0.N of its own, where a
-    forwarder listens on the listed port (tools that ignore HTTPS_PROXY connect straight to it)."""
+    forwarder listens on the listed port (tools that ignore HTTPS_PROXY connect straight to it), a port
+    below 1024 too (the sandbox keeps CAP_NET_BIND_SERVICE, in its own namespaces, for it)."""
     name = socket.gethostname().lower()
     try:
         address = socket.getaddrinfo(name, None, socket.AF_INET)[0][4][0]
     except (OSError, IndexError):
         pytest.skip(f"this machine's name {name!r} does not resolve here")
-    server = ThreadingHTTPServer((str(address), 0), _Model)
+    server = low_port_server(str(address)) if low else ThreadingHTTPServer((str(address), 0), _Model)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         target = f"{name}:{server.server_address[1]}"
