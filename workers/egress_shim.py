@@ -209,13 +209,13 @@ def main(args: list[str]) -> int:
         print("jury egress: needs --socket and a command", file=sys.stderr)
         return 2
     listeners: list[tuple[socket.socket, object, tuple[str, ...]]] = []
-    proxy_sock = listen("127.0.0.1", 0)
-    listeners.append((proxy_sock, proxy, (socket_path,)))
-    for local, target in forwards:
+    for local, target in forwards:  # first: the proxy's free port must not take a listed one
         try:
             listeners.append((listen(*split_address(local)), forward, (socket_path, target)))
         except OSError as exc:  # e.g. a port the sandbox cannot bind: the proxy still carries it
             print(f"jury egress: cannot listen on {local} for {target}: {exc}", file=sys.stderr)
+    proxy_sock = listen("127.0.0.1", 0)
+    listeners.append((proxy_sock, proxy, (socket_path,)))
     proxy_url = f"http://127.0.0.1:{proxy_sock.getsockname()[1]}"
     if os.fork() == 0:  # the forwarder: its own threads, no stdio of the agent's
         devnull = os.open(os.devnull, os.O_RDWR)
