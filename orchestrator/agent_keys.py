@@ -8,6 +8,7 @@ before a table reaches here. Every failure is a ``ConfigError`` naming the file,
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import shlex
 from typing import Any, get_args
@@ -47,6 +48,7 @@ ALLOWED_AGENT_KEYS: tuple[str, ...] = (
     "parser",
     "scope",
     "state_dirs",
+    "egress",
 )
 PLACEHOLDERS: frozenset[str] = frozenset(
     {"prompt", "prompt_file", "worktree", "session", "model_args", "model"}
@@ -66,6 +68,10 @@ MODEL_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+\[\]-]{0,199}")
 MAX_EXPECT_SECONDS = 7200.0  # 3x it is six hours: the broker's default visibility timeout
 _ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 AGENT_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+_HOST_NAME_RE = re.compile(
+    r"(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*"
+)
+_PORT_RE = re.compile(r"[1-9][0-9]{0,4}")
 
 
 class Invalid(Exception):
@@ -191,6 +197,39 @@ def _state_dirs(value: object) -> list[str]:
     return dirs
 
 
+def split_endpoint(text: str) -> tuple[str, int]:
+    """``host:port`` (``[v6]:port`` for an IPv6 address) as (host, port); ValueError when it is none."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not _PORT_RE.fullmatch(port) or int(port) > 65535:
+        raise ValueError(f"{text!r} is not host:port (a port 1-65535)")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+        if ipaddress.ip_address(host).version != 6:
+            raise ValueError(f"{text!r}: only an IPv6 address goes in brackets")
+    elif ":" in host:
+        raise ValueError(f"{text!r}: write an IPv6 address in brackets, [::1]:443")
+    return host, int(port)
+
+
+def endpoint(text: object) -> str:
+    """One ``egress`` entry, checked and in its one spelling (lower case, an address in its short form):
+    the proxy compares what an agent asks for with these strings exactly, so there is no second way to
+    write one. A host name, an IPv4 address or a bracketed IPv6 one, and a port; no wildcards, no ranges."""
+    if not isinstance(text, str):
+        raise Invalid('must be a list of "host:port" strings')
+    try:
+        host, port = split_endpoint(text.strip().lower())
+    except ValueError as exc:
+        raise Invalid(str(exc)) from None
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        if not _HOST_NAME_RE.fullmatch(host):
+            raise Invalid(f"{text!r}: {host!r} is not a host name or an address") from None
+        return f"{host}:{port}"
+    return f"[{address.compressed}]:{port}" if address.version == 6 else f"{address}:{port}"
+
+
 def _check_value(key: str, value: object) -> object:
     """The value of one agent key, checked; raises ``Invalid`` with what is wrong."""
     if key == "kind":
@@ -273,6 +312,8 @@ def _check_value(key: str, value: object) -> object:
         return names
     if key == "state_dirs":
         return _state_dirs(value)
+    if key == "egress":
+        return list(dict.fromkeys(endpoint(e) for e in string_list(value, non_empty=False)))
     if key == "env":
         if not isinstance(value, dict):
             raise Invalid('must be a table of NAME = "value"')

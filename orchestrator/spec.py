@@ -59,6 +59,8 @@ class AgentSpec(BaseModel):
     # Directories (``~/`` is the worker's HOME) the agent keeps its own state in; inside the sandbox they
     # are the only parts of HOME it sees, read-write (e.g. ``["~/.codex"]``).
     state_dirs: list[str] = Field(default_factory=list)
+    # The only endpoints ("host:port") a CLI agent's sandbox may reach, through Jury's proxy (workers.egress).
+    egress: list[str] = Field(default_factory=list)
     usd_per_minute: float | None = None  # what a minute of this agent costs when it reports no cost
     # http agents
     base_url: str | None = None

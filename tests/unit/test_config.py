@@ -663,6 +663,7 @@ FORBIDDEN_VALUES: dict[str, str] = {
     "parser": '"none"',
     "scope": '"all"',
     "state_dirs": '["~/.ssh"]',
+    "egress": '["127.0.0.1:6379"]',  # the fleet's Redis, from the reviewed code's own config
 }
 
 
