@@ -40,8 +40,9 @@ def _cut(flat: str, limit: int) -> str:
 
 
 def flatten(value: object) -> str:
-    """One line: every run of whitespace (newlines included) becomes one space, none at the ends."""
-    return " ".join(str(value).split())
+    """One line: every run of whitespace (newlines included) becomes one space, none at the ends; NUL is
+    U+FFFD, as a CommonMark parser reads it."""
+    return " ".join(normalise(str(value)).split())
 
 
 def plain(value: object, limit: int) -> str:
