@@ -284,3 +284,17 @@ def test_a_path_with_a_backtick_is_no_place_on_the_diff() -> None:
     assert parse_loc("a`<img src=x onerror=alert(1)>`b.py:3") is None
     assert parse_loc("a\nb.py:3") is None
     assert parse_loc("src/ünïcode name.py:3") == ("src/ünïcode name.py", 3)
+
+
+@settings(max_examples=30)
+@given(st.integers(min_value=0, max_value=300), untrusted)
+def test_a_forge_cut_of_a_long_review_stays_inert(shift: int, value: str) -> None:
+    """Sixty refused comments full of code spans quoting HTML: the summary that lists them is past what a
+    forge takes, and the forge client's cut (at a line break) leaves no span open."""
+    line = "x" * shift + " " + code("<b>bold</b> <img src=x onerror=alert(1)> " + value, 200)
+    comments = tuple(
+        InlineComment(path="a.py", line=i + 1, body=(line + "\n") * 40, key=f"f{i}") for i in range(60)
+    )
+    body = summary_text(ReviewDraft(run="s-1", body="summary", comments=comments), list(comments))
+    assert sum(len(c.body) for c in comments) > BODY_MAX and body.endswith("…")  # the forge client cut it
+    assert problems(body.split("\n", 1)[1]) == []
