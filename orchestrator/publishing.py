@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from orchestrator.fold import FindingState, RunState
-from orchestrator.markdown_safe import code_block, fit, plain
 from orchestrator.markdown_safe import code as code_span
+from orchestrator.markdown_safe import code_block, fit, plain
 from orchestrator.markdown_safe import text as md
 from orchestrator.spec import TERMINAL_STATES
 

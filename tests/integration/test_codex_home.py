@@ -98,7 +98,12 @@ def test_a_codex_home_holding_jurys_state_directory_is_refused(
     home, codex_home = outside_home
     jury_dir = codex_home / "jury"
     jury_dir.mkdir()
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "CODEX_HOME": str(codex_home), "JURY_DIR": str(jury_dir)}
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(home),
+        "CODEX_HOME": str(codex_home),
+        "JURY_DIR": str(jury_dir),
+    }
     out = run(tmp_path, agent(tmp_path, ["$CODEX_HOME"]), env)
     assert "would expose Jury's state directory" in out, out
 
@@ -109,6 +114,6 @@ def test_the_codex_catalog_entry_binds_codex_home_and_names_are_checked() -> Non
     for bad in ("$", "$1X", "$A-B", "$A/b"):
         with pytest.raises(ConfigError, match="environment variable"):
             check_agent("jury.toml", "x", {"argv": ["x", "{prompt}"], "state_dirs": [bad]}, None)
-    assert check_agent("jury.toml", "x", {"argv": ["x", "{prompt}"], "state_dirs": ["$MY_HOME"]}, None).state_dirs == [
-        "$MY_HOME"
-    ]
+    assert check_agent(
+        "jury.toml", "x", {"argv": ["x", "{prompt}"], "state_dirs": ["$MY_HOME"]}, None
+    ).state_dirs == ["$MY_HOME"]

@@ -11,7 +11,14 @@ import httpx
 import pytest
 from markdown_it import MarkdownIt
 
-from orchestrator.domain import Event, FindingRaised, FindingResolved, JuryConfigEvent, RoundStart, TargetEvent
+from orchestrator.domain import (
+    Event,
+    FindingRaised,
+    FindingResolved,
+    JuryConfigEvent,
+    RoundStart,
+    TargetEvent,
+)
 from orchestrator.fold import fold
 from orchestrator.forge import ForgeSettings
 from orchestrator.spec import AgentSpec, JuryConfig, Target
@@ -19,7 +26,7 @@ from tests.fakes.forge_server import FakePR, ForgeServer
 from tests.unit.test_markdown_safe import problems
 from workers.publish import publish_state
 
-ATTACK = "<img src=x onerror=alert(1)> see [x](javascript:alert(1)) and <a href=\"javascript:alert(2)\">y</a>"
+ATTACK = '<img src=x onerror=alert(1)> see [x](javascript:alert(1)) and <a href="javascript:alert(2)">y</a>'
 GH_TOKEN = "ghp_MARKUPsecretTOKEN0123456789"
 GL_TOKEN = "glpat-MARKUPsecretTOKEN98765"
 HEAD = "c" * 40

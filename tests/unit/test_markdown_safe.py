@@ -261,7 +261,7 @@ def test_every_published_body_of_a_hostile_run_is_inert(fields: list[str]) -> No
 
 
 def test_the_issues_attack_is_neutralised_and_still_shown() -> None:
-    attack = "<img src=x onerror=alert(1)> and [x](javascript:alert(1)) <a href=\"javascript:alert(2)\">y</a>"
+    attack = '<img src=x onerror=alert(1)> and [x](javascript:alert(1)) <a href="javascript:alert(2)">y</a>'
     s = hostile_run([attack])
     s.findings["f0"].body = attack + "\n```\nstill `code` <b>\n```\n"
     s.findings["f0"].loc = "src/a.py:3"
