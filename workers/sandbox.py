@@ -274,8 +274,6 @@ def _layout(jail: Jail, env: Mapping[str, str], *, create: bool) -> _Layout:
             if not entry:
                 continue
         path = state_dir_path(entry, home)
-        if any(d == path or d.is_relative_to(path) for d in _jury_dirs(env)):
-            raise ValueError(f"state dir {entry!r} would expose Jury's state directory (JURY_DIR)")
         if create:
             path.mkdir(parents=True, exist_ok=True, mode=0o700)
         target = inside_home / path.relative_to(home) if _under(path, home) else path.resolve()

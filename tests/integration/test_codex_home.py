@@ -72,8 +72,8 @@ def run(tmp_path: Path, spec: AgentSpec, env: dict[str, str]) -> str:
         timeout=30,
         base_env=env,
     )
-    assert done.proc.error is None or "state dir" in done.proc.error, done.proc.error
-    return done.proc.error or done.stdout
+    assert done.proc.error is None, done.proc.error
+    return done.stdout
 
 
 def test_codex_home_outside_home_is_writable_in_the_sandbox(
@@ -90,22 +90,6 @@ def test_codex_home_outside_home_is_writable_in_the_sandbox(
     assert "ERRNO" in out and not (codex_home / "sessions" / "rollout-1.jsonl").exists(), out
     # unset: nothing more is bound, and the agent runs as before
     assert "ERRNO" in run(tmp_path, agent(tmp_path, ["$CODEX_HOME"]), {**env, "CODEX_HOME": ""})
-
-
-def test_a_codex_home_holding_jurys_state_directory_is_refused(
-    tmp_path: Path, outside_home: tuple[Path, Path]
-) -> None:
-    home, codex_home = outside_home
-    jury_dir = codex_home / "jury"
-    jury_dir.mkdir()
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "HOME": str(home),
-        "CODEX_HOME": str(codex_home),
-        "JURY_DIR": str(jury_dir),
-    }
-    out = run(tmp_path, agent(tmp_path, ["$CODEX_HOME"]), env)
-    assert "would expose Jury's state directory" in out, out
 
 
 def test_the_codex_catalog_entry_binds_codex_home_and_names_are_checked() -> None:
