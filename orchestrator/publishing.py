@@ -22,7 +22,7 @@ from typing import Literal
 
 from orchestrator.fold import FindingState, RunState
 from orchestrator.markdown_safe import code as code_span
-from orchestrator.markdown_safe import code_block, fit, plain
+from orchestrator.markdown_safe import code_block, escape, fit, plain
 from orchestrator.markdown_safe import text as md
 from orchestrator.spec import TERMINAL_STATES
 
@@ -246,7 +246,7 @@ def summary_body(s: RunState, conclusion: Conclusion, title: str, off_diff: list
     t, cfg = s.target, s.config
     by = lambda status: [f for f in s.findings.values() if f.status == status]  # noqa: E731
     lines = [
-        f"### {clip(title, 200)}",
+        f"### {escape(title)}",  # already plain(): one line, cut, no mention
         "",
         f"Run {code(s.slug, 200)} ended **{s.state}**: {clip(t.state_note or '', 400)}",
         f"Reviewed head {_sha(t.head)} against {code(t.trunk or '?', 80)} (merge-base {_sha(t.base)})"
