@@ -135,9 +135,10 @@ def parse_loc(loc: str) -> tuple[str, int] | None:
     if found is None:
         return None
     path = found["path"].strip().removeprefix("./")
+    # A backtick or a control character: no file of a real diff, and it would break the code span a
+    # forge client puts the path in when the forge refuses the line (the summary lists it anyway).
     if not path or path.startswith("/") or ".." in path.split("/") or _UNPLACEABLE.search(path):
-        return None  # a backtick or a control character: no real file of a diff, and it would break
-        # the code span a forge client puts the path in when the line is refused
+        return None
     return path, int(found["line"])
 
 
