@@ -158,7 +158,7 @@ def test_plain_text_is_one_short_line_without_mentions(value: str, limit: int) -
     assert all(shown[i + 1] == "\u200b" for i, ch in enumerate(shown) if ch == "@")
 
 
-def test_line_start_markers_are_escaped_and_escaping_is_idempotent_in_rendering() -> None:
+def test_line_start_markers_and_the_issues_attack_are_escaped() -> None:
     assert escape("# title") == "\\# title" and escape("1. x") == "1\\. x" and escape("- x") == "\\- x"
     assert escape("<img src=x onerror=alert(1)>") == "\\<img src=x onerror=alert(1)\\>"
     assert text("[x](javascript:alert(1))", 100) == "\\[x\\](javascript:alert(1))"
