@@ -56,6 +56,9 @@ def usage_error_types() -> tuple[type[Any], ...]:
 
 
 def main() -> None:
+    from workers.supervise import write_privately
+
+    write_privately()  # a run's prompts and agents' output, and the workers this starts, 0600
     try:
         code = app(prog_name="jury", standalone_mode=False)  # click returns the code of a typer.Exit here
     except JuryError as exc:

@@ -183,9 +183,15 @@ def _model_id(value: object) -> str:
 
 def _state_dirs(value: object) -> list[str]:
     """Directories under HOME (``~/...``) or absolute ones, each naming one directory: the sandbox binds
-    exactly these, so ``~`` itself, ``/`` or a path that climbs with ``..`` would undo it."""
+    exactly these, so ``~`` itself, ``/`` or a path that climbs with ``..`` would undo it. ``$NAME``: the
+    directory the worker's environment variable NAME holds, when set (codex's ``$CODEX_HOME``), checked
+    the same way when the sandbox is built."""
     dirs = string_list(value, non_empty=False)
     for d in dirs:
+        if d.startswith("$"):
+            if not _ENV_NAME_RE.fullmatch(d[1:]):
+                raise Invalid(f"{d!r} must be '$' and an environment variable's name")
+            continue
         rest = d[2:] if d.startswith("~/") else d[1:] if d.startswith("/") else None
         if rest is None:
             raise Invalid(f"{d!r} must start with '~/' (the worker's HOME) or '/'")

@@ -94,7 +94,7 @@ class Jail:
     writable: bool = True
     network: bool | None = None  # None: the settings' ``network`` (code runs); agents pass True
     git_dirs: tuple[Path, ...] = ()  # mounted read-only: the worktree's git admin and common dirs
-    state_dirs: tuple[str, ...] = ()  # an agent's HOME state dirs, bound read-write ("~/.codex")
+    state_dirs: tuple[str, ...] = ()  # bound read-write: "~/.codex", "/abs", "$CODEX_HOME" (env's dir)
     ro_paths: tuple[Path, ...] = ()  # extra host paths visible read-only (beyond the read-only root)
     rw_paths: tuple[Path, ...] = ()  # extra host directories writable inside (a verification's reports)
     env: Mapping[str, str] = field(default_factory=dict)  # set inside, after the allow-list
@@ -287,6 +287,10 @@ def _layout(jail: Jail, env: Mapping[str, str], *, create: bool) -> _Layout:
     if jail.has_network:
         binds.append(("--ro-bind-try", Path("/run/systemd/resolve"), Path("/run/systemd/resolve")))
     for entry in jail.state_dirs:
+        if entry.startswith("$"):  # "$CODEX_HOME": the directory the worker's environment names, if set
+            entry = env.get(entry[1:], "")
+            if not entry:
+                continue
         path = state_dir_path(entry, home)
         if create:
             path.mkdir(parents=True, exist_ok=True, mode=0o700)

@@ -18,6 +18,7 @@ from typing import Any
 
 from celery import Task
 from celery.signals import (
+    worker_init,
     worker_process_init,
     worker_ready,
     worker_shutdown,
@@ -152,6 +153,14 @@ def stop_duties(sender: Any = None, **_: Any) -> None:
     """The worker is leaving: its threads stop and its presence record goes."""
     while _duties:
         _duties.pop().stop()
+
+
+@worker_init.connect
+def private_files(sender: Any = None, **_: Any) -> None:
+    """A worker started by ``celery`` itself (not ``jury worker``) writes privately too."""
+    from workers.supervise import write_privately
+
+    write_privately()
 
 
 @worker_process_init.connect
