@@ -1,0 +1,174 @@
+"""Finding a secret in text however an agent spelled it, and putting ``[redacted]`` in its place.
+
+An agent that was handed a key can print it, and whatever it prints becomes a finding: the review
+published on the PR, the events, the artifacts, the next agent's prompt, a fix commit's message. Matching
+the exact string alone lets through the cheapest disguises, so ``Redactor`` matches every spelling below
+of every secret it holds, in one compiled regular expression:
+
+- the value itself, each character also as its URL escape (``%2D``, ``+`` for a space) or its JSON
+  escape (``\\u002d``): URL-encoded and JSON-encoded text alike;
+- the value reversed, with the same escapes;
+- its UTF-8 bytes in hex, either case;
+- its base64 and base64url, at each of the three byte alignments it can have inside a longer encoded
+  string: only the characters that depend on the secret's bytes alone (the "stable core") are matched,
+  so the one or two boundary characters shared with the neighbouring bytes may stay;
+
+and each of these split anywhere by whitespace or line breaks (and their JSON escapes ``\\n``, ``\\r``,
+``\\t``), as a wrapped line or a value cut in two by a space is.
+
+A secret shorter than ``MIN_ENCODED_CHARS`` is matched only as itself and its JSON escape: the encoded
+spellings of a short value are shorter still and would redact ordinary text.
+
+Pure: no I/O. The process-wide registry of secrets is ``orchestrator.logs`` (``add_secret``/``redact``).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+REDACTED = "[redacted]"
+MIN_ENCODED_CHARS = 8  # a secret this long or longer is matched in every encoding
+# What may split a secret: whitespace and line breaks, raw or as the JSON escapes a JSON line holds.
+SEPARATOR = r"(?:\s|\\[nrt])*"
+
+
+def _url_escapes(char: str) -> str:
+    """The percent-encoding of ``char``'s UTF-8 bytes, hex digits of either case."""
+    return "".join(f"%(?i:{byte:02x})" for byte in char.encode("utf-8"))
+
+
+def _char(char: str) -> str:
+    """A pattern for one character of a secret: itself, URL-escaped, or JSON-escaped."""
+    options = [re.escape(char), _url_escapes(char)]
+    if char == " ":
+        options.append(r"\+")
+    escaped = json.dumps(char)[1:-1]
+    if escaped != char:
+        options.append(re.escape(escaped))
+    units = char.encode("utf-16-be")
+    options.append("".join(rf"\\u(?i:{units[i : i + 2].hex()})" for i in range(0, len(units), 2)))
+    return "(?:" + "|".join(options) + ")"
+
+
+def _split(units: Iterable[str]) -> str:
+    """The pattern of ``units`` in order, any of them split from the next by ``SEPARATOR``."""
+    return SEPARATOR.join(units)
+
+
+def base64_cores(value: bytes, alphabet: str = "standard") -> list[str]:
+    """The base64 characters that hold ``value``'s bytes alone, at byte offsets 0, 1 and 2 of a longer
+    encoded string (``alphabet``: ``standard`` or ``urlsafe``).
+
+    Character ``i`` of an encoding covers bits ``[6i, 6i + 6)``; with ``k`` bytes before the value, the
+    value fills bits ``[8k, 8k + 8n)``, so only the characters from ``ceil(8k / 6)`` to
+    ``floor(8(k + n) / 6)`` depend on it alone: those are matched wherever they occur."""
+    cores: list[str] = []
+    for offset in range(3):
+        encoded = base64.b64encode(bytes(offset) + value).decode("ascii")
+        start = -(-8 * offset // 6)
+        end = 8 * (offset + len(value)) // 6
+        core = encoded[start:end]
+        if alphabet == "urlsafe":
+            core = core.translate(str.maketrans("+/", "-_"))
+        cores.append(core)
+    return cores
+
+
+def spellings(secret: str) -> list[str]:
+    """The patterns that find ``secret``, one per spelling (see the module's docstring)."""
+    plain = _split(_char(c) for c in secret)
+    if len(secret) < MIN_ENCODED_CHARS:
+        return [re.escape(secret), re.escape(json.dumps(secret)[1:-1])]
+    data = secret.encode("utf-8")
+    found = [plain, _split(_char(c) for c in reversed(secret))]
+    found.append(_split(f"(?i:{c})" for c in data.hex()))
+    for alphabet in ("standard", "urlsafe"):
+        for core in base64_cores(data, alphabet):
+            found.append(_split(re.escape(c) for c in core))
+    return found
+
+
+@dataclass(frozen=True)
+class Redactor:
+    """A set of secrets and the one expression that finds any spelling of any of them."""
+
+    secrets: frozenset[str] = frozenset()
+    _pattern: re.Pattern[str] | None = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def of(cls, secrets: Iterable[str]) -> Redactor:
+        kept = frozenset(s for s in secrets if s)
+        if not kept:
+            return cls()
+        # Longest first: a secret that contains another is replaced whole, not around the shorter one.
+        ordered = sorted(kept, key=lambda s: (-len(s), s))
+        alternatives = [p for s in ordered for p in spellings(s)]
+        return cls(kept, re.compile("|".join(f"(?:{a})" for a in alternatives)))
+
+    def with_secrets(self, secrets: Iterable[str]) -> Redactor:
+        """This redactor with ``secrets`` added (itself when none is new)."""
+        new = {s for s in secrets if s} - self.secrets
+        return self if not new else Redactor.of(self.secrets | new)
+
+    def redact(self, text: str) -> str:
+        """``text`` with every spelling of every secret replaced by ``[redacted]``."""
+        if self._pattern is None or not text:
+            return text
+        return self._pattern.sub(REDACTED, text)
+
+    def holds(self, text: str) -> bool:
+        """Whether ``text`` holds any spelling of a secret."""
+        return self._pattern is not None and self._pattern.search(text) is not None
+
+    def redact_json(self, value: Any) -> Any:
+        """``value`` (JSON-like: dicts, lists, strings) with every string redacted, keys too."""
+        if isinstance(value, str):
+            return self.redact(value)
+        if isinstance(value, dict):
+            return {self.redact_json(k): self.redact_json(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [self.redact_json(v) for v in value]
+        return value
+
+
+def key_file_fields(text: str) -> list[str]:
+    """The values in a key file's ``text`` that are secrets: every string of a JSON document (a service
+    account's ``private_key``, ``client_secret``, ...), else the value of every ``name = value`` or
+    ``name: value`` line, else every line; each at least ``MIN_ENCODED_CHARS`` long.
+
+    A PEM key's lines are found one by one (the base64 lines of its body); the file's path is not among
+    them: a path is not a secret."""
+    try:
+        document = json.loads(text)
+    except ValueError:
+        document = None
+    if isinstance(document, dict | list):
+        values = list(_strings(document))
+    else:
+        values = []
+        for line in text.splitlines():
+            line = line.strip()
+            match = re.match(r"^(?:export\s+)?[A-Za-z_][A-Za-z0-9_.-]*\s*[=:]\s*(.*)$", line)
+            value = match.group(1) if match else line
+            values.append(value.strip().strip("'\""))
+            if "\\n" in value:  # a PEM kept on one line with escaped breaks: each of its lines too
+                values.extend(part.strip() for part in value.split("\\n"))
+    return sorted({v for v in values if len(v) >= MIN_ENCODED_CHARS and not v.startswith("-----")})
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+        for line in value.splitlines():  # a PEM inside JSON: its body's lines stand alone in output too
+            yield line.strip()
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
