@@ -38,8 +38,10 @@ SEPARATOR = r"(?:\s|\\[nrt])*"
 
 
 def _url_escapes(char: str) -> str:
-    """The percent-encoding of ``char``'s UTF-8 bytes, hex digits of either case."""
-    return "".join(f"%(?i:{byte:02x})" for byte in char.encode("utf-8"))
+    """The percent-encoding of ``char``'s UTF-8 bytes, hex digits of either case (a split may fall
+    inside an escape too)."""
+    digits = [f"{byte:02x}" for byte in char.encode("utf-8")]
+    return SEPARATOR.join(f"%{SEPARATOR}(?i:{d[0]}){SEPARATOR}(?i:{d[1]})" for d in digits)
 
 
 def _char(char: str) -> str:
@@ -49,9 +51,14 @@ def _char(char: str) -> str:
         options.append(r"\+")
     escaped = json.dumps(char)[1:-1]
     if escaped != char:
-        options.append(re.escape(escaped))
-    units = char.encode("utf-16-be")
-    options.append("".join(rf"\\u(?i:{units[i : i + 2].hex()})" for i in range(0, len(units), 2)))
+        options.append(SEPARATOR.join(re.escape(c) for c in escaped))
+    units = char.encode("utf-16-be").hex()
+    options.append(
+        SEPARATOR.join(
+            SEPARATOR.join([r"\\", "u", *(f"(?i:{d})" for d in units[i : i + 4])])
+            for i in range(0, len(units), 4)
+        )
+    )
     return "(?:" + "|".join(options) + ")"
 
 
@@ -93,6 +100,17 @@ def spellings(secret: str) -> list[str]:
     return found
 
 
+def first_chars(secret: str) -> set[str]:
+    """Every character a spelling of ``secret`` can start with: the expression looks ahead for one of
+    them before it tries its alternatives, which makes it several times faster on text without any."""
+    chars = {secret[0], "%", "\\", "+"}
+    data = secret.encode("utf-8")
+    if len(secret) >= MIN_ENCODED_CHARS:
+        chars |= {secret[-1], data.hex()[0], data.hex()[0].upper()}
+        chars |= {core[0] for alphabet in ("standard", "urlsafe") for core in base64_cores(data, alphabet)}
+    return chars
+
+
 @dataclass(frozen=True)
 class Redactor:
     """A set of secrets and the one expression that finds any spelling of any of them."""
@@ -107,8 +125,9 @@ class Redactor:
             return cls()
         # Longest first: a secret that contains another is replaced whole, not around the shorter one.
         ordered = sorted(kept, key=lambda s: (-len(s), s))
-        alternatives = [p for s in ordered for p in spellings(s)]
-        return cls(kept, re.compile("|".join(f"(?:{a})" for a in alternatives)))
+        alternatives = "|".join(f"(?:{p})" for s in ordered for p in spellings(s))
+        starts = "".join(re.escape(c) for c in sorted(set().union(*(first_chars(s) for s in kept))))
+        return cls(kept, re.compile(f"(?=[{starts}])(?:{alternatives})"))
 
     def with_secrets(self, secrets: Iterable[str]) -> Redactor:
         """This redactor with ``secrets`` added (itself when none is new)."""
@@ -136,6 +155,9 @@ class Redactor:
         return value
 
 
+_PEM_ARMOR = re.compile(r"-----(?:BEGIN|END) [A-Z0-9 ]+-----")  # the same in every PEM: not a secret
+
+
 def key_file_fields(text: str) -> list[str]:
     """The values in a key file's ``text`` that are secrets: every string of a JSON document (a service
     account's ``private_key``, ``client_secret``, ...), else the value of every ``name = value`` or
@@ -158,7 +180,7 @@ def key_file_fields(text: str) -> list[str]:
             values.append(value.strip().strip("'\""))
             if "\\n" in value:  # a PEM kept on one line with escaped breaks: each of its lines too
                 values.extend(part.strip() for part in value.split("\\n"))
-    return sorted({v for v in values if len(v) >= MIN_ENCODED_CHARS and not v.startswith("-----")})
+    return sorted({v for v in values if len(v) >= MIN_ENCODED_CHARS and not _PEM_ARMOR.fullmatch(v)})
 
 
 def _strings(value: Any) -> Iterator[str]:
