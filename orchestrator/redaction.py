@@ -194,3 +194,35 @@ def _strings(value: Any) -> Iterator[str]:
     elif isinstance(value, list):
         for v in value:
             yield from _strings(v)
+
+
+def redact_document(text: str, redactor: Redactor) -> str:
+    """``text`` redacted, keeping it parseable: a JSON document (or a ``head\\n{json}`` record, as the
+    Redis snapshot is) has each of its strings redacted and is written again, so a match can never cut
+    a JSON escape in two; any other text is redacted as it is."""
+    if not redactor.holds(text):
+        return text
+    try:
+        return _dump(redactor.redact_json(json.loads(text)))
+    except ValueError:
+        pass
+    head, sep, rest = text.partition("\n")
+    if sep and rest.lstrip().startswith(("{", "[")):
+        try:
+            return head + sep + _dump(redactor.redact_json(json.loads(rest)))
+        except ValueError:
+            pass
+    return redactor.redact(text)
+
+
+def redact_lines(text: str, redactor: Redactor) -> str:
+    """``text`` of one JSON document a line (``events.ndjson``), each line redacted as a document."""
+    out = []
+    for line in text.splitlines(keepends=True):
+        body = line.rstrip("\r\n")
+        out.append(redact_document(body, redactor) + line[len(body) :])
+    return "".join(out)
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))

@@ -43,7 +43,7 @@ def agent_secrets(spec: AgentSpec, env: Mapping[str, str]) -> list[str]:
         value = env.get(name)
         if not value:
             continue
-        fields = _key_file(value, env)
+        fields = key_file_secrets(value, env)
         if fields is not None:
             found.extend(fields)
         elif len(value) >= MIN_ENCODED_CHARS or name in configured:
@@ -51,7 +51,7 @@ def agent_secrets(spec: AgentSpec, env: Mapping[str, str]) -> list[str]:
     return found
 
 
-def _key_file(value: str, env: Mapping[str, str]) -> list[str] | None:
+def key_file_secrets(value: str, env: Mapping[str, str]) -> list[str] | None:
     """The secret fields of the file ``value`` names, or None when it names no readable regular file."""
     if value.startswith("~/") and env.get("HOME"):
         value = str(Path(env["HOME"]) / value[2:])
