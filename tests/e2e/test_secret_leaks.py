@@ -255,7 +255,9 @@ def test_scrub_takes_the_key_out_of_an_old_record_and_lists_what_was_published(
     r = jury("scrub", slug, "--secret-env", "OLD_KEY", env=env)
     assert r.code == 0, r.out + r.err
     assert "published comments that still hold a secret" in r.out
-    assert "review https://github.example/acme/sample/pull/7#review-1" in r.out
+    review = "https://github.example/acme/sample/pull/7#review-1"
+    assert f"{slug}: github acme/sample#7 review {review}" in r.out  # the summary lists the finding
+    assert f"{slug}: github acme/sample#7 inline comment on stats.py:13 of review {review}" in r.out
     files_text = "\n".join(p.read_text() for p in (state_dir / "runs" / slug).iterdir() if p.is_file())
     assert leaks(files_text) == [] and leaks(redis_dump(shared_redis)) == []
     # the record still reads: the same events, under the same stream ids, redacted
