@@ -101,6 +101,8 @@ def scrub(
         names = sorted(p.name for p in runs_root.iterdir() if p.is_dir()) if runs_root.is_dir() else []
         names += [s for s in (store.runs() if store else []) if s not in names]
     for slug in names:
+        if not (runs_root / slug).is_dir() and not (store is not None and store.exists(slug)):
+            raise UsageError(f"no run {slug} under {settings.dir} nor in the shared Redis (see: jury runs)")
         states = [fold_files(settings.dir, slug)]
         if store is not None and store.exists(slug):
             states.append(fold(store.read(slug), slug))

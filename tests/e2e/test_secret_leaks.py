@@ -271,5 +271,7 @@ def test_scrub_takes_the_key_out_of_an_old_record_and_lists_what_was_published(
     again = jury("scrub", "--secret-env", "OLD_KEY", env=env)  # every run; nothing left to change
     assert again.code == 0 and "scrubbed 0 file(s) and 0 Redis key(s)" in again.out, again.out + again.err
 
+    unknown = jury("scrub", "r-no-such-run", "--secret-env", "OLD_KEY", env=env)
+    assert unknown.code != 0 and "no run r-no-such-run" in unknown.err, unknown.err
     missing = jury("scrub", "--secret-env", "NOT_SET_ANYWHERE", env=env)
     assert missing.code != 0 and "--secret-env NOT_SET_ANYWHERE: the variable is not set" in missing.err
