@@ -16,6 +16,7 @@ import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -192,3 +193,13 @@ def test_redact_files_rewrites_only_the_runs_own_files(tmp_path: Path) -> None:
     assert (tmp_path / "r1.codex.stdout.txt").read_text() == "FINDING: [redacted]\n"
     assert (tmp_path / "r1.codex.stdout.txt").stat().st_mode & 0o777 == 0o600
     assert (tmp_path / "other.stdout.txt").read_text() == secret  # another run's: not this run's to touch
+
+
+def test_an_agent_entry_lists_its_secrets_by_variable_name() -> None:
+    from orchestrator.agent_keys import check_agent
+    from orchestrator.errors import ConfigError
+
+    table = {"argv": ["a", "{prompt}"], "env_pass": ["SIGNING"], "secrets": ["SIGNING"]}
+    assert check_agent("ops.toml", "a", table, None).secrets == ["SIGNING"]
+    with pytest.raises(ConfigError, match=r"agents\.a\.secrets: 'not a name' is not an environment variable"):
+        check_agent("ops.toml", "a", {**table, "secrets": ["not a name"]}, None)
