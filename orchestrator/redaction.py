@@ -158,42 +158,54 @@ class Redactor:
 _PEM_ARMOR = re.compile(r"-----(?:BEGIN|END) [A-Z0-9 ]+-----")  # the same in every PEM: not a secret
 
 
-def key_file_fields(text: str) -> list[str]:
-    """The values in a key file's ``text`` that are secrets: every string of a JSON document (a service
-    account's ``private_key``, ``client_secret``, ...), else the value of every ``name = value`` or
-    ``name: value`` line, else every line; each at least ``MIN_ENCODED_CHARS`` long.
+# A key file's field whose name says it holds a secret (``private_key``, ``client_secret``, ``password``).
+SECRET_FIELD_RE = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|PRIVATE|AUTH", re.IGNORECASE)
+_ASSIGNMENT_RE = re.compile(r"^(?:export\s+)?([A-Za-z_][A-Za-z0-9_.-]*)\s*[=:]\s*(.*)$")
 
-    A PEM key's lines are found one by one (the base64 lines of its body); the file's path is not among
-    them: a path is not a secret."""
+
+def key_file_fields(text: str) -> list[str]:
+    """The values in a key file's ``text`` that are secrets, each at least ``MIN_ENCODED_CHARS`` long.
+
+    Named fields (a JSON document's, or ``name = value`` / ``name: value`` lines): those whose name looks
+    secret (``SECRET_FIELD_RE``: a service account's ``private_key``, an OAuth client's
+    ``client_secret``), or every one when no name does — so a service account's ``type`` or ``token_uri``
+    is not redacted wherever it appears, but an unknown layout loses nothing. Anything else (a PEM key):
+    every line, so its body's base64 lines are found one by one. The file's path is never among them: a
+    path is not a secret."""
     try:
         document = json.loads(text)
     except ValueError:
         document = None
+    named: list[tuple[str, str]] = []
     if isinstance(document, dict | list):
-        values = list(_strings(document))
+        named = list(_named_strings(document, ""))
     else:
-        values = []
         for line in text.splitlines():
-            line = line.strip()
-            match = re.match(r"^(?:export\s+)?[A-Za-z_][A-Za-z0-9_.-]*\s*[=:]\s*(.*)$", line)
-            value = match.group(1) if match else line
-            values.append(value.strip().strip("'\""))
-            if "\\n" in value:  # a PEM kept on one line with escaped breaks: each of its lines too
-                values.extend(part.strip() for part in value.split("\\n"))
+            match = _ASSIGNMENT_RE.match(line.strip())
+            if match:
+                named.append((match.group(1), match.group(2).strip().strip("'\"")))
+    if named:
+        chosen = [v for name, v in named if SECRET_FIELD_RE.search(name)] or [v for _, v in named]
+    else:
+        chosen = [line.strip() for line in text.splitlines()]
+    values: list[str] = []
+    for value in chosen:
+        values.append(value)
+        # a PEM inside a field, with real or escaped line breaks: its body's lines stand alone in output
+        values.extend(part.strip() for part in re.split(r"\n|\\n", value) if part != value)
     return sorted({v for v in values if len(v) >= MIN_ENCODED_CHARS and not _PEM_ARMOR.fullmatch(v)})
 
 
-def _strings(value: Any) -> Iterator[str]:
+def _named_strings(value: Any, name: str) -> Iterator[tuple[str, str]]:
+    """Every string of a JSON value with the name of the field that holds it (a list's items inherit it)."""
     if isinstance(value, str):
-        yield value
-        for line in value.splitlines():  # a PEM inside JSON: its body's lines stand alone in output too
-            yield line.strip()
+        yield name, value
     elif isinstance(value, dict):
-        for v in value.values():
-            yield from _strings(v)
+        for key, item in value.items():
+            yield from _named_strings(item, str(key))
     elif isinstance(value, list):
-        for v in value:
-            yield from _strings(v)
+        for item in value:
+            yield from _named_strings(item, name)
 
 
 def redact_document(text: str, redactor: Redactor) -> str:

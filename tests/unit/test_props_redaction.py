@@ -149,11 +149,12 @@ def test_key_file_fields() -> None:
     )
     fields = key_file_fields(account)
     assert pem in fields and "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC" in fields
-    assert "service_account" in fields and "42" not in fields  # under 8 characters: not a secret
-    assert key_file_fields("API_KEY=abcdefgh12345678\nexport OTHER: 'zyxwvuts9876'\n") == [
-        "abcdefgh12345678",
-        "zyxwvuts9876",
-    ]
+    # a field whose name looks secret is: the others stay readable where they appear
+    assert "service_account" not in fields and "a@b.iam" not in fields
+    env_file = "API_KEY=abcdefgh12345678\nexport REGION: 'eu-west-1-zone'\n"
+    assert key_file_fields(env_file) == ["abcdefgh12345678"]
+    # no name looks secret: every field long enough is taken
+    assert key_file_fields('{"a": "zyxwvuts9876", "b": "42"}') == ["zyxwvuts9876"]
     assert "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC" in key_file_fields(pem)
 
 
