@@ -17,7 +17,8 @@ and each of these split anywhere by whitespace or line breaks (and their JSON es
 ``\\t``), as a wrapped line or a value cut in two by a space is.
 
 A secret shorter than ``MIN_ENCODED_CHARS`` is matched only as itself and its JSON escape: the encoded
-spellings of a short value are shorter still and would redact ordinary text.
+spellings of a short value are shorter still and would redact ordinary text. So is one longer than
+``MAX_ENCODED_CHARS`` (a whole PEM key, whose lines are secrets of their own).
 
 Pure: no I/O. The process-wide registry of secrets is ``orchestrator.logs`` (``add_secret``/``redact``).
 """
@@ -33,8 +34,14 @@ from typing import Any
 
 REDACTED = "[redacted]"
 MIN_ENCODED_CHARS = 8  # a secret this long or longer is matched in every encoding
+# ... and no longer than this: a longer one (a whole PEM key) is matched as itself, its lines each being
+# secrets of their own (``key_file_fields``); its every spelling would cost seconds to compile.
+MAX_ENCODED_CHARS = 256
 # What may split a secret: whitespace and line breaks, raw or as the JSON escapes a JSON line holds.
 SEPARATOR = r"(?:\s|\\[nrt])*"
+
+
+_UNRESERVED_RE = re.compile(r"[A-Za-z0-9._~-]")  # what URL encoding leaves as it is (RFC 3986)
 
 
 def _url_escapes(char: str) -> str:
@@ -45,20 +52,18 @@ def _url_escapes(char: str) -> str:
 
 
 def _char(char: str) -> str:
-    """A pattern for one character of a secret: itself, URL-escaped, or JSON-escaped."""
-    options = [re.escape(char), _url_escapes(char)]
+    """A pattern for one character of a secret: itself, URL-escaped (when URL encoding escapes it: not
+    a letter, digit or ``-._~``), or JSON-escaped."""
+    options = [re.escape(char)]
+    if not _UNRESERVED_RE.fullmatch(char):
+        options.append(_url_escapes(char))
     if char == " ":
         options.append(r"\+")
     escaped = json.dumps(char)[1:-1]
     if escaped != char:
         options.append(SEPARATOR.join(re.escape(c) for c in escaped))
     units = char.encode("utf-16-be").hex()
-    options.append(
-        SEPARATOR.join(
-            SEPARATOR.join([r"\\", "u", *(f"(?i:{d})" for d in units[i : i + 4])])
-            for i in range(0, len(units), 4)
-        )
-    )
+    options.append("".join(rf"\\u(?i:{units[i : i + 4]})" for i in range(0, len(units), 4)))
     return "(?:" + "|".join(options) + ")"
 
 
@@ -88,9 +93,9 @@ def base64_cores(value: bytes, alphabet: str = "standard") -> list[str]:
 
 def spellings(secret: str) -> list[str]:
     """The patterns that find ``secret``, one per spelling (see the module's docstring)."""
-    plain = _split(_char(c) for c in secret)
-    if len(secret) < MIN_ENCODED_CHARS:
+    if not MIN_ENCODED_CHARS <= len(secret) <= MAX_ENCODED_CHARS:
         return [re.escape(secret), re.escape(json.dumps(secret)[1:-1])]
+    plain = _split(_char(c) for c in secret)
     data = secret.encode("utf-8")
     found = [plain, _split(_char(c) for c in reversed(secret))]
     found.append(_split(f"(?i:{c})" for c in data.hex()))
@@ -105,7 +110,7 @@ def first_chars(secret: str) -> set[str]:
     them before it tries its alternatives, which makes it several times faster on text without any."""
     chars = {secret[0], "%", "\\", "+"}
     data = secret.encode("utf-8")
-    if len(secret) >= MIN_ENCODED_CHARS:
+    if MIN_ENCODED_CHARS <= len(secret) <= MAX_ENCODED_CHARS:
         chars |= {secret[-1], data.hex()[0], data.hex()[0].upper()}
         chars |= {core[0] for alphabet in ("standard", "urlsafe") for core in base64_cores(data, alphabet)}
     return chars
