@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from jury_cli import fetch, host, metrics, publish, refute, review, runs, schedules, sweep, verify
+from jury_cli import fetch, host, metrics, publish, refute, review, runs, schedules, scrub, sweep, verify
 from jury_cli.context import err
 from jury_cli.web.command import web
 from orchestrator.errors import JuryError
@@ -36,6 +36,7 @@ app.command()(schedules.schedules)
 app.command()(metrics.metrics)
 app.command()(publish.publish)
 app.command()(verify.verify)
+app.command()(scrub.scrub)
 app.command()(web)
 
 

@@ -33,6 +33,7 @@ ALLOWED_AGENT_KEYS: tuple[str, ...] = (
     "model_args",
     "env",
     "env_pass",
+    "secrets",
     "install",
     "usd_per_minute",
     "kind",
@@ -310,7 +311,7 @@ def _check_value(key: str, value: object) -> object:
         if not isinstance(value, str) or not value.strip():
             raise Invalid("must be a non-empty string")
         return value
-    if key == "env_pass":
+    if key in ("env_pass", "secrets"):
         names = string_list(value, non_empty=False)
         for name in names:
             if not _ENV_NAME_RE.fullmatch(name):

@@ -55,6 +55,9 @@ class AgentSpec(BaseModel):
     model_args: list[str] = Field(default_factory=lambda: ["--model", "{model}"])
     env: dict[str, str] = Field(default_factory=dict)
     env_pass: list[str] = Field(default_factory=list)
+    # Names of passed-through variables whose values are secrets even though their names do not say so
+    # (``SECRET_NAME_RE``): every spelling of them is redacted from what the agent says.
+    secrets: list[str] = Field(default_factory=list)
     install: str | None = None
     # Directories (``~/`` is the worker's HOME) the agent keeps its own state in; inside the sandbox they
     # are the only parts of HOME it sees, read-write (e.g. ``["~/.codex"]``).
