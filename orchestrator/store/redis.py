@@ -49,6 +49,7 @@ from orchestrator.store.redis_scripts import (
     APPEND_LUA,
     EXPIRE_LUA,
     KEEP_WITH_RUN_LUA,
+    LIST_RUNS_LUA,
     PERSIST_LUA,
     PRUNE_LUA,
     READ_FROM_SNAPSHOT_LUA,
@@ -62,6 +63,7 @@ XRANGE_PAGE = 1000
 STREAM_ID_RE = re.compile(r"[0-9]{1,20}-[0-9]{1,20}")
 
 SCAN_COUNT = 5000
+PRUNE_BATCH = 1000  # the most expired runs one prune call forgets: each call is short, they loop until done
 SWEEP_HISTORY = 20  # a PR's swept runs a lookup returns, newest first
 
 
@@ -79,6 +81,7 @@ class RedisStore(RedisMarks):
         self.observers: list[Callable[[str, list[Event]], None]] = []
         self._append_script = client.register_script(APPEND_LUA)
         self._prune_script = client.register_script(PRUNE_LUA)
+        self._list_runs_script = client.register_script(LIST_RUNS_LUA)
         self._expire_script = client.register_script(EXPIRE_LUA)
         self._persist_script = client.register_script(PERSIST_LUA)
         self._start_swept_script = client.register_script(START_SWEPT_LUA)
@@ -124,22 +127,44 @@ class RedisStore(RedisMarks):
         with store_errors("create run", check_slug(slug)):
             return self._run_script(slug, [])[0] == 1
 
-    def _prune(self) -> None:
-        """Drop the runs whose keys have expired from the index."""
-        self._prune_script(keys=[keys.runs_index(self.prefix), keys.expiring_runs(self.prefix)])
+    def prune(self, batch: int = PRUNE_BATCH) -> int:
+        """Forget every run whose keys have expired (out of the index and the expiry set), ``batch`` at a
+        time, each batch one short script, until a batch comes back short. Returns how many were forgotten.
+        Listings call it; so does every reaper pass, so the index shrinks even when nobody lists."""
+        index, expiring = keys.runs_index(self.prefix), keys.expiring_runs(self.prefix)
+        forgotten = 0
+        with store_errors("forget the expired runs of", "*"):
+            while True:
+                gone = int(cast(int, self._prune_script(keys=[index, expiring], args=[batch])))
+                forgotten += gone
+                if gone < batch:
+                    return forgotten
 
     def runs(self) -> list[str]:
-        """Slugs from the index, newest first (runs whose keys expired are forgotten first)."""
+        """Slugs from the index, newest first: expired runs are forgotten first (``prune``), and one that
+        expires between the prune and the listing is left out (``LIST_RUNS_LUA``), so none is ever listed."""
         with store_errors("list runs", "*"):
-            self._prune()
-            members = cast(list[bytes], self.client.zrevrange(keys.runs_index(self.prefix), 0, -1))
-        return [text(m) for m in members]
+            self.prune()
+            members, expired = cast(
+                list[list[bytes]],
+                self._list_runs_script(keys=[keys.runs_index(self.prefix), keys.expiring_runs(self.prefix)]),
+            )
+        gone = set(expired)
+        return [text(m) for m in members if m not in gone]
+
+    def _live_scores(self, pipe: redis.client.Pipeline, slug: str) -> None:
+        """Queue the run's index score and retention deadline, after the pipeline's ``TIME``."""
+        pipe.zscore(keys.runs_index(self.prefix), slug)
+        pipe.zscore(keys.expiring_runs(self.prefix), slug)
 
     def exists(self, slug: str) -> bool:
-        """Whether the run is in the index (and its keys have not expired)."""
+        """Whether the run is in the index and its keys have not expired (pruned or not yet)."""
         with store_errors("look up run", check_slug(slug)):
-            self._prune()
-            return self.client.zscore(keys.runs_index(self.prefix), slug) is not None
+            pipe = self.client.pipeline(transaction=True)
+            pipe.time()
+            self._live_scores(pipe, slug)
+            (now, _), score, deadline = pipe.execute()
+        return is_live(score, deadline, now)
 
     # -- events --------------------------------------------------------------------------------------------
 
@@ -501,19 +526,29 @@ class RedisStore(RedisMarks):
         return [sweep_claim(outcome, holder) for outcome, holder in answers]
 
     def run_states(self, slugs: Sequence[str]) -> dict[str, str | None]:
-        """One pipeline: each run's index entry and its fold's ``target.state``."""
+        """One transaction: the server's time, then each run's index entry, retention deadline and fold's
+        ``target.state`` (None for a run not in the index or whose keys have expired)."""
         wanted = list(dict.fromkeys(slugs))
         for slug in wanted:
             check_slug(slug)
         with store_errors("read the states of", "*"):
-            self._prune()
-            pipe = self.client.pipeline(transaction=False)
+            pipe = self.client.pipeline(transaction=True)
+            pipe.time()
             for slug in wanted:
-                pipe.zscore(keys.runs_index(self.prefix), slug)
+                self._live_scores(pipe, slug)
                 pipe.get(keys.state(self.prefix, slug))
-            answers = pipe.execute() if wanted else []
-        rows = zip(wanted, answers[::2], answers[1::2], strict=True)
-        return {slug: None if score is None else target_state(slug, raw) for slug, score, raw in rows}
+            (now, _), *answers = pipe.execute()
+        rows = zip(wanted, answers[::3], answers[1::3], answers[2::3], strict=True)
+        return {
+            slug: target_state(slug, raw) if is_live(score, deadline, now) else None
+            for slug, score, deadline, raw in rows
+        }
+
+
+def is_live(score: float | None, deadline: float | None, now: int) -> bool:
+    """A run is listed while it is in the index (``score``) and its retention ``deadline``, if it has one,
+    is still ahead of the server's clock ``now``: the rule ``PRUNE_LUA`` forgets runs by."""
+    return score is not None and (deadline is None or deadline > now)
 
 
 def from_url(url: str, prefix: str = keys.PREFIX) -> RedisStore:

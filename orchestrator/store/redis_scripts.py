@@ -99,17 +99,28 @@ return {created, appended, unpack(positions)}
 """
 )
 
-# Forget the runs whose keys have expired: out of the index and of the expiry set.
+# Forget the runs whose keys have expired: out of the index and of the expiry set, one bounded batch.
 #   KEYS[1]  the index of runs (keys.runs_index)      KEYS[2]  the expiry set (keys.expiring_runs)
-# Returns how many runs were forgotten (at most 1000 a call).
+#   ARGV[1]  the most runs to forget in this call (a batch: one call never blocks the server long)
+# Returns how many runs were forgotten; fewer than ARGV[1] means none is left (the caller loops until then).
 PRUNE_LUA = """
 local now = redis.call('TIME')[1]
-local gone = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, 1000)
+local gone = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))
 for _, slug in ipairs(gone) do
   redis.call('ZREM', KEYS[1], slug)
   redis.call('ZREM', KEYS[2], slug)
 end
 return #gone
+"""
+
+# The runs of the index, newest first, and, at the same instant of the server's clock, those of them whose
+# keys have expired and that no prune has forgotten yet: the lister leaves the second out, so an expired
+# run is never listed, whether or not it was pruned (a prune cut short, another host's listing between).
+#   KEYS[1]  the index of runs (keys.runs_index)      KEYS[2]  the expiry set (keys.expiring_runs)
+# Returns {the index's slugs newest first, the expired slugs}.
+LIST_RUNS_LUA = """
+local now = redis.call('TIME')[1]
+return {redis.call('ZREVRANGE', KEYS[1], 0, -1), redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)}
 """
 
 # An ended run: every key of it expires at one deadline, ``retention`` seconds after the run first ended.
