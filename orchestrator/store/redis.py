@@ -124,7 +124,7 @@ class RedisStore(RedisMarks):
 
     def create_run(self, slug: str) -> bool:
         """Add the run to the index (score: server time); False if it was there."""
-        with store_errors("create run", check_slug(slug)):
+        with store_errors("create", check_slug(slug)):
             return self._run_script(slug, [])[0] == 1
 
     def prune(self, batch: int = PRUNE_BATCH) -> int:
@@ -133,7 +133,7 @@ class RedisStore(RedisMarks):
         Listings call it; so does every reaper pass, so the index shrinks even when nobody lists."""
         index, expiring = keys.runs_index(self.prefix), keys.expiring_runs(self.prefix)
         forgotten = 0
-        with store_errors("forget the expired runs of", "*"):
+        with store_errors("forget the expired runs", "*"):
             while True:
                 gone = int(cast(int, self._prune_script(keys=[index, expiring], args=[batch])))
                 forgotten += gone
@@ -159,7 +159,7 @@ class RedisStore(RedisMarks):
 
     def exists(self, slug: str) -> bool:
         """Whether the run is in the index and its keys have not expired (pruned or not yet)."""
-        with store_errors("look up run", check_slug(slug)):
+        with store_errors("look up", check_slug(slug)):
             pipe = self.client.pipeline(transaction=True)
             pipe.time()
             self._live_scores(pipe, slug)
@@ -397,7 +397,7 @@ class RedisStore(RedisMarks):
         keeps folds tells an unchanged log (same ends) from one that grew or began again."""
         for slug in slugs:
             check_slug(slug)
-        with store_errors("read the ends of", "*"):
+        with store_errors("read the ends of runs", "*"):
             pipe = self.client.pipeline(transaction=False)
             for slug in slugs:
                 key = keys.events(self.prefix, slug)
@@ -493,7 +493,7 @@ class RedisStore(RedisMarks):
         for h in heads:
             pipe.get(keys.sweep_head(self.prefix, h.forge, h.repo, h.number, h.sha))
             pipe.zrevrange(keys.sweep_runs(self.prefix, h.forge, h.repo, h.number), 0, SWEEP_HISTORY - 1)
-        with store_errors("look up the swept heads of", "*"):
+        with store_errors("look up the swept heads", "*"):
             answers = pipe.execute() if heads else []
         pairs = zip(answers[::2], answers[1::2], strict=True)
         return [SweptPR(None if h is None else text(h), [text(r) for r in runs]) for h, runs in pairs]
@@ -521,7 +521,7 @@ class RedisStore(RedisMarks):
                 args=args,
                 client=pipe,
             )
-        with store_errors("start swept runs in", "*"):
+        with store_errors("start swept runs", "*"):
             answers = cast(list[list[bytes]], pipe.execute()) if starts else []
         return [sweep_claim(outcome, holder) for outcome, holder in answers]
 
@@ -531,7 +531,7 @@ class RedisStore(RedisMarks):
         wanted = list(dict.fromkeys(slugs))
         for slug in wanted:
             check_slug(slug)
-        with store_errors("read the states of", "*"):
+        with store_errors("read the states of runs", "*"):
             pipe = self.client.pipeline(transaction=True)
             pipe.time()
             for slug in wanted:

@@ -13,9 +13,11 @@ from typing import Any, cast
 
 import redis
 from redis.commands.core import Script
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from orchestrator.errors import StoreError
+from orchestrator.errors import StoreError, StoreUnreachable
 from orchestrator.store import keys
 from orchestrator.store.base import CANCEL_TTL, SENT_TTL, SentMark, check_slug
 from orchestrator.store.redis_codec import sent_marks, text
@@ -186,7 +188,14 @@ def execute_multi(
 
 @contextmanager
 def store_errors(what: str, slug: str) -> Iterator[None]:
+    """A Redis failure as a StoreError saying what was being done to which run (``*``: to the runs at
+    large); a server that does not answer as ``StoreUnreachable``, which names Redis and its setting."""
     try:
         yield
     except RedisError as exc:
-        raise StoreError(f"cannot {what} run {slug!r}: {exc}") from exc
+        which = "" if slug == "*" else f" run {slug!r}"
+        if isinstance(exc, RedisConnectionError | RedisTimeoutError):
+            raise StoreUnreachable(
+                f"cannot {what}{which}: Redis does not answer ({exc}); check the server JURY_REDIS_URL names"
+            ) from exc
+        raise StoreError(f"cannot {what}{which} in Redis: {exc}") from exc
