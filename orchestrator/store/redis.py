@@ -265,6 +265,30 @@ class RedisStore(RedisMarks):
             doc = snapshot_doc(slug, raw)
             return origin, doc, None if page is None else self._from_page(slug, script_entries(page))
 
+    def read_from_snapshots(
+        self, slugs: Sequence[str]
+    ) -> list[tuple[str | None, dict[str, Any] | None, Tail]]:
+        """``read_from_snapshot`` of each run: the scripts in one pipeline, one round trip for all (a tail
+        longer than a page is read on by XRANGE, run by run)."""
+        for slug in slugs:
+            check_slug(slug)
+        if not slugs:
+            return []
+        with store_errors("read the snapshots of", "*"):
+            pipe = self.client.pipeline(transaction=False)
+            for slug in slugs:
+                self._read_from_snapshot_script(
+                    keys=[keys.events(self.prefix, slug), keys.snapshot(self.prefix, slug)],
+                    args=[XRANGE_PAGE],
+                    client=pipe,
+                )
+            answers = cast(list[list[Any]], pipe.execute())
+            found: list[tuple[str | None, dict[str, Any] | None, Tail]] = []
+            for slug, (first, raw, page) in zip(slugs, answers, strict=True):
+                tail = None if page is None else self._from_page(slug, script_entries(page))
+                found.append((text(first[0][0]) if first else None, snapshot_doc(slug, raw), tail))
+        return found
+
     def _from_page(self, slug: str, page: Entries) -> list[tuple[str, Event]]:
         """The events of ``page``, the first page of the log after a position, and of the pages after it
         (read on while a page is full), each with its id; unparseable entries skipped (and logged)."""

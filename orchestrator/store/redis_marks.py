@@ -81,6 +81,19 @@ class RedisMarks:
             ms = max(1, int(ttl * 1000))
             return bool(self.client.set(keys.kick(self.prefix, slug), b"1", nx=True, px=ms))
 
+    def claim_kicks(self, slugs: Sequence[str], ttl: float) -> list[bool]:
+        """``claim_kick`` of each run: the SETs in one pipeline."""
+        for slug in slugs:
+            check_slug(slug)
+        if not slugs:
+            return []
+        ms = max(1, int(ttl * 1000))
+        with store_errors("mark kicks of", "*"):
+            pipe = self.client.pipeline(transaction=False)
+            for slug in slugs:
+                pipe.set(keys.kick(self.prefix, slug), b"1", nx=True, px=ms)
+            return [bool(answer) for answer in pipe.execute()]
+
     def clear_kick(self, slug: str) -> None:
         """DEL the pending-kick mark."""
         with store_errors("clear the kick of", check_slug(slug)):
@@ -149,6 +162,26 @@ class RedisMarks:
         with store_errors("read the sent marks of actions in", slug):
             values = cast(list[bytes | None], self.client.mget(marks))
         return sent_marks(slug, action_keys, values, time.time())
+
+    def sent_marks_of(self, wanted: Sequence[tuple[str, Sequence[str]]]) -> list[list[SentMark | None]]:
+        """One MGET of the sent, taken and resent marks of every action of every run given."""
+        names: list[str] = []
+        for slug, action_keys in wanted:
+            check_slug(slug)
+            names += [
+                family(self.prefix, f"{slug}:{key}")
+                for key in action_keys
+                for family in (keys.sent, keys.taken, keys.resent)
+            ]
+        if not names:
+            return [[] for _ in wanted]
+        with store_errors("read the sent marks of actions in", "*"):
+            values = cast(list[bytes | None], self.client.mget(names))
+        now, out, at = time.time(), [], 0
+        for slug, action_keys in wanted:
+            out.append(sent_marks(slug, action_keys, values[at : at + 3 * len(action_keys)], now))
+            at += 3 * len(action_keys)
+        return out
 
     def sent_age(self, slug: str, key: str) -> float | None:
         """Seconds since the sent mark's time, None without a mark (or with one that does not parse); never
