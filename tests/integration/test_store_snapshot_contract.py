@@ -157,6 +157,22 @@ def test_read_from_snapshot_is_origin_snapshot_and_the_log_after_its_position(li
     assert live.read_from_snapshot(SLUG) == (origin, gone, None)  # a position not in the log
 
 
+def test_read_from_snapshots_is_each_runs_read_from_snapshot_in_order(live: LiveStore) -> None:
+    """The reaper's batch: one read for many runs, each answer what the run's own read answers, whatever
+    the run's case (no run, no snapshot, a tail, a position gone from the log)."""
+    live.append("a-1", [round_start(1), raised(1)])
+    live.append("b-1", [round_start(1), raised(1), raised(2)])
+    read = live.read_after("b-1", None)
+    assert read is not None
+    live.write_snapshot("b-1", {"version": 1, "position": read[0][0], "state": {}})
+    live.append("c-1", [round_start(1)])
+    gone = "999999999999999-0" if isinstance(live, RedisStore) else "99"
+    live.write_snapshot("c-1", {"version": 1, "position": gone, "state": {}})
+    slugs = ["c-1", "none-1", "b-1", "a-1", "b-1"]
+    assert live.read_from_snapshots(slugs) == [live.read_from_snapshot(slug) for slug in slugs]
+    assert live.read_from_snapshots([]) == []
+
+
 def test_read_from_snapshot_pages_through_a_long_tail(live: LiveStore) -> None:
     live.append(SLUG, [round_start(1)])
     first = live.read_after(SLUG, None)

@@ -297,6 +297,24 @@ def test_reap_kicks_only_a_run_with_nothing_in_flight(tw: Twins) -> None:
     assert coordinator.reap(tw.rt) == [] and tw.kicked == [SLUG]
 
 
+def test_reap_goes_batch_by_batch_and_stops_when_told(tw: Twins, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pass reads its runs a batch at a time and asks ``holding`` before each (the reaper's lock is
+    still this worker's, the pass within its bound): told no, it stops, and the next pass starts at
+    another place, so every run is reached."""
+    monkeypatch.setattr(coordinator, "REAP_BATCH", 2)
+    slugs = [f"idle-{i}" for i in range(5)]
+    for slug in slugs:
+        tw.store.activate(slug)  # active, nothing in flight: a pass kicks each it reaches
+    answers = iter([True, True, False])  # two batches, then the lock is gone
+    assert coordinator.reap(tw.rt, lambda: next(answers)) == []
+    assert len(tw.kicked) == 4 and len(set(tw.kicked)) == 4  # two batches of two; the fifth waits
+    kicked_before = set(tw.kicked)
+    tw.clock.advance(2 * tw.rt.settings.reap_after + 1)  # the kick marks lapse
+    tw.kicked.clear()
+    assert coordinator.reap(tw.rt) == [] and sorted(tw.kicked) == slugs  # a whole pass reaches all
+    assert set(slugs) - kicked_before  # the one the cut-short pass left
+
+
 def test_reap_resends_an_action_whose_lease_expired_without_a_done_marker(
     tw: Twins, monkeypatch: pytest.MonkeyPatch
 ) -> None:
