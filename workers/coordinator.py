@@ -32,11 +32,11 @@ from orchestrator.domain import (
     TargetEvent,
 )
 from orchestrator.errors import GitError, StoreError
-from orchestrator.fold import DispatchedAction, RunState, apply, fold, snapshot, tick
+from orchestrator.fold import RunState, apply, fold, snapshot, tick
 from orchestrator.publishing import awaiting_publish
 from orchestrator.spec import TERMINAL_STATES, Target
 from orchestrator.store.files import record
-from workers import shutdown
+from workers import reaping, shutdown
 from workers.agents.run import RateLimited
 from workers.jobs import TASKS
 from workers.lease import Claim
@@ -50,7 +50,6 @@ from workers.runtime import (
     finish,
     jury_branch,
     read_state,
-    state_from,
     throttled,
 )
 from workers.sandbox import SandboxUnavailable
@@ -117,6 +116,8 @@ def coordinate(rt: Runtime, slug: str) -> RunState:
             log.info("action.dispatched", slug=slug, key=d.key, kind=d.kind)
         state, position, new = catch_up(rt, state, position, new)
         doc = snapshot(state, position, origin) if position is not None else None
+        if doc is not None:  # what the reaper reads of the run instead of the whole fold
+            doc["reap"] = reaping.digest(state)
         for t in rt.store.alive(slug):  # shown in run.json, never in the snapshot: ticks are not in the log
             tick(state, t)
         # The files record first; then run.json with the snapshot, once the record holds what it covers (a
@@ -477,15 +478,14 @@ def _reap_batch(rt: Runtime, slugs: list[str], queues: _Queues) -> list[str]:
     """``reap`` of a batch of runs: each read once for all of them."""
     recovered: list[str] = []
     idle: list[str] = []
-    busy: list[tuple[str, list[DispatchedAction]]] = []
-    # From the coordinator's snapshot and the events after it (``state_from``): every worker reaps in
-    # turn, every period, so a pass costs what each run logged since, not each run's whole log.
-    for slug, read in zip(slugs, rt.store.read_from_snapshots(slugs), strict=True):
-        state = state_from(rt.store, slug, read)[0]
-        if state.state in TERMINAL_STATES and not awaiting_publish(state):
+    busy: list[tuple[str, list[tuple[str, str]]]] = []
+    # From the digest of each run's snapshot when nothing was logged after it, else from the snapshot and
+    # the events after it (``workers.reaping``): a pass costs neither each run's log nor its whole fold.
+    for slug, view in zip(slugs, reaping.views(rt, slugs), strict=True):
+        if view.state in TERMINAL_STATES and not view.publishing:
             rt.store.deactivate(slug)
-        elif inflight := state.inflight():
-            busy.append((slug, inflight))
+        elif view.inflight:
+            busy.append((slug, view.inflight))
         else:
             # Nothing of it is in flight: no task will kick its coordinator when it ends, so a kick that
             # was lost (or a pass that died before it dispatched) would leave it waiting. A run with
@@ -497,26 +497,25 @@ def _reap_batch(rt: Runtime, slugs: list[str], queues: _Queues) -> list[str]:
     # The marks before the leases: a mark that says taken, read before a lease found lapsed, is the
     # taker's that lapsed (a taker marks after it acquires; a put-back or hand-back marks the action
     # sent again before it lets its lease go). Each read at once for every action in flight of the batch.
-    marks = rt.store.sent_marks_of([(slug, [a.key for a in inflight]) for slug, inflight in busy])
-    names = [f"{slug}:{a.key}" for slug, inflight in busy for a in inflight]
-    lapsed = set(rt.leases.expired_without_done(names))
+    marks = rt.store.sent_marks_of([(slug, [key for _, key in inflight]) for slug, inflight in busy])
+    lapsed = set(rt.leases.expired_without_done(f"{slug}:{key}" for slug, run in busy for _, key in run))
     for (slug, inflight), run_marks in zip(busy, marks, strict=True):
-        for a, mark in zip(inflight, run_marks, strict=True):
-            name = f"{slug}:{a.key}"
+        for (kind, key), mark in zip(inflight, run_marks, strict=True):
+            name = f"{slug}:{key}"
             if name not in lapsed:
                 continue
             if mark is not None and mark.taken:
-                send(rt, a.kind, slug, a.key)
+                send(rt, kind, slug, key)
                 recovered.append(name)
-                log.warning("reap.recovered", slug=slug, key=a.key, kind=a.kind)
+                log.warning("reap.recovered", slug=slug, key=key, kind=kind)
                 continue
             if mark is not None and mark.age < requeue_after(rt, mark.resends):
                 continue
-            if queues.holds(slug, a.key):
+            if queues.holds(slug, key):
                 continue  # still in its queue: it will be delivered, and a copy would lengthen the backlog
-            resends = rt.store.mark_resent(slug, a.key)
-            rt.send(a.kind, slug, a.key)
-            log.info("reap.requeued", slug=slug, key=a.key, kind=a.kind, resends=resends)
+            resends = rt.store.mark_resent(slug, key)
+            rt.send(kind, slug, key)
+            log.info("reap.requeued", slug=slug, key=key, kind=kind, resends=resends)
     return recovered
 
 

@@ -209,6 +209,11 @@ class LiveStore(EventStore, Protocol):
         run's fold asks first (``workers.runtime.read_state``), in one round trip."""
         ...
 
+    def reap_digests(self, slugs: Sequence[str]) -> list[dict[str, Any] | None]:
+        """For each run, in order, read at once: the ``reap`` digest of its snapshot (``workers.reaping``)
+        when the snapshot is of this log and nothing was appended after its position, else None."""
+        ...
+
     def read_from_snapshots(
         self, slugs: Sequence[str]
     ) -> list[tuple[str | None, dict[str, Any] | None, Tail]]:

@@ -226,6 +226,17 @@ class MemoryStore:
             raw = run.snapshot if run is not None else None
         return json.loads(raw) if raw is not None else None
 
+    def reap_digests(self, slugs: Sequence[str]) -> list[dict[str, Any] | None]:
+        """Each run's snapshot's ``reap`` digest when nothing was appended after the snapshot."""
+        found: list[dict[str, Any] | None] = []
+        with self._cond:
+            for slug in slugs:
+                origin, doc, tail = self.read_from_snapshot(slug)
+                ok = doc is not None and tail == [] and origin is not None and doc.get("origin") == origin
+                digest = doc.get("reap") if ok and doc is not None else None
+                found.append(digest if isinstance(digest, dict) else None)
+        return found
+
     def read_from_snapshots(
         self, slugs: Sequence[str]
     ) -> list[tuple[str | None, dict[str, Any] | None, Tail]]:

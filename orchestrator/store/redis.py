@@ -36,6 +36,7 @@ from orchestrator.store.redis_codec import (
     Entries,
     as_bytes,
     json_object,
+    reap_digest,
     script_entries,
     snapshot_doc,
     snapshot_record,
@@ -53,6 +54,7 @@ from orchestrator.store.redis_scripts import (
     PERSIST_LUA,
     PRUNE_LUA,
     READ_FROM_SNAPSHOT_LUA,
+    REAP_DIGEST_LUA,
     START_SWEPT_LUA,
 )
 from orchestrator.store.urls import normalize_url, redact_url, scrub
@@ -87,6 +89,7 @@ class RedisStore(RedisMarks):
         self._start_swept_script = client.register_script(START_SWEPT_LUA)
         self._keep_with_run_script = client.register_script(KEEP_WITH_RUN_LUA)
         self._read_from_snapshot_script = client.register_script(READ_FROM_SNAPSHOT_LUA)
+        self._reap_digest_script = client.register_script(REAP_DIGEST_LUA)
         socket_timeout = client.connection_pool.connection_kwargs.get("socket_timeout")
         # A blocking XREAD must return before the socket times out; None: block as long as asked.
         self._block_cap: float | None = socket_timeout / 2 if socket_timeout else None
@@ -288,6 +291,17 @@ class RedisStore(RedisMarks):
                 tail = None if page is None else self._from_page(slug, script_entries(page))
                 found.append((text(first[0][0]) if first else None, snapshot_doc(slug, raw), tail))
         return found
+
+    def reap_digests(self, slugs: Sequence[str]) -> list[dict[str, Any] | None]:
+        """Each run's reaper digest (``REAP_DIGEST_LUA``): one script call, one round trip, for them all."""
+        names: list[str] = []
+        for slug in slugs:
+            names += [keys.events(self.prefix, check_slug(slug)), keys.snapshot(self.prefix, slug)]
+        if not slugs:
+            return []
+        with store_errors("read the digests of", "*"):
+            answers = cast(list[list[bytes] | None], self._reap_digest_script(keys=names))
+        return [reap_digest(slug, answer) for slug, answer in zip(slugs, answers, strict=True)]
 
     def _from_page(self, slug: str, page: Entries) -> list[tuple[str, Event]]:
         """The events of ``page``, the first page of the log after a position, and of the pages after it

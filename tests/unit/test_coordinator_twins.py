@@ -22,7 +22,7 @@ from orchestrator.fold import RunState, fold
 from orchestrator.spec import AgentSpec, JuryConfig, SandboxSettings, Target
 from orchestrator.store.files import FileStore
 from orchestrator.store.memory import ManualClock, MemoryStore
-from workers import coordinator, shutdown
+from workers import coordinator, reaping, shutdown
 from workers.lease import MemoryLeases
 from workers.ledger import MemoryLedger
 from workers.runtime import Job, Runtime, finish, load_job
@@ -295,6 +295,20 @@ def test_reap_kicks_only_a_run_with_nothing_in_flight(tw: Twins) -> None:
         tw.store.append(slug, [ActionDone(eid=f"{key}:done", key=key, ok=True)])
     assert tw.state().inflight() == []
     assert coordinator.reap(tw.rt) == [] and tw.kicked == [SLUG]
+
+
+def test_the_reapers_digest_is_what_the_full_fold_says(tw: Twins) -> None:
+    """What a pass reads of a run from the snapshot's digest equals what it would fold from the log, and a
+    run with events after its snapshot is folded instead (a digest would be stale)."""
+    start(tw)
+    folded = reaping.view_of(tw.state())
+    assert [d is not None for d in tw.store.reap_digests([SLUG])] == [True]
+    assert reaping.views(tw.rt, [SLUG]) == [folded] and folded.inflight  # the reviews in flight
+    (kind, slug, key), *_ = deliver(tw)
+    tw.store.append(slug, [ActionDone(eid=f"{key}:done", key=key, ok=True)])  # no coordinate pass yet
+    assert tw.store.reap_digests([SLUG]) == [None]
+    now = reaping.view_of(tw.state())
+    assert reaping.views(tw.rt, [SLUG]) == [now] and len(now.inflight) == len(folded.inflight) - 1
 
 
 def test_reap_goes_batch_by_batch_and_stops_when_told(tw: Twins, monkeypatch: pytest.MonkeyPatch) -> None:
