@@ -3,12 +3,17 @@
 No worker is special. Each one, once ready, starts ``FleetDuties``: a presence thread (``workers.presence``)
 and a reaper thread. Every quarter of ``JURY_REAP_EVERY`` (with jitter, so the fleet does not move in
 step) the reaper thread tries the reaper's lock, ``SET <prefix>:reaper <worker id> NX PX <period>``:
-whoever sets it runs ``workers.coordinator.reap`` and nobody else does until it lapses a period later.
+whoever sets it runs ``workers.coordinator.reap`` and nobody else does until it lapses. While the pass
+runs, a heartbeat (``ReaperHeartbeat``) extends the lock by a period every third of one, so a pass longer
+than the period (tens of thousands of runs, a slow Redis) is never joined by a second reaper; the pass
+asks between batches whether the lock is still its own, and stops after ``PASS_AT_MOST`` periods, after
+which the lock lapses a period later.
 So with N workers up, N-1 may die and reaping goes on, about once per period; a dead worker's actions
 are handed out again within ``JURY_LEASE_TTL`` + ``JURY_REAP_EVERY`` + a quarter period
 (``recovery_bound``: under a minute by default), since its leases lapse at most one TTL after its last
 heartbeat and ``reap`` sends a taken action whose lease lapsed again at once. ``reap`` is idempotent,
-so a reap run twice (clocks, a slow pass outliving the lock) costs a pass and changes nothing.
+so a reap run twice (a heartbeat that could not reach Redis for a whole period) costs a pass and
+changes nothing.
 
 The threads touch Redis only: nothing a task does (a CPU-bound parser, an agent blocking its thread)
 holds anything they wait for.
