@@ -150,6 +150,12 @@ def test_two_schedulers_fire_each_slot_once_and_the_survivor_takes_over(
         for name in procs:
             wait_for(f"scheduler {name} to start", lambda: up(name), 60, why)  # noqa: B023 (waited here)
         started = time.time()
+        # `jury scheduler` says at its start what each cron means: its next three firings
+        said = (tmp_path / "scheduler-a.log").read_text()
+        assert f"  tick (* * * * * at seconds */{EVERY}): next " in said, said[-2000:]
+        assert "  nightly (0 2 * * * (Europe/Paris)): next " in said and said.count(" UTC, ") >= 4, said[
+            -2000:
+        ]
 
         def three_slots() -> list[FiringRecord] | None:
             found = [r for r in firings() if r.slot >= started]
