@@ -8,7 +8,6 @@ from typing import Annotated
 
 import typer
 
-from jury_cli.backend import check_reachable
 from jury_cli.context import DirOpt, err, settings_for
 from orchestrator.errors import UsageError
 
@@ -37,7 +36,6 @@ def metrics(
     from workers.metrics import exposition, fleet_registry, serve
 
     store = from_url(celery_url(settings.redis_url))
-    check_reachable(store, settings.redis_url)
     registry = fleet_registry(store)
     if port is None:
         text = exposition(registry)
