@@ -212,22 +212,25 @@ return {first, snapshot, redis.call('XRANGE', KEYS[1], '(' .. position, '+', 'CO
 # What the reaper reads of runs instead of their folds: the digest the coordinator wrote in each run's
 # snapshot (stored as its position, a newline, the digest's JSON, a newline, the snapshot's JSON:
 # ``redis_codec.snapshot_record``), only when it is the log's whole truth: the log's last entry is the
-# snapshot's position (nothing was appended after the pass that wrote it). One call for a batch of runs.
+# snapshot's position (nothing was appended after the pass that wrote it). One call for a batch of runs;
+# it reads the record's first REAP_HEAD_BYTES (GETRANGE), never the snapshot's body.
 #   KEYS[2i-1]  run i's event stream (keys.events)     KEYS[2i]  run i's snapshot (keys.snapshot)
 # Returns, for each run in order, {its log's first entry id, the digest line}, or false (no log, no
 # snapshot or no digest in it, or events after its position: then the reader folds the run).
-REAP_DIGEST_LUA = """
-local found = {}
+REAP_HEAD_BYTES = 8192  # the record's head the reaper reads: a longer digest line means the run is folded
+REAP_DIGEST_LUA = f"""
+local REAP_HEAD_BYTES = {REAP_HEAD_BYTES}
+local found = {{}}
 for i = 1, #KEYS, 2 do
   local answer = false
   local first = redis.call('XRANGE', KEYS[i], '-', '+', 'COUNT', 1)
-  local snapshot = redis.call('GET', KEYS[i + 1])
-  if first[1] and snapshot then
+  local snapshot = redis.call('GETRANGE', KEYS[i + 1], 0, REAP_HEAD_BYTES - 1)
+  if first[1] and snapshot ~= '' then
     local last = redis.call('XREVRANGE', KEYS[i], '+', '-', 'COUNT', 1)
     local a = string.find(snapshot, '\\n', 1, true)
     local b = a and string.find(snapshot, '\\n', a + 1, true)
     if b and string.sub(snapshot, 1, a - 1) == last[1][1] then
-      answer = {first[1][1], string.sub(snapshot, a + 1, b - 1)}
+      answer = {{first[1][1], string.sub(snapshot, a + 1, b - 1)}}
     end
   end
   found[#found + 1] = answer
