@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from jury_cli.backend import reading_store
+from jury_cli.backend import reading_store, shared_store
 from jury_cli.context import DirOpt, out, settings_for
 from jury_cli.progress import summary
 from orchestrator.config import Settings
@@ -126,10 +126,9 @@ def cancel_run(settings: Settings, slug: str, who: str) -> None:
         )
     from orchestrator.domain import RunCancel, cancel_eid
     from orchestrator.fold import fold
-    from orchestrator.store.redis import from_url as redis_store
     from workers.app import make_app
 
-    store = redis_store(settings.redis_url)
+    store = shared_store(settings.redis_url)
     if not store.exists(slug):
         raise UsageError(f"no run named {slug} (see `jury runs`)")
     folded = fold(store.read(slug), slug)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections.abc import Callable
 from functools import cache
 from typing import Any
 
@@ -95,9 +96,10 @@ def reap() -> None:
     counted_reap(get_runtime())
 
 
-def counted_reap(rt: Runtime) -> list[str]:
-    """``coordinator.reap``, its re-sent actions counted as leases recovered."""
-    resent = coordinator.reap(rt)
+def counted_reap(rt: Runtime, holding: Callable[[], bool] = lambda: True) -> list[str]:
+    """``coordinator.reap`` (while ``holding``: the reaper's lock is still this worker's), its re-sent
+    actions counted as leases recovered."""
+    resent = coordinator.reap(rt, holding)
     metrics.leases_recovered(len(resent))
     return resent
 

@@ -69,7 +69,8 @@ def test_two_workers_with_their_own_dirs_review_ten_prs(
     gitconfig.write_text(f'[url "file://{tmp_path}/remotes/"]\n\tinsteadOf = https://github.com/\n')
     # The operator's file: the agents, and the schedule the scheduler fires (the runs it starts read it too).
     schedule = (
-        '[[schedules]]\nname = "prs"\ncron = "* * * * * */2"\nkind = "review"\nrepos = ["acme/sample"]\n'
+        '[[schedules]]\nname = "prs"\ncron = "* * * * *"\nseconds = "*/2"\n'
+        'kind = "review"\nrepos = ["acme/sample"]\n'
         'label = "jury"\nreviewers = ["finder"]\njudge = "judge"\n'
     )
     config = write_config(fake_agent("finder", "find"), fake_agent("judge", "clean", "fix"), schedule)
