@@ -45,6 +45,7 @@ import structlog
 from orchestrator import domain as domain_module
 from orchestrator.errors import JuryError
 from orchestrator.spec import SandboxSettings
+from workers import jailuid
 from workers.worktree import git_dirs
 
 log = structlog.get_logger()
@@ -58,6 +59,13 @@ MIB = 1024 * 1024
 # user namespace needs CAP_SETFCAP there (Linux 5.12+), so without it an agent that sandboxes itself with
 # bubblewrap (codex) cannot start its own sandbox inside Jury's. See ``Jail.nested``.
 NESTED_CAP = "CAP_SETFCAP"
+# git's configuration from the environment (command-line scope, which may set safe.directory): git run in
+# a jail under its own uid trusts the checkouts there, which root owns (and a judge's, the jail's uid).
+SAFE_DIRECTORY_ENV = {
+    "GIT_CONFIG_COUNT": "1",
+    "GIT_CONFIG_KEY_0": "safe.directory",
+    "GIT_CONFIG_VALUE_0": "*",
+}
 RO_PATHS_ENV = "JURY_SANDBOX_RO_PATHS"  # more read-only paths, from the worker's environment
 # Jury's own code, always visible read-only: the demo's scripted agents are files of the package.
 JURY_PACKAGES: tuple[Path, ...] = (
@@ -117,6 +125,9 @@ class Confined:
     # bwrap's --die-with-parent is in the argv: it kills the sandbox when the worker dies, so the worker
     # need not arm PR_SET_PDEATHSIG itself (which takes a preexec_fn, see run_supervised)
     dies_with_parent: bool = False
+    uid: int | None = None  # the jail's own uid on the host (``workers.jailuid``); None: the worker's
+    # To call once the command and all it started are dead: gives the jail's trees back, frees its uid.
+    release: Callable[[], None] | None = None
 
 
 # --- the pieces -----------------------------------------------------------------------------------
@@ -247,6 +258,7 @@ class _Layout:
 
     hidden: list[Path]
     binds: list[tuple[str, Path, Path]]
+    home: Path  # the private HOME inside (one of ``hidden``)
 
     def visible(self, path: str | Path) -> bool:
         """Whether the host ``path`` shows inside at the same place. (On strings: a sandboxed command asks
@@ -285,7 +297,8 @@ def _layout(jail: Jail, env: Mapping[str, str], *, create: bool) -> _Layout:
         binds.append(("--ro-bind", dot_git, dot_git))
     binds += [("--bind", p.resolve(), p.resolve()) for p in jail.rw_paths]
     binds += [("--ro-bind", d, d) for d in jail.git_dirs]
-    return _Layout(hidden=[Path("/tmp"), Path("/run"), inside_home, *_jury_dirs(env)], binds=binds)
+    hidden = [Path("/tmp"), Path("/run"), inside_home, *_jury_dirs(env)]
+    return _Layout(hidden=hidden, binds=binds, home=inside_home)
 
 
 def _jury_dirs(env: Mapping[str, str]) -> list[Path]:
@@ -307,15 +320,22 @@ def bwrap_argv(
     base_env: Mapping[str, str] | None = None,
     bwrap: str = "bwrap",
     layout: _Layout | None = None,
+    drop_to: list[str] | None = None,
 ) -> list[str]:
     """The bwrap command line that runs ``argv`` in ``cwd`` inside ``jail`` (the environment is separate:
     ``jail_env``). Creates missing state directories on the host (unless ``layout``, the jail's, was made
-    already). ValueError for a bad state dir."""
+    already). ValueError for a bad state dir.
+
+    With ``drop_to`` (``jailuid.setpriv_argv``: a root worker's jail under a uid of its own) bwrap runs
+    as root in no user namespace, keeps only what setpriv needs to change uid, and runs the command
+    through that prefix; its private tmpfs mounts are then open to that uid (/tmp and HOME sticky and
+    world-writable: nobody but it and root is inside)."""
     if layout is None:
         layout = _layout(jail, os.environ if base_env is None else base_env, create=True)
-    out = [
-        bwrap,
-        "--unshare-user",
+    out = [bwrap]
+    if drop_to is None:
+        out.append("--unshare-user")  # as root (on the host) the jail's uid is what confines it instead
+    out += [
         "--unshare-pid",
         "--unshare-ipc",
         "--unshare-uts",
@@ -324,14 +344,20 @@ def bwrap_argv(
     if not jail.has_network:
         out.append("--unshare-net")
     out += ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
-    if jail.nested and os.geteuid() == 0:
+    if drop_to is not None:
+        for cap in jailuid.SETPRIV_CAPS:  # setpriv's, for changing uid; it drops them with it
+            out += ["--cap-add", cap]
+    elif jail.nested and os.geteuid() == 0:
         out += ["--cap-add", NESTED_CAP]
     out += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-    for hidden in layout.hidden:  # /tmp, /run (no host sockets), then HOME
-        out += ["--tmpfs", str(hidden)]
+    size = str(jail.settings.tmp_mb * MIB)
+    for hidden in layout.hidden:  # /tmp, /run (no host sockets), then HOME; each sized
+        if drop_to is not None and hidden in (Path("/tmp"), layout.home):
+            out += ["--perms", "1777"]
+        out += ["--size", size, "--tmpfs", str(hidden)]
     for flag, src, dst in layout.binds:  # the worktree after HOME (it may live there), git dirs after it
         out += [flag, str(src), str(dst)]
-    out += ["--chdir", str(cwd.resolve()), "--", *argv]
+    out += ["--chdir", str(cwd.resolve()), "--", *(drop_to or []), *argv]
     return out
 
 
@@ -358,16 +384,18 @@ def program_visible(
     return any(runnable(os.path.join(d, argv0)) for d in path.split(os.pathsep) if d)
 
 
-def limits_of(jail: Jail) -> tuple[tuple[int, int], ...]:
-    """The rlimits of a code run: address space, processes and the size of one file, from the settings.
+def limits_of(jail: Jail, own_uid: bool = False) -> tuple[tuple[int, int], ...]:
+    """The rlimits of a code run: address space, processes and the size of one file, from the settings;
+    of an agent's jail under a uid of its own (``own_uid``), the processes only.
 
-    RLIMIT_NPROC counts the processes of the real uid and is not enforced for root (or any process with
-    CAP_SYS_RESOURCE / CAP_SYS_ADMIN in the initial namespace): there the pid namespace, which dies with
-    bwrap, is what bounds a fork bomb's lifetime.
+    RLIMIT_NPROC counts the processes (threads) of the real uid and is not enforced for root (or any
+    process with CAP_SYS_RESOURCE / CAP_SYS_ADMIN in the initial namespace): a root worker's jail runs
+    under a uid of its own (``workers.jailuid``), which no other process has, so it counts exactly the
+    jail's. Without one (a worker that is not root: its own uid) it counts all of that user's processes.
     """
-    if not jail.limits:
-        return ()
     s = jail.settings
+    if not jail.limits:
+        return ((resource.RLIMIT_NPROC, s.max_procs),) if own_uid else ()
     return (
         (resource.RLIMIT_AS, s.memory_mb * MIB),
         (resource.RLIMIT_NPROC, s.max_procs),
@@ -431,20 +459,73 @@ def through_prlimit(
 
 def confine(jail: Jail, argv: list[str], cwd: Path, base_env: Mapping[str, str]) -> Confined:
     """``argv`` as it runs in ``jail``: under bwrap (mode bwrap) or as is (mode none), always with the
-    allow-listed environment and the jail's limits. ``SandboxUnavailable`` when bwrap cannot run here."""
+    allow-listed environment and the jail's limits. ``SandboxUnavailable`` when bwrap cannot run here.
+
+    A root worker's jail runs under a uid of its own (``workers.jailuid``): claimed here, its writable
+    trees handed to it; the caller calls ``Confined.release`` once the command is dead."""
     env = jail_env(jail, base_env)
-    limits = limits_of(jail)
     if not jail.confined:
-        return Confined(argv=list(argv), env=env, limits=limits)
+        return Confined(argv=list(argv), env=env, limits=limits_of(jail))
     require_sandbox(jail.settings)
     binary = bwrap_binary()
     assert binary is not None  # require_sandbox found it
     layout = _layout(jail, base_env, create=True)
     if argv and not program_visible(jail, argv[0], cwd, base_env, layout):
         raise FileNotFoundError(2, "no such program in the sandbox", argv[0])
-    command = bwrap_argv(jail, argv, cwd, base_env=base_env, bwrap=binary, layout=layout)
-    confined, left = through_prlimit(command, limits)
-    return Confined(argv=confined, env=env, limits=left, dies_with_parent=True)
+    if not jailuid.switches_uid(jail.settings):
+        command = bwrap_argv(jail, argv, cwd, base_env=base_env, bwrap=binary, layout=layout)
+        confined, left = through_prlimit(command, limits_of(jail))
+        return Confined(argv=confined, env=env, limits=left, dies_with_parent=True)
+    return _confine_as_own_uid(jail, argv, cwd, base_env, env, binary, layout)
+
+
+def _confine_as_own_uid(
+    jail: Jail,
+    argv: list[str],
+    cwd: Path,
+    base_env: Mapping[str, str],
+    env: dict[str, str],
+    binary: str,
+    layout: _Layout,
+) -> Confined:
+    """``confine`` for a root worker: claim a uid, hand it the writable trees, drop to it in bwrap."""
+    setpriv = jailuid.setpriv_binary()
+    if setpriv is None:
+        raise SandboxUnavailable(jailuid.SETPRIV_HINT)
+    home = real_home(base_env)
+    states = [state_dir_path(entry, home) for entry in jail.state_dirs]
+    owned = [p.resolve() for p in jail.rw_paths]
+    if jail.writable:
+        owned.insert(0, jail.worktree.resolve())
+    try:
+        claim = jailuid.claim(jail.settings)
+    except jailuid.NoJailUid as exc:
+        raise SandboxUnavailable(str(exc)) from exc
+
+    def release() -> None:
+        left = jailuid.reap(claim.uid)
+        if left:  # never reached in practice: keep the uid held (and its trees its) rather than share it
+            log.error("sandbox.jail_survived", uid=claim.uid, pids=left[:20])
+            return
+        try:
+            jailuid.take_back(owned, claim.uid)
+        finally:
+            claim.release()
+
+    try:
+        jailuid.share_state(states, jail.settings.state_gid)
+        jailuid.hand_over(owned, claim.uid)
+        drop = jailuid.setpriv_argv(setpriv, claim.uid, [jail.settings.state_gid] if states else [])
+        command = bwrap_argv(jail, argv, cwd, base_env=base_env, bwrap=binary, layout=layout, drop_to=drop)
+    except BaseException:
+        release()
+        raise
+    confined, left = through_prlimit(command, limits_of(jail, own_uid=True))
+    # Jury's checkouts are root's: git in the jail, as another uid, would refuse them as "dubious".
+    env = {**env, **SAFE_DIRECTORY_ENV} if "GIT_CONFIG_COUNT" not in env else env
+    return Confined(
+        argv=confined, env=env, limits=left, dies_with_parent=True, uid=claim.uid, release=release
+    )
 
 
 # --- is it there? ---------------------------------------------------------------------------------
@@ -465,10 +546,22 @@ def sandbox_problem(settings: SandboxSettings) -> str | None:
 def _probe(binary: str, settings_json: str) -> str | None:
     """Run ``true`` in a jail like a code run's (network per the settings, limits on); once per process."""
     settings = SandboxSettings.model_validate_json(settings_json)
+    own_uid = jailuid.switches_uid(settings)
+    setpriv = jailuid.setpriv_binary()
+    if own_uid and setpriv is None:
+        return jailuid.SETPRIV_HINT
     with tempfile.TemporaryDirectory(prefix="jury-probe-") as tmp:
         wt = Path(tmp)
         jail = Jail(worktree=wt, settings=settings)
-        argv, left = through_prlimit(bwrap_argv(jail, ["true"], wt, bwrap=binary), limits_of(jail))
+        claim = None
+        if own_uid and setpriv is not None:
+            try:
+                claim = jailuid.claim(settings)
+            except jailuid.NoJailUid:
+                pass  # all in use right now, by jails that run: the uid switch works here
+        drop = jailuid.setpriv_argv(setpriv, claim.uid) if claim is not None and setpriv else None
+        command = bwrap_argv(jail, ["true"], wt, bwrap=binary, drop_to=drop)
+        argv, left = through_prlimit(command, limits_of(jail, own_uid=claim is not None))
         apply = set_limits(left)
         try:
             p = subprocess.run(
@@ -481,6 +574,10 @@ def _probe(binary: str, settings_json: str) -> str | None:
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
             return f"bubblewrap ({binary}) cannot run: {exc}"
+        finally:
+            if claim is not None:
+                jailuid.reap(claim.uid)
+                claim.release()
     if p.returncode == 0:
         log.info("sandbox.ok", bwrap=binary)
         return None

@@ -414,6 +414,7 @@ def run_supervised(
     started = time.monotonic()
     program = argv[0]  # what the logs name: the command's own, not the sandbox's launcher
     limits = None
+    release: Callable[[], None] | None = None  # the jail's, once every process of it is dead
     parent_death = parent_death_preexec()
     if jail is not None:
         try:
@@ -438,6 +439,7 @@ def run_supervised(
                 error=error,
             )
         argv, env, limits = confined.argv, confined.env, set_limits(confined.limits)
+        release = confined.release
         if confined.dies_with_parent:
             parent_death = None  # bwrap's --die-with-parent: a sandboxed command needs no preexec_fn
     # No preexec_fn at all lets Popen vfork instead of forking the whole worker (sandbox.through_prlimit)
@@ -456,6 +458,8 @@ def run_supervised(
                 preexec_fn=preexec,  # PDEATHSIG and rlimits, where bwrap and prlimit do not set them
             )
         except OSError as exc:
+            if release is not None:
+                release()
             error = _start_error(exc, argv, cwd)
             log.warning("proc.start_failed", argv0=argv[0], cwd=str(cwd), error=error)
             return ProcResult(
@@ -529,6 +533,8 @@ def run_supervised(
         proc.wait()
         for output in outputs:
             output.finish()
+        if release is not None:  # bwrap is reaped: its pid namespace, the whole jail, died with it
+            release()
     seconds = time.monotonic() - started
     result = ProcResult(
         exit_code=proc.returncode,

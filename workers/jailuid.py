@@ -1,0 +1,228 @@
+"""The jail's own uid: who a sandboxed process is on the host when the worker runs as root.
+
+A user namespace that maps root to some other id changes nothing on the host: the process is still uid 0
+there, so the host's root-only files (``/etc/shadow``), other runs' worktrees and Jury's state stay
+readable, and ``RLIMIT_NPROC``, which the kernel does not enforce for root, does not stop a fork bomb.
+So a worker running as root gives every jail a real unprivileged uid of its own for as long as it runs:
+
+- ``claim`` takes one uid of ``[sandbox] uids`` (default ``60000-60999``) no account has, under an
+  exclusive ``flock`` on ``LOCK_DIR/<uid>.lock`` held until the jail ends: two jails on one host, in any
+  worker processes, never share a uid, so ``RLIMIT_NPROC`` (counted per real uid) counts one jail only;
+- ``hand_over`` gives the jail's writable trees (a judge's or a code run's worktree, a verification's
+  report directory) to that uid before it starts, and ``take_back`` returns them to the worker after it
+  ended (every process of the jail is dead then: its pid namespace died with bwrap), clearing any set-uid
+  or set-gid bit the jail left on a file;
+- an agent's HOME state directories (``~/.codex``), shared by every jail of that agent and possibly used
+  by several at once, are given to the group ``[sandbox] state_gid`` instead (``share_state``): group
+  read-write, set-gid directories, and the jail runs with that group as its only supplementary group.
+
+bwrap still sets up the sandbox as root (its mounts reach every path it binds); the command is then
+started through util-linux's ``setpriv``, which drops to the uid, its own group, no capabilities, an empty
+bounding set and ``no_new_privs`` (``setpriv_argv``). A worker that is not root cannot switch uids: its
+jails keep running as its own user in a user namespace, as before, and ``jury doctor`` says so.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import pwd
+import random
+import shutil
+import signal
+import stat
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import structlog
+
+from orchestrator.errors import JuryError
+from orchestrator.spec import SandboxSettings
+
+log = structlog.get_logger()
+
+REAP_SECONDS = 10.0
+LOCK_DIR = Path("/run/jury/jail-uids")  # host-wide: every Jury on the host draws from the same uids
+SETPRIV_HINT = 'setpriv (util-linux) is missing: apt-get install util-linux, or [sandbox] uids = ""'
+# What the dropped process keeps: nothing. The bounding set emptied (needs CAP_SETPCAP, which bwrap keeps
+# for setpriv and setpriv then drops), no inheritable capabilities, and no_new_privs so that no set-uid
+# program can give any back.
+SETPRIV_DROP = ("--inh-caps=-all", "--bounding-set=-all", "--no-new-privs")
+# What bwrap keeps for setpriv, which drops them with the uid.
+SETPRIV_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP")
+
+
+class NoJailUid(JuryError):
+    """Every uid of ``[sandbox] uids`` is taken by a running jail (or an account)."""
+
+
+def uid_range(settings: SandboxSettings) -> range:
+    """The uids of ``[sandbox] uids`` (``"A-B"``, both included); empty for ``""``."""
+    if not settings.uids:
+        return range(0)
+    first, last = (int(part) for part in settings.uids.split("-"))
+    return range(first, last + 1)
+
+
+def switches_uid(settings: SandboxSettings) -> bool:
+    """Whether jails run under a uid of their own here: a confined sandbox, a root worker, a uid range."""
+    return settings.mode == "bwrap" and os.geteuid() == 0 and bool(settings.uids)
+
+
+@cache
+def setpriv_binary() -> str | None:
+    """util-linux's ``setpriv``, from the system's own directories only (never the worker's PATH)."""
+    return shutil.which("setpriv", path="/usr/bin:/bin:/usr/sbin:/sbin")
+
+
+def _has_account(uid: int) -> bool:
+    try:
+        pwd.getpwuid(uid)
+    except KeyError:
+        return False
+    return True
+
+
+@dataclass
+class UidClaim:
+    """One uid held for one jail, until ``release`` (closing the lock file releases the flock)."""
+
+    uid: int
+    fd: int | None
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def claim(settings: SandboxSettings, lock_dir: Path = LOCK_DIR) -> UidClaim:
+    """A uid of ``[sandbox] uids`` that no running jail holds and no account has, held until released.
+
+    The search starts at a random uid so that workers starting together rarely try the same lock first.
+    ``NoJailUid`` when all are held."""
+    uids = uid_range(settings)
+    lock_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    start = random.randrange(len(uids)) if uids else 0
+    for i in range(len(uids)):
+        uid = uids[(start + i) % len(uids)]
+        if _has_account(uid):
+            continue
+        fd = os.open(lock_dir / f"{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                continue
+            raise
+        return UidClaim(uid=uid, fd=fd)
+    raise NoJailUid(
+        f"every jail uid of [sandbox] uids = {settings.uids!r} is in use: widen the range, or run fewer "
+        "jails at once"
+    )
+
+
+def setpriv_argv(setpriv: str, uid: int, groups: Iterable[int] = ()) -> list[str]:
+    """The prefix that runs a command as ``uid`` (its own gid, only ``groups`` besides), with nothing
+    that could make it root again."""
+    wanted = sorted(set(groups))
+    group_args = ["--groups", ",".join(map(str, wanted))] if wanted else ["--clear-groups"]
+    return [setpriv, f"--reuid={uid}", f"--regid={uid}", *group_args, *SETPRIV_DROP, "--"]
+
+
+def _walk(root: Path) -> Iterable[tuple[str, os.stat_result]]:
+    """Every path under ``root`` (itself included), never following a symbolic link, with its lstat."""
+    stack = [str(root)]
+    while stack:
+        path = stack.pop()
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            continue
+        yield path, st
+        if stat.S_ISDIR(st.st_mode):
+            try:
+                with os.scandir(path) as entries:
+                    stack.extend(e.path for e in entries)
+            except OSError as exc:
+                log.warning("jail.walk_failed", path=path, error=str(exc))
+
+
+def processes_of(uid: int, proc: Path = Path("/proc")) -> list[int]:
+    """The pids of the processes that run as ``uid`` (by the owner of their ``/proc`` entry)."""
+    found = []
+    for entry in os.scandir(proc):
+        if entry.name.isdigit():
+            try:
+                if entry.stat(follow_symlinks=False).st_uid == uid:
+                    found.append(int(entry.name))
+            except OSError:
+                continue  # gone meanwhile
+    return found
+
+
+def reap(uid: int, within: float = REAP_SECONDS) -> list[int]:
+    """SIGKILL every process of the jail's ``uid`` until none is left (or ``within`` seconds passed); the
+    ones still there then. bwrap's own exit leaves its pid namespace dying, not dead: its init gets
+    SIGKILL from ``--die-with-parent`` an instant later, so a jail's trees are taken back, and its uid
+    freed, only once this finds none (the uid is the jail's alone: nothing else is killed)."""
+    deadline = time.monotonic() + within
+    while True:
+        left = processes_of(uid)
+        if not left or time.monotonic() >= deadline:
+            return left
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.01)
+
+
+def hand_over(paths: Iterable[Path], uid: int) -> None:
+    """Make ``uid`` (and its own gid) the owner of everything under each of ``paths``."""
+    for root in paths:
+        for path, st in _walk(root):
+            if st.st_uid != uid or st.st_gid != uid:
+                os.lchown(path, uid, uid)
+
+
+def take_back(paths: Iterable[Path], uid: int) -> None:
+    """Give everything under ``paths`` back to the worker (its euid and egid), and clear every set-uid or
+    set-gid bit on a file there: a jail must not leave a program that runs as someone else. Only called
+    once every process of the jail is dead."""
+    owner, group = os.geteuid(), os.getegid()
+    for root in paths:
+        for path, st in _walk(root):
+            if st.st_uid != owner or st.st_gid != group:
+                os.lchown(path, owner, group)
+            if stat.S_ISREG(st.st_mode) and st.st_mode & (stat.S_ISUID | stat.S_ISGID):
+                os.chmod(path, stat.S_IMODE(st.st_mode) & ~(stat.S_ISUID | stat.S_ISGID))
+    log.debug("jail.taken_back", uid=uid, paths=[str(p) for p in paths])
+
+
+def share_state(paths: Iterable[Path], gid: int) -> None:
+    """Give the state directories ``paths`` to the group ``gid``, read-write for it, directories set-gid
+    (what is made in them stays the group's). Owners are left alone: a jail that uses them now keeps its
+    files; what one made with a private mode becomes the group's again at the next jail's start."""
+    for root in paths:
+        for path, st in _walk(root):
+            if stat.S_ISLNK(st.st_mode):
+                continue
+            if st.st_gid != gid:
+                os.lchown(path, -1, gid)
+            mode = stat.S_IMODE(st.st_mode)
+            wanted = mode | stat.S_IRGRP | stat.S_IWGRP
+            if stat.S_ISDIR(st.st_mode):
+                wanted |= stat.S_IXGRP | stat.S_ISGID
+            else:
+                wanted |= stat.S_IXGRP if mode & stat.S_IXUSR else 0
+                wanted &= ~stat.S_ISGID  # a set-gid program of the group: none
+            wanted &= ~stat.S_ISUID
+            if wanted != mode:
+                os.chmod(path, wanted)
