@@ -32,6 +32,7 @@ import os
 import pwd
 import resource
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -244,12 +245,23 @@ def _visible(jail: Jail, home: Path, env: Mapping[str, str]) -> list[Path]:
 
 @cache
 def _hidden_interpreter(home: Path) -> tuple[Path, ...]:
-    """The worker's Python installation where the sandbox would hide it (under ``home`` or /tmp): fixed for
-    the process, so resolved once."""
+    """The worker's Python installation where the sandbox would hide it (under ``home`` or /tmp), or where
+    a jail's own uid could not reach it (root's pyenv under a 0700 /root: see ``_closed_ancestors``):
+    fixed for the process, so resolved once."""
     prefixes = (
         Path(p).resolve() for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
     )
-    return tuple(sorted(p for p in prefixes if _under(p, home) or _under(p, Path("/tmp"))))
+    return tuple(
+        sorted(p for p in prefixes if _under(p, home) or _under(p, Path("/tmp")) or not _passable(p))
+    )
+
+
+def _passable(path: Path) -> bool:
+    """Whether every directory on the way to ``path`` lets any user pass (others' search bit)."""
+    try:
+        return all(a.stat().st_mode & stat.S_IXOTH for a in path.parents)
+    except OSError:
+        return False
 
 
 @dataclass
@@ -351,14 +363,49 @@ def bwrap_argv(
         out += ["--cap-add", NESTED_CAP]
     out += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     size = str(jail.settings.tmp_mb * MIB)
-    for hidden in layout.hidden:  # /tmp, /run (no host sockets), then HOME; each sized
+    closed = _closed_ancestors(layout) if drop_to is not None else []
+    for hidden in [*closed, *layout.hidden]:  # closed dirs, /tmp, /run (no host sockets), HOME; sized
         if drop_to is not None and hidden in (Path("/tmp"), layout.home):
             out += ["--perms", "1777"]
         out += ["--size", size, "--tmpfs", str(hidden)]
+    for way in _ways_in_tmpfs(layout, closed) if drop_to is not None else []:
+        out += ["--perms", "0755", "--dir", str(way)]  # bwrap would make them 0700: root's only
     for flag, src, dst in layout.binds:  # the worktree after HOME (it may live there), git dirs after it
         out += [flag, str(src), str(dst)]
     out += ["--chdir", str(cwd.resolve()), "--", *(drop_to or []), *argv]
     return out
+
+
+def _closed_ancestors(layout: _Layout) -> list[Path]:
+    """The host directories a jail's uid could not pass on the way to what the jail binds (root's 0700
+    HOME holding the worker's pyenv, Jury's 0700 state directory), outermost first: each is hidden by
+    an empty tmpfs, in which bwrap makes the way to the binds. Nothing is lost: the uid could not see into
+    them anyway. Ways that lie in a tmpfs of the layout already need none."""
+    closed: set[Path] = set()
+    for _flag, _src, dst in layout.binds:
+        for ancestor in reversed(dst.parents):
+            if any(_within(str(ancestor), str(h)) for h in [*layout.hidden, *closed]):
+                break
+            try:
+                mode = ancestor.stat().st_mode
+            except OSError:
+                break  # missing: bwrap makes it, in whatever holds it
+            if not mode & stat.S_IXOTH:
+                closed.add(ancestor)
+                break
+    return sorted(closed, key=lambda p: len(p.parts))
+
+
+def _ways_in_tmpfs(layout: _Layout, closed: list[Path]) -> list[Path]:
+    """The directories on the way to each bind that lie in one of the jail's tmpfs mounts (below its top),
+    outermost first: made explicitly, so that the jail's uid may pass them."""
+    tops = [*closed, *layout.hidden]
+    ways: set[Path] = set()
+    for _flag, _src, dst in layout.binds:
+        for ancestor in dst.parents:
+            if any(ancestor != top and ancestor.is_relative_to(top) for top in tops):
+                ways.add(ancestor)
+    return sorted(ways, key=lambda p: (len(p.parts), str(p)))
 
 
 def program_visible(
