@@ -52,8 +52,9 @@ SETPRIV_HINT = 'setpriv (util-linux) is missing: apt-get install util-linux, or 
 # for setpriv and setpriv then drops), no inheritable capabilities, and no_new_privs so that no set-uid
 # program can give any back.
 SETPRIV_DROP = ("--inh-caps=-all", "--bounding-set=-all", "--no-new-privs")
-# What bwrap keeps for setpriv, which drops them with the uid.
-SETPRIV_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP")
+# What bwrap keeps for setpriv, which drops them with the uid; and CAP_DAC_READ_SEARCH for bwrap's own
+# chdir into a worktree that is the jail's uid's now (mode 0700, say), which root may not enter without it.
+SETPRIV_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP", "CAP_DAC_READ_SEARCH")
 
 
 class NoJailUid(JuryError):
