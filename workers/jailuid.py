@@ -13,8 +13,9 @@ So a worker running as root gives every jail a real unprivileged uid of its own 
   ended (every process of the jail is dead then: its pid namespace died with bwrap), clearing any set-uid
   or set-gid bit the jail left on a file;
 - an agent's HOME state directories (``~/.codex``), shared by every jail of that agent and possibly used
-  by several at once, are given to the group ``[sandbox] state_gid`` instead (``share_state``): group
-  read-write, set-gid directories, and the jail runs with that group as its only supplementary group.
+  by several at once, are given to the jail's uid where nobody running holds them, and to the group
+  ``[sandbox] state_gid`` (``share_state``): group read-write, set-gid directories, and the jail runs with
+  that group as its only supplementary group, so what a jail running beside it owns stays reachable.
 
 bwrap still sets up the sandbox as root (its mounts reach every path it binds); the command is then
 started through util-linux's ``setpriv``, which drops to the uid, its own group, no capabilities, an empty
@@ -207,23 +208,57 @@ def take_back(paths: Iterable[Path], uid: int) -> None:
     log.debug("jail.taken_back", uid=uid, paths=[str(p) for p in paths])
 
 
-def share_state(paths: Iterable[Path], gid: int) -> None:
-    """Give the state directories ``paths`` to the group ``gid``, read-write for it, directories set-gid
-    (what is made in them stays the group's). Owners are left alone: a jail that uses them now keeps its
-    files; what one made with a private mode becomes the group's again at the next jail's start."""
+def share_state(paths: Iterable[Path], uid: int, gid: int, uids: range) -> None:
+    """Give the jail's uid the state directories ``paths`` (an agent's ``~/.codex``): what the worker owns
+    there, or a jail that no longer runs, becomes ``uid``'s, group ``gid``, read-write for the group, its
+    directories set-gid. Agents chmod and rename their own files there, which takes owning them; what a
+    jail that runs now owns stays its own, and this one reaches it through the group.
+    ``take_back_state`` returns what ``uid`` holds to the worker afterwards."""
+    held: dict[int, bool] = {}
     for root in paths:
         for path, st in _walk(root):
-            if stat.S_ISLNK(st.st_mode):
-                continue
-            if st.st_gid != gid:
-                os.lchown(path, -1, gid)
-            mode = stat.S_IMODE(st.st_mode)
-            wanted = mode | stat.S_IRGRP | stat.S_IWGRP
-            if stat.S_ISDIR(st.st_mode):
-                wanted |= stat.S_IXGRP | stat.S_ISGID
-            else:
-                wanted |= stat.S_IXGRP if mode & stat.S_IXUSR else 0
-                wanted &= ~stat.S_ISGID  # a set-gid program of the group: none
-            wanted &= ~stat.S_ISUID
-            if wanted != mode:
-                os.chmod(path, wanted)
+            owner = st.st_uid
+            if owner == os.geteuid() or (owner in uids and owner != uid and not _in_use(owner, held)):
+                owner = uid
+            if (owner, gid) != (st.st_uid, st.st_gid):
+                os.lchown(path, owner, gid)
+            if not stat.S_ISLNK(st.st_mode):
+                _group_rw(path, st)
+
+
+def take_back_state(paths: Iterable[Path], uid: int, gid: int) -> None:
+    """What ``uid`` owns in the state directories ``paths`` goes back to the worker, group ``gid``."""
+    for root in paths:
+        for path, st in _walk(root):
+            if st.st_uid == uid:
+                os.lchown(path, os.geteuid(), gid)
+            if not stat.S_ISLNK(st.st_mode):
+                _group_rw(path, st)
+
+
+def _group_rw(path: str, st: os.stat_result) -> None:
+    """Group read-write (and search, set-gid for a directory), no set-uid or set-gid program."""
+    mode = stat.S_IMODE(st.st_mode)
+    wanted = mode | stat.S_IRGRP | stat.S_IWGRP
+    if stat.S_ISDIR(st.st_mode):
+        wanted |= stat.S_IXGRP | stat.S_ISGID
+    else:
+        wanted |= stat.S_IXGRP if mode & stat.S_IXUSR else 0
+        wanted &= ~stat.S_ISGID
+    wanted &= ~stat.S_ISUID
+    if wanted != mode or st.st_mode & stat.S_ISUID:
+        os.chmod(path, wanted)
+
+
+def _in_use(uid: int, seen: dict[int, bool], lock_dir: Path = LOCK_DIR) -> bool:
+    """Whether a running jail holds ``uid`` (its lock is taken); asked once per uid and walk."""
+    if uid not in seen:
+        fd = os.open(lock_dir / f"{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            seen[uid] = False
+        except OSError:
+            seen[uid] = True
+        finally:
+            os.close(fd)
+    return seen[uid]

@@ -376,6 +376,15 @@ def bwrap_argv(
     return out
 
 
+def _private_file(path: Path) -> bool:
+    """Whether ``path`` is a regular file others may not read (the jail's uid could not, bound as is)."""
+    try:
+        st = path.lstat()
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and not st.st_mode & stat.S_IROTH
+
+
 def _closed_ancestors(layout: _Layout) -> list[Path]:
     """The host directories a jail's uid could not pass on the way to what the jail binds (root's 0700
     HOME holding the worker's pyenv, Jury's 0700 state directory), outermost first: each is hidden by
@@ -544,6 +553,8 @@ def _confine_as_own_uid(
     owned = [p.resolve() for p in jail.rw_paths]
     if jail.writable:
         owned.insert(0, jail.worktree.resolve())
+    owned += [p for p in jail.ro_paths if _private_file(p)]  # the jail's own inputs (a prompt file)
+    gid = jail.settings.state_gid
     try:
         claim = jailuid.claim(jail.settings)
     except jailuid.NoJailUid as exc:
@@ -556,13 +567,14 @@ def _confine_as_own_uid(
             return
         try:
             jailuid.take_back(owned, claim.uid)
+            jailuid.take_back_state(states, claim.uid, gid)
         finally:
             claim.release()
 
     try:
-        jailuid.share_state(states, jail.settings.state_gid)
+        jailuid.share_state(states, claim.uid, gid, jailuid.uid_range(jail.settings))
         jailuid.hand_over(owned, claim.uid)
-        drop = jailuid.setpriv_argv(setpriv, claim.uid, [jail.settings.state_gid] if states else [])
+        drop = jailuid.setpriv_argv(setpriv, claim.uid, [gid] if states else [])
         command = bwrap_argv(jail, argv, cwd, base_env=base_env, bwrap=binary, layout=layout, drop_to=drop)
     except BaseException:
         release()
