@@ -12,6 +12,7 @@ import errno
 import os
 import shutil
 import stat
+import subprocess
 import sys
 import tempfile
 import textwrap
@@ -24,12 +25,15 @@ from pathlib import Path
 import pytest
 
 from orchestrator.config import Settings
+from orchestrator.errors import GitError
+from orchestrator.git import git as plain_git
 from orchestrator.spec import SandboxSettings
 from orchestrator.store.files import private_dir
 from workers import doctor, jailuid
 from workers.sandbox import Jail, sandbox_problem
 from workers.supervise import ProcResult, run_supervised
 from workers.verify import run_command
+from workers.worktree import git as worktree_git
 
 pytestmark = pytest.mark.skipif(
     sandbox_problem(SandboxSettings()) is not None or not jailuid.switches_uid(SandboxSettings()),
@@ -246,3 +250,26 @@ def test_doctor_names_the_jail_uid() -> None:
     assert check.ok and "60000-60009" in check.text and "not root" in check.text
     report = doctor.diagnose(Settings(), SandboxSettings(uids=""))
     assert doctor.ROOT_NOTE in report.notes
+
+
+def test_jurys_git_trusts_a_checkout_a_jail_owns_and_nothing_else(tmp_path: Path) -> None:
+    """While a jail's uid owns a checkout (a judge writing it), Jury's own git there still works, through
+    ``safe.directory`` for that path alone; plain git refuses it, as it refuses any tree another owns."""
+    repo, tree = tmp_path / "repo", tmp_path / "tree"
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"]
+    subprocess.run([*git, "init", "-q", str(repo)], check=True)
+    (repo / "a.py").write_text("x = 1\n")
+    subprocess.run([*git, "-C", str(repo), "add", "a.py"], check=True)
+    subprocess.run([*git, "-C", str(repo), "commit", "-qm", "one"], check=True)
+    subprocess.run([*git, "-C", str(repo), "worktree", "add", "-q", "--detach", str(tree)], check=True)
+    claim = jailuid.claim(SandboxSettings())
+    try:
+        jailuid.hand_over([tree], claim.uid)
+        (tree / "a.py").write_text("x = 2\n")
+        with pytest.raises(GitError, match="dubious ownership"):
+            plain_git(["status", "--porcelain"], tree)
+        assert worktree_git(["status", "--porcelain"], tree).strip() == "M a.py"
+        jailuid.take_back([tree], claim.uid)
+        assert worktree_git(["status", "--porcelain"], tree).strip() == "M a.py"
+    finally:
+        claim.release()
