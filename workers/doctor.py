@@ -229,10 +229,17 @@ def _jail_uid(sandbox: SandboxSettings, report: Report) -> None:
         return
     uids = jailuid.uid_range(sandbox)
     setpriv = jailuid.setpriv_binary()
+    bwrap = bwrap_binary()
+    sized = bwrap is not None and jailuid.sizes_tmpfs(bwrap)
     text = (
         f"one of {len(uids)} uids {sandbox.uids} per jail (not root), via {setpriv}; processes capped at "
-        f"{sandbox.max_procs} per jail, /tmp and HOME at {sandbox.tmp_mb} MiB each"
+        f"{sandbox.max_procs} per jail, "
+        + (f"/tmp and HOME at {sandbox.tmp_mb} MiB each" if sized else "/tmp and HOME not capped")
     )
+    if not sized:
+        report.notes.append(
+            "this bwrap has no --size: a jail's /tmp and HOME are not capped (bubblewrap 0.8+)"
+        )
     report.add(
         "jail uid", setpriv is not None, text if setpriv else jailuid.SETPRIV_HINT, jailuid.SETPRIV_HINT
     )

@@ -33,6 +33,7 @@ import random
 import shutil
 import signal
 import stat
+import subprocess
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -56,6 +57,14 @@ SETPRIV_DROP = ("--inh-caps=-all", "--bounding-set=-all", "--no-new-privs")
 # What bwrap keeps for setpriv, which drops them with the uid; and CAP_DAC_READ_SEARCH for bwrap's own
 # chdir into a worktree that is the jail's uid's now (mode 0700, say), which root may not enter without it.
 SETPRIV_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP", "CAP_DAC_READ_SEARCH")
+
+# git's configuration from the environment (command-line scope, which may set safe.directory): git run in
+# a jail under its own uid trusts the checkouts there, which root owns (and a judge's, the jail's uid).
+SAFE_DIRECTORY_ENV = {
+    "GIT_CONFIG_COUNT": "1",
+    "GIT_CONFIG_KEY_0": "safe.directory",
+    "GIT_CONFIG_VALUE_0": "*",
+}
 
 
 class NoJailUid(JuryError):
@@ -135,6 +144,66 @@ def setpriv_argv(setpriv: str, uid: int, groups: Iterable[int] = ()) -> list[str
     wanted = sorted(set(groups))
     group_args = ["--groups", ",".join(map(str, wanted))] if wanted else ["--clear-groups"]
     return [setpriv, f"--reuid={uid}", f"--regid={uid}", *group_args, *SETPRIV_DROP, "--"]
+
+
+def passable(path: Path) -> bool:
+    """Whether every directory on the way to ``path`` lets any user pass (others' search bit)."""
+    try:
+        return all(a.stat().st_mode & stat.S_IXOTH for a in path.parents)
+    except OSError:
+        return False
+
+
+def private_file(path: Path) -> bool:
+    """Whether ``path`` is a regular file others may not read (the jail's uid could not, bound as is)."""
+    try:
+        st = path.lstat()
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and not st.st_mode & stat.S_IROTH
+
+
+def closed_ancestors(targets: Iterable[Path], hidden: list[Path]) -> list[Path]:
+    """The host directories a jail's uid could not pass on the way to the bind ``targets`` (root's 0700
+    HOME holding the worker's pyenv, Jury's 0700 state directory), outermost first: each is hidden by
+    an empty tmpfs, in which bwrap makes the way to the binds. Nothing is lost: the uid could not see into
+    them anyway. Ways that lie in one of the ``hidden`` trees (tmpfs mounts already) need none."""
+    closed: set[Path] = set()
+    for target in targets:
+        for ancestor in reversed(target.parents):
+            if any(ancestor.is_relative_to(h) for h in [*hidden, *closed]):
+                break
+            try:
+                mode = ancestor.stat().st_mode
+            except OSError:
+                break  # missing: bwrap makes it, in whatever holds it
+            if not mode & stat.S_IXOTH:
+                closed.add(ancestor)
+                break
+    return sorted(closed, key=lambda p: len(p.parts))
+
+
+def ways_in_tmpfs(targets: Iterable[Path], tops: list[Path]) -> list[Path]:
+    """The directories on the way to each of ``targets`` that lie in one of the tmpfs mounts ``tops``
+    (below its top), outermost first: made explicitly, 0755, so that the jail's uid may pass them (bwrap
+    makes them 0700 when it runs as root)."""
+    ways: set[Path] = set()
+    for target in targets:
+        for ancestor in target.parents:
+            if any(ancestor != top and ancestor.is_relative_to(top) for top in tops):
+                ways.add(ancestor)
+    return sorted(ways, key=lambda p: (len(p.parts), str(p)))
+
+
+@cache
+def sizes_tmpfs(bwrap: str) -> bool:
+    """Whether this bwrap takes ``--size`` (0.8 and later do): older ones make unsized tmpfs mounts, and
+    ``jury doctor`` says that /tmp and HOME are not capped then."""
+    try:
+        p = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "--size" in p.stdout + p.stderr
 
 
 def _walk(root: Path) -> Iterable[tuple[str, os.stat_result]]:

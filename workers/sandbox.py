@@ -3,10 +3,10 @@
 The code under review is hostile: its tests, its ``conftest.py``, whatever an agent runs while reading it.
 Every such process runs under bubblewrap (``bwrap``), built here from a ``Jail``:
 
-- new user, pid, ipc, uts and cgroup namespaces, and a new network namespace unless the jail has network
-  (CLI agents do; code runs only when the operator sets ``[sandbox] network = true``);
-- the root filesystem read-only; a private ``/tmp`` and ``/run`` (no host sockets); an empty private HOME
-  (a tmpfs over the worker's real HOME path) holding only the jail's ``state_dirs``, read-write;
+- a root worker's jail runs as a uid of its own (``workers.jailuid``), any other in a new user namespace;
+  new pid, ipc, uts, cgroup namespaces, and network unless the jail has it (agents; code runs: an option);
+- the root filesystem read-only; a private ``/tmp`` and ``/run`` (no host sockets), an empty private HOME
+  (over the real HOME's path) holding only the jail's ``state_dirs``; each a tmpfs of ``tmp_mb``;
 - the worktree read-write (or read-only: a reviewer's, enforced by the kernel), bound after the HOME
   tmpfs since worktrees may live under HOME; the worktree's git directories read-only after it, so a
   ``conftest.py`` cannot plant a ``filter`` in the repository's ``config`` that Jury's own git would run,
@@ -32,7 +32,6 @@ import os
 import pwd
 import resource
 import shutil
-import stat
 import subprocess
 import sys
 import tempfile
@@ -60,13 +59,6 @@ MIB = 1024 * 1024
 # user namespace needs CAP_SETFCAP there (Linux 5.12+), so without it an agent that sandboxes itself with
 # bubblewrap (codex) cannot start its own sandbox inside Jury's. See ``Jail.nested``.
 NESTED_CAP = "CAP_SETFCAP"
-# git's configuration from the environment (command-line scope, which may set safe.directory): git run in
-# a jail under its own uid trusts the checkouts there, which root owns (and a judge's, the jail's uid).
-SAFE_DIRECTORY_ENV = {
-    "GIT_CONFIG_COUNT": "1",
-    "GIT_CONFIG_KEY_0": "safe.directory",
-    "GIT_CONFIG_VALUE_0": "*",
-}
 RO_PATHS_ENV = "JURY_SANDBOX_RO_PATHS"  # more read-only paths, from the worker's environment
 # Jury's own code, always visible read-only: the demo's scripted agents are files of the package.
 JURY_PACKAGES: tuple[Path, ...] = (
@@ -246,22 +238,14 @@ def _visible(jail: Jail, home: Path, env: Mapping[str, str]) -> list[Path]:
 @cache
 def _hidden_interpreter(home: Path) -> tuple[Path, ...]:
     """The worker's Python installation where the sandbox would hide it (under ``home`` or /tmp), or where
-    a jail's own uid could not reach it (root's pyenv under a 0700 /root: see ``_closed_ancestors``):
+    a jail's own uid could not reach it (root's pyenv under a 0700 /root: see ``jailuid.closed_ancestors``):
     fixed for the process, so resolved once."""
     prefixes = (
         Path(p).resolve() for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
     )
     return tuple(
-        sorted(p for p in prefixes if _under(p, home) or _under(p, Path("/tmp")) or not _passable(p))
+        sorted(p for p in prefixes if _under(p, home) or _under(p, Path("/tmp")) or not jailuid.passable(p))
     )
-
-
-def _passable(path: Path) -> bool:
-    """Whether every directory on the way to ``path`` lets any user pass (others' search bit)."""
-    try:
-        return all(a.stat().st_mode & stat.S_IXOTH for a in path.parents)
-    except OSError:
-        return False
 
 
 @dataclass
@@ -362,59 +346,19 @@ def bwrap_argv(
     elif jail.nested and os.geteuid() == 0:
         out += ["--cap-add", NESTED_CAP]
     out += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-    size = str(jail.settings.tmp_mb * MIB)
-    closed = _closed_ancestors(layout) if drop_to is not None else []
+    size = ["--size", str(jail.settings.tmp_mb * MIB)] if jailuid.sizes_tmpfs(bwrap) else []
+    targets = [dst for _flag, _src, dst in layout.binds]
+    closed = jailuid.closed_ancestors(targets, layout.hidden) if drop_to is not None else []
     for hidden in [*closed, *layout.hidden]:  # closed dirs, /tmp, /run (no host sockets), HOME; sized
         if drop_to is not None and hidden in (Path("/tmp"), layout.home):
             out += ["--perms", "1777"]
-        out += ["--size", size, "--tmpfs", str(hidden)]
-    for way in _ways_in_tmpfs(layout, closed) if drop_to is not None else []:
+        out += [*size, "--tmpfs", str(hidden)]
+    for way in jailuid.ways_in_tmpfs(targets, [*closed, *layout.hidden]) if drop_to is not None else []:
         out += ["--perms", "0755", "--dir", str(way)]  # bwrap would make them 0700: root's only
     for flag, src, dst in layout.binds:  # the worktree after HOME (it may live there), git dirs after it
         out += [flag, str(src), str(dst)]
     out += ["--chdir", str(cwd.resolve()), "--", *(drop_to or []), *argv]
     return out
-
-
-def _private_file(path: Path) -> bool:
-    """Whether ``path`` is a regular file others may not read (the jail's uid could not, bound as is)."""
-    try:
-        st = path.lstat()
-    except OSError:
-        return False
-    return stat.S_ISREG(st.st_mode) and not st.st_mode & stat.S_IROTH
-
-
-def _closed_ancestors(layout: _Layout) -> list[Path]:
-    """The host directories a jail's uid could not pass on the way to what the jail binds (root's 0700
-    HOME holding the worker's pyenv, Jury's 0700 state directory), outermost first: each is hidden by
-    an empty tmpfs, in which bwrap makes the way to the binds. Nothing is lost: the uid could not see into
-    them anyway. Ways that lie in a tmpfs of the layout already need none."""
-    closed: set[Path] = set()
-    for _flag, _src, dst in layout.binds:
-        for ancestor in reversed(dst.parents):
-            if any(_within(str(ancestor), str(h)) for h in [*layout.hidden, *closed]):
-                break
-            try:
-                mode = ancestor.stat().st_mode
-            except OSError:
-                break  # missing: bwrap makes it, in whatever holds it
-            if not mode & stat.S_IXOTH:
-                closed.add(ancestor)
-                break
-    return sorted(closed, key=lambda p: len(p.parts))
-
-
-def _ways_in_tmpfs(layout: _Layout, closed: list[Path]) -> list[Path]:
-    """The directories on the way to each bind that lie in one of the jail's tmpfs mounts (below its top),
-    outermost first: made explicitly, so that the jail's uid may pass them."""
-    tops = [*closed, *layout.hidden]
-    ways: set[Path] = set()
-    for _flag, _src, dst in layout.binds:
-        for ancestor in dst.parents:
-            if any(ancestor != top and ancestor.is_relative_to(top) for top in tops):
-                ways.add(ancestor)
-    return sorted(ways, key=lambda p: (len(p.parts), str(p)))
 
 
 def program_visible(
@@ -553,7 +497,7 @@ def _confine_as_own_uid(
     owned = [p.resolve() for p in jail.rw_paths]
     if jail.writable:
         owned.insert(0, jail.worktree.resolve())
-    owned += [p for p in jail.ro_paths if _private_file(p)]  # the jail's own inputs (a prompt file)
+    owned += [p for p in jail.ro_paths if jailuid.private_file(p)]  # the jail's own inputs (a prompt file)
     gid = jail.settings.state_gid
     try:
         claim = jailuid.claim(jail.settings)
@@ -581,7 +525,7 @@ def _confine_as_own_uid(
         raise
     confined, left = through_prlimit(command, limits_of(jail, own_uid=True))
     # Jury's checkouts are root's: git in the jail, as another uid, would refuse them as "dubious".
-    env = {**env, **SAFE_DIRECTORY_ENV} if "GIT_CONFIG_COUNT" not in env else env
+    env = {**env, **jailuid.SAFE_DIRECTORY_ENV} if "GIT_CONFIG_COUNT" not in env else env
     return Confined(
         argv=confined, env=env, limits=left, dies_with_parent=True, uid=claim.uid, release=release
     )

@@ -22,11 +22,10 @@ import pytest
 
 from orchestrator.spec import SandboxSettings
 from tests.integration.jump_clock import JumpClock
-from workers.jailuid import switches_uid
+from workers.jailuid import SAFE_DIRECTORY_ENV, switches_uid
 from workers.sandbox import (
     ALLOWED_ENV,
     INSTALL_HINT,
-    SAFE_DIRECTORY_ENV,
     Jail,
     SandboxUnavailable,
     git_dirs_of,
