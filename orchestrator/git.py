@@ -56,13 +56,17 @@ def git_bytes(
     check: bool = True,
     input: bytes | None = None,
     env: Mapping[str, str] | None = None,
+    safe_directory: Path | None = None,
 ) -> bytes:
     """Run ``git args`` in ``cwd`` and return raw stdout; GitError on a non-zero exit when ``check``.
 
     ``env`` is added to the inherited environment (minus inherited GIT_DIR-like variables).
+    ``safe_directory``: a checkout of Jury's own that another uid owns now (a root worker's jail runs
+    as one, ``workers.jailuid``), which git would otherwise refuse as "dubious ownership".
     """
+    trust = ["-c", f"safe.directory={safe_directory}"] if safe_directory is not None else []
     proc = subprocess.run(
-        ["git", *_GIT_CONFIG, *args],
+        ["git", *_GIT_CONFIG, *trust, *args],
         cwd=cwd,
         input=input,
         stdin=None if input is not None else subprocess.DEVNULL,
@@ -84,9 +88,11 @@ def git(
     check: bool = True,
     input: bytes | None = None,
     env: Mapping[str, str] | None = None,
+    safe_directory: Path | None = None,
 ) -> str:
     """``git_bytes`` decoded as UTF-8 (undecodable bytes replaced)."""
-    return git_bytes(args, cwd, check=check, input=input, env=env).decode("utf-8", errors="replace")
+    out = git_bytes(args, cwd, check=check, input=input, env=env, safe_directory=safe_directory)
+    return out.decode("utf-8", errors="replace")
 
 
 def rev_parse(repo: Path, rev: str) -> str:

@@ -137,6 +137,34 @@ class SandboxSettings(Model):
     # Host paths (``~/...`` or absolute) visible read-only inside besides the read-only root, e.g. a
     # toolchain installed under HOME (``~/.pyenv``, ``~/.local/bin``), which the private HOME hides.
     ro_paths: list[str] = Field(default_factory=list)
+    # When the worker runs as root, each jail runs under a uid of its own from this range (``"A-B"``, both
+    # included; ids with an account are skipped), so the host's root-only files stay closed to it and
+    # ``max_procs`` counts its processes; "" keeps jails running as root (``workers.jailuid``).
+    uids: str = "60000-60999"
+    # The group of the agents' HOME state directories (``state_dirs``), shared by the jails that bind them.
+    state_gid: int = Field(default=59999, ge=1, le=2**31 - 2)
+    # The size of each private tmpfs (/tmp, HOME, /run): what the jail can write outside its worktree.
+    tmp_mb: int = Field(default=1024, ge=1)
+
+    @field_validator("uids")
+    @classmethod
+    def _uids(cls, value: str) -> str:
+        if value == "":
+            return value
+        first, sep, last = value.partition("-")
+        if not (sep and first.isdigit() and last.isdigit()):
+            raise ValueError(f'{value!r} must be a range of uids "FIRST-LAST", or "" for none')
+        if not 1000 <= int(first) <= int(last) <= 2**31 - 2:
+            raise ValueError(f"{value!r}: uids from 1000 up, the first not above the last")
+        return f"{int(first)}-{int(last)}"
+
+    @model_validator(mode="after")
+    def _state_gid_apart(self) -> SandboxSettings:
+        if self.uids:
+            first, last = (int(part) for part in self.uids.split("-"))
+            if first <= self.state_gid <= last:
+                raise ValueError(f"state_gid {self.state_gid} lies in uids {self.uids!r}: a jail's own gid")
+        return self
 
     @field_validator("ro_paths")
     @classmethod

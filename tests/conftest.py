@@ -30,9 +30,10 @@ TEST_DBS = range(1, 16)
 
 
 # The fake agents run in the sandbox, which shows them an empty /tmp and no environment but its own
-# allow-list: they keep their state under $FAKE_STATE (a test's tmp_path, under pytest's temporary root
-# for this user), so their entries pass that variable and bind that root (operator keys: --config).
-FAKE_STATE_ROOT = Path(tempfile.gettempdir()) / f"pytest-of-{getpass.getuser()}"
+# allow-list: they keep their state under $FAKE_STATE (a test's own directory under this root), so their
+# entries pass that variable and bind that root as a state directory (operator keys: --config). A root
+# dedicated to them: a root worker's jail owns its state directories while it runs (workers.jailuid).
+FAKE_STATE_ROOT = Path(tempfile.gettempdir()) / f"jury-fake-state-{getpass.getuser()}"
 FAKE_SANDBOX_KEYS = f'env_pass = ["FAKE_STATE"]\nstate_dirs = [{json.dumps(str(FAKE_STATE_ROOT))}]\n'
 
 
@@ -100,10 +101,11 @@ def state_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def fake_state(tmp_path: Path) -> Path:
-    d = tmp_path / "fake"
-    d.mkdir()
-    return d
+def fake_state() -> Iterator[Path]:
+    FAKE_STATE_ROOT.mkdir(mode=0o700, exist_ok=True)
+    d = Path(tempfile.mkdtemp(prefix="fake-", dir=FAKE_STATE_ROOT))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture

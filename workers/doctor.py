@@ -25,12 +25,17 @@ import redis
 from orchestrator.config import Settings
 from orchestrator.errors import JuryError
 from orchestrator.spec import SandboxSettings
+from workers import jailuid
 from workers.embedded import redis_binary
 from workers.sandbox import bwrap_binary, sandbox_problem
 
 ROOT_NOTE = (
-    "the worker runs as root: inside the sandbox, files root owns outside HOME stay readable "
-    "(run workers as a dedicated user)"
+    'the worker runs as root and [sandbox] uids = "": jails run as root, so files root owns outside '
+    "HOME stay readable in them and max_procs does not hold (set [sandbox] uids to a range of free uids)"
+)
+USER_NOTE = (
+    "the worker is not root (uid {uid}): jails run as its own user in a user namespace, no uid of their "
+    "own; max_procs counts all of that user's processes ([sandbox] uids applies to a root worker only)"
 )
 
 
@@ -236,5 +241,32 @@ def _diagnose(settings: Settings, sandbox: SandboxSettings, report: Report) -> N
         f"{sandbox.max_procs} processes, files up to {sandbox.max_file_mb} MiB)"
     )
     report.add("sandbox", problem is None, problem or shown, f"sandbox unavailable: {problem}")
-    if problem is None and os.geteuid() == 0:
+    _jail_uid(sandbox, report)
+
+
+def _jail_uid(sandbox: SandboxSettings, report: Report) -> None:
+    """Who a jail is on the host: a uid of its own (a root worker), root, or the worker's user."""
+    if os.geteuid() != 0:
+        report.add("jail uid", None, f"the worker's own (uid {os.geteuid()}): not root, no uid switch")
+        report.notes.append(USER_NOTE.format(uid=os.geteuid()))
+        return
+    if not jailuid.switches_uid(sandbox):
+        report.add("jail uid", None, 'root ([sandbox] uids = "")')
         report.notes.append(ROOT_NOTE)
+        return
+    uids = jailuid.uid_range(sandbox)
+    setpriv = jailuid.setpriv_binary()
+    bwrap = bwrap_binary()
+    sized = bwrap is not None and jailuid.sizes_tmpfs(bwrap)
+    text = (
+        f"one of {len(uids)} uids {sandbox.uids} per jail (not root), via {setpriv}; processes capped at "
+        f"{sandbox.max_procs} per jail, "
+        + (f"/tmp and HOME at {sandbox.tmp_mb} MiB each" if sized else "/tmp and HOME not capped")
+    )
+    if not sized:
+        report.notes.append(
+            "this bwrap has no --size: a jail's /tmp and HOME are not capped (bubblewrap 0.8+)"
+        )
+    report.add(
+        "jail uid", setpriv is not None, text if setpriv else jailuid.SETPRIV_HINT, jailuid.SETPRIV_HINT
+    )

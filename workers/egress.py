@@ -36,7 +36,7 @@ import structlog
 
 from orchestrator.agent_keys import split_endpoint
 from workers import egress_shim
-from workers.sandbox import EGRESS_DIR, EgressMounts
+from workers.jail_egress import EGRESS_DIR, EgressMounts
 
 log = structlog.get_logger()
 

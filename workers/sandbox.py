@@ -3,10 +3,10 @@
 The code under review is hostile: its tests, its ``conftest.py``, whatever an agent runs while reading it.
 Every such process runs under bubblewrap (``bwrap``), built here from a ``Jail``:
 
-- new user, pid, ipc, uts and cgroup namespaces, and a new network namespace unless the jail has network
-  (CLI agents do; code runs only when the operator sets ``[sandbox] network = true``);
-- the root filesystem read-only; a private ``/tmp`` and ``/run`` (no host sockets); an empty private HOME
-  (a tmpfs over the worker's real HOME path) holding only the jail's ``state_dirs``, read-write;
+- a root worker's jail runs as a uid of its own (``workers.jailuid``), any other in a new user namespace;
+  new pid, ipc, uts, cgroup namespaces, and network unless the jail has it (agents; code runs: an option);
+- the root filesystem read-only; a private ``/tmp`` and ``/run`` (no host sockets), an empty private HOME
+  (over the real HOME's path) holding only the jail's ``state_dirs``; each a tmpfs of ``tmp_mb``;
 - the worktree read-write (or read-only: a reviewer's, enforced by the kernel), bound after the HOME
   tmpfs since worktrees may live under HOME; the worktree's git directories read-only after it, so a
   ``conftest.py`` cannot plant a ``filter`` in the repository's ``config`` that Jury's own git would run,
@@ -45,6 +45,9 @@ import structlog
 from orchestrator import domain as domain_module
 from orchestrator.errors import JuryError
 from orchestrator.spec import SandboxSettings
+from workers import jailuid
+from workers.jail_egress import EgressMounts, egress_args, egress_drop
+from workers.rlimits import MIB, set_limits, through_prlimit
 from workers.worktree import git_dirs
 
 log = structlog.get_logger()
@@ -53,7 +56,6 @@ BWRAP_ENV = "JURY_BWRAP"  # overrides the bwrap binary (tests: a missing one)
 INSTALL_HINT = "bubblewrap (bwrap) is not installed: apt-get install bubblewrap"
 ALLOWED_ENV: tuple[str, ...] = ("PATH", "LANG", "TZ", "TERM")  # plus every LC_*
 PROBE_SECONDS = 20.0
-MIB = 1024 * 1024
 # Kept only when the worker runs as root: a process that maps uid 0 of its parent namespace into a new
 # user namespace needs CAP_SETFCAP there (Linux 5.12+), so without it an agent that sandboxes itself with
 # bubblewrap (codex) cannot start its own sandbox inside Jury's. See ``Jail.nested``.
@@ -64,21 +66,6 @@ JURY_PACKAGES: tuple[Path, ...] = (
     Path(__file__).resolve().parent,
     Path(domain_module.__file__).resolve().parent,
 )
-
-
-EGRESS_DIR = Path("/run/jury-egress")  # where the egress proxy's socket directory shows inside
-
-
-@dataclass(frozen=True)
-class EgressMounts:
-    """A jail whose only way out is Jury's egress proxy (``workers.egress``): its own network namespace,
-    the proxy's socket directory at ``EGRESS_DIR`` and a hosts file over ``/etc/hosts``."""
-
-    socket_dir: Path
-    hosts_file: Path
-    # A forwarder listens below port 1024 inside: CAP_NET_BIND_SERVICE is kept, in the sandbox's own user
-    # namespace, where it only reaches the sandbox's own network namespace.
-    low_ports: bool = False
 
 
 class SandboxUnavailable(JuryError):
@@ -135,6 +122,9 @@ class Confined:
     # bwrap's --die-with-parent is in the argv: it kills the sandbox when the worker dies, so the worker
     # need not arm PR_SET_PDEATHSIG itself (which takes a preexec_fn, see run_supervised)
     dies_with_parent: bool = False
+    uid: int | None = None  # the jail's own uid on the host (``workers.jailuid``); None: the worker's
+    # To call once the command and all it started are dead: gives the jail's trees back, frees its uid.
+    release: Callable[[], None] | None = None
 
 
 # --- the pieces -----------------------------------------------------------------------------------
@@ -251,12 +241,15 @@ def _visible(jail: Jail, home: Path, env: Mapping[str, str]) -> list[Path]:
 
 @cache
 def _hidden_interpreter(home: Path) -> tuple[Path, ...]:
-    """The worker's Python installation where the sandbox would hide it (under ``home`` or /tmp): fixed for
-    the process, so resolved once."""
+    """The worker's Python installation where the sandbox would hide it (under ``home`` or /tmp), or where
+    a jail's own uid could not reach it (root's pyenv under a 0700 /root: see ``jailuid.closed_ancestors``):
+    fixed for the process, so resolved once."""
     prefixes = (
         Path(p).resolve() for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
     )
-    return tuple(sorted(p for p in prefixes if _under(p, home) or _under(p, Path("/tmp"))))
+    return tuple(
+        sorted(p for p in prefixes if _under(p, home) or _under(p, Path("/tmp")) or not jailuid.passable(p))
+    )
 
 
 @dataclass
@@ -265,6 +258,7 @@ class _Layout:
 
     hidden: list[Path]
     binds: list[tuple[str, Path, Path]]
+    home: Path  # the private HOME inside (one of ``hidden``)
 
     def visible(self, path: str | Path) -> bool:
         """Whether the host ``path`` shows inside at the same place. (On strings: a sandboxed command asks
@@ -307,7 +301,8 @@ def _layout(jail: Jail, env: Mapping[str, str], *, create: bool) -> _Layout:
         binds.append(("--ro-bind", dot_git, dot_git))
     binds += [("--bind", p.resolve(), p.resolve()) for p in jail.rw_paths]
     binds += [("--ro-bind", d, d) for d in jail.git_dirs]
-    return _Layout(hidden=[Path("/tmp"), Path("/run"), inside_home, *_jury_dirs(env)], binds=binds)
+    hidden = [Path("/tmp"), Path("/run"), inside_home, *_jury_dirs(env)]
+    return _Layout(hidden=hidden, binds=binds, home=inside_home)
 
 
 def _jury_dirs(env: Mapping[str, str]) -> list[Path]:
@@ -329,15 +324,22 @@ def bwrap_argv(
     base_env: Mapping[str, str] | None = None,
     bwrap: str = "bwrap",
     layout: _Layout | None = None,
+    drop_to: list[str] | None = None,
 ) -> list[str]:
     """The bwrap command line that runs ``argv`` in ``cwd`` inside ``jail`` (the environment is separate:
     ``jail_env``). Creates missing state directories on the host (unless ``layout``, the jail's, was made
-    already). ValueError for a bad state dir."""
+    already). ValueError for a bad state dir.
+
+    With ``drop_to`` (``jailuid.setpriv_argv``: a root worker's jail under a uid of its own) bwrap runs
+    as root in no user namespace, keeps only what setpriv needs to change uid, and runs the command
+    through that prefix; its private tmpfs mounts are then open to that uid (/tmp and HOME sticky and
+    world-writable: nobody but it and root is inside)."""
     if layout is None:
         layout = _layout(jail, os.environ if base_env is None else base_env, create=True)
-    out = [
-        bwrap,
-        "--unshare-user",
+    out = [bwrap]
+    if drop_to is None:
+        out.append("--unshare-user")  # as root (on the host) the jail's uid is what confines it instead
+    out += [
         "--unshare-pid",
         "--unshare-ipc",
         "--unshare-uts",
@@ -346,34 +348,25 @@ def bwrap_argv(
     if not jail.has_network:
         out.append("--unshare-net")
     out += ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
-    if jail.nested and os.geteuid() == 0:
+    if drop_to is not None:
+        for cap in jailuid.SETPRIV_CAPS:  # setpriv's, for changing uid; it drops them with it
+            out += ["--cap-add", cap]
+    elif jail.nested and os.geteuid() == 0:
         out += ["--cap-add", NESTED_CAP]
     out += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-    for hidden in layout.hidden:  # /tmp, /run (no host sockets), then HOME
-        out += ["--tmpfs", str(hidden)]
+    size = ["--size", str(jail.settings.tmp_mb * MIB)] if jailuid.sizes_tmpfs(bwrap) else []
+    targets = [dst for _flag, _src, dst in layout.binds]
+    closed = jailuid.closed_ancestors(targets, layout.hidden) if drop_to is not None else []
+    for hidden in [*closed, *layout.hidden]:  # closed dirs, /tmp, /run (no host sockets), HOME; sized
+        if drop_to is not None and hidden in (Path("/tmp"), layout.home):
+            out += ["--perms", "1777"]
+        out += [*size, "--tmpfs", str(hidden)]
+    for way in jailuid.ways_in_tmpfs(targets, [*closed, *layout.hidden]) if drop_to is not None else []:
+        out += ["--perms", "0755", "--dir", str(way)]  # bwrap would make them 0700: root's only
     for flag, src, dst in layout.binds:  # the worktree after HOME (it may live there), git dirs after it
         out += [flag, str(src), str(dst)]
-    out += egress_args(jail)
-    out += ["--chdir", str(cwd.resolve()), "--", *argv]
-    return out
-
-
-def egress_args(jail: Jail) -> list[str]:
-    """The bwrap arguments of a jail's ``egress`` (after every other mount; the network namespace is
-    ``has_network``'s): the proxy's socket directory, the hosts file, the one capability it may need."""
-    egress = jail.egress
-    if egress is None:
-        return []
-    out = [
-        "--ro-bind",
-        str(egress.socket_dir),
-        str(EGRESS_DIR),
-        "--ro-bind",
-        str(egress.hosts_file),
-        "/etc/hosts",
-    ]
-    if egress.low_ports:
-        out += ["--cap-add", "CAP_NET_BIND_SERVICE"]
+    out += egress_args(jail.egress)
+    out += ["--chdir", str(cwd.resolve()), "--", *egress_drop(jail.egress, drop_to), *argv]
     return out
 
 
@@ -400,16 +393,18 @@ def program_visible(
     return any(runnable(os.path.join(d, argv0)) for d in path.split(os.pathsep) if d)
 
 
-def limits_of(jail: Jail) -> tuple[tuple[int, int], ...]:
-    """The rlimits of a code run: address space, processes and the size of one file, from the settings.
+def limits_of(jail: Jail, own_uid: bool = False) -> tuple[tuple[int, int], ...]:
+    """The rlimits of a code run: address space, processes and the size of one file, from the settings;
+    of an agent's jail under a uid of its own (``own_uid``), the processes only.
 
-    RLIMIT_NPROC counts the processes of the real uid and is not enforced for root (or any process with
-    CAP_SYS_RESOURCE / CAP_SYS_ADMIN in the initial namespace): there the pid namespace, which dies with
-    bwrap, is what bounds a fork bomb's lifetime.
+    RLIMIT_NPROC counts the processes (threads) of the real uid and is not enforced for root (or any
+    process with CAP_SYS_RESOURCE / CAP_SYS_ADMIN in the initial namespace): a root worker's jail runs
+    under a uid of its own (``workers.jailuid``), which no other process has, so it counts exactly the
+    jail's. Without one (a worker that is not root: its own uid) it counts all of that user's processes.
     """
-    if not jail.limits:
-        return ()
     s = jail.settings
+    if not jail.limits:
+        return ((resource.RLIMIT_NPROC, s.max_procs),) if own_uid else ()
     return (
         (resource.RLIMIT_AS, s.memory_mb * MIB),
         (resource.RLIMIT_NPROC, s.max_procs),
@@ -417,76 +412,78 @@ def limits_of(jail: Jail) -> tuple[tuple[int, int], ...]:
     )
 
 
-def capped(res: int, value: int) -> int:
-    """A limit as the child gets it: ``value``, never above the worker's hard limit (which a child
-    inherits, and root could otherwise raise)."""
-    _soft, hard = resource.getrlimit(res)
-    return value if hard == resource.RLIM_INFINITY else min(value, hard)
-
-
-def set_limits(limits: tuple[tuple[int, int], ...]) -> Callable[[], None] | None:
-    """A ``preexec_fn`` part that lowers each limit (never raises one above the worker's hard limit)."""
-    if not limits:
-        return None
-
-    def apply() -> None:
-        for res, value in limits:
-            cap = capped(res, value)
-            resource.setrlimit(res, (cap, cap))
-
-    return apply
-
-
-# util-linux's prlimit names for the limits a jail sets.
-PRLIMIT_OPTIONS = {
-    resource.RLIMIT_AS: "--as",
-    resource.RLIMIT_NPROC: "--nproc",
-    resource.RLIMIT_FSIZE: "--fsize",
-}
-
-
-@cache
-def prlimit_binary() -> str | None:
-    """util-linux's ``prlimit``, from the system's own directories only (never the worker's PATH)."""
-    return shutil.which("prlimit", path="/usr/bin:/bin")
-
-
-def through_prlimit(
-    argv: list[str], limits: tuple[tuple[int, int], ...]
-) -> tuple[list[str], tuple[tuple[int, int], ...]]:
-    """``argv`` exec'd through ``prlimit``, which sets the limits (each ``capped``) on itself and then
-    execs it, and no limits left for a ``preexec_fn``; or, without prlimit here, ``argv`` and the limits.
-
-    Why: a ``preexec_fn`` makes Python fork the whole worker and run Python in the child, where without
-    one it can vfork: 9.6 ms and about 8 ms of CPU a command against 1.2 ms, measured in a worker-sized
-    process (docs/architecture.md, "Trust boundary"). The limits are the same: set before bwrap starts, and
-    inherited by everything in the sandbox."""
-    binary = prlimit_binary()
-    if not limits or binary is None or any(res not in PRLIMIT_OPTIONS for res, _ in limits):
-        return list(argv), limits
-    options = []
-    for res, value in limits:
-        cap = capped(res, value)
-        options.append(f"{PRLIMIT_OPTIONS[res]}={cap}:{cap}")
-    return [binary, *options, "--", *argv], ()
-
-
 def confine(jail: Jail, argv: list[str], cwd: Path, base_env: Mapping[str, str]) -> Confined:
     """``argv`` as it runs in ``jail``: under bwrap (mode bwrap) or as is (mode none), always with the
-    allow-listed environment and the jail's limits. ``SandboxUnavailable`` when bwrap cannot run here."""
+    allow-listed environment and the jail's limits. ``SandboxUnavailable`` when bwrap cannot run here.
+
+    A root worker's jail runs under a uid of its own (``workers.jailuid``): claimed here, its writable
+    trees handed to it; the caller calls ``Confined.release`` once the command is dead."""
     env = jail_env(jail, base_env)
-    limits = limits_of(jail)
     if not jail.confined:
-        return Confined(argv=list(argv), env=env, limits=limits)
+        return Confined(argv=list(argv), env=env, limits=limits_of(jail))
     require_sandbox(jail.settings)
     binary = bwrap_binary()
     assert binary is not None  # require_sandbox found it
     layout = _layout(jail, base_env, create=True)
     if argv and not program_visible(jail, argv[0], cwd, base_env, layout):
         raise FileNotFoundError(2, "no such program in the sandbox", argv[0])
-    command = bwrap_argv(jail, argv, cwd, base_env=base_env, bwrap=binary, layout=layout)
-    confined, left = through_prlimit(command, limits)
-    return Confined(argv=confined, env=env, limits=left, dies_with_parent=True)
+    if not jailuid.switches_uid(jail.settings):
+        command = bwrap_argv(jail, argv, cwd, base_env=base_env, bwrap=binary, layout=layout)
+        confined, left = through_prlimit(command, limits_of(jail))
+        return Confined(argv=confined, env=env, limits=left, dies_with_parent=True)
+    return _confine_as_own_uid(jail, argv, cwd, base_env, env, binary, layout)
+
+
+def _confine_as_own_uid(
+    jail: Jail,
+    argv: list[str],
+    cwd: Path,
+    base_env: Mapping[str, str],
+    env: dict[str, str],
+    binary: str,
+    layout: _Layout,
+) -> Confined:
+    """``confine`` for a root worker: claim a uid, hand it the writable trees, drop to it in bwrap."""
+    setpriv = jailuid.setpriv_binary()
+    if setpriv is None:
+        raise SandboxUnavailable(jailuid.SETPRIV_HINT)
+    home = real_home(base_env)
+    states = [state_dir_path(entry, home) for entry in jail.state_dirs]
+    owned = [p.resolve() for p in jail.rw_paths]
+    if jail.writable:
+        owned.insert(0, jail.worktree.resolve())
+    owned += [p for p in jail.ro_paths if jailuid.private_file(p)]  # the jail's own inputs (a prompt file)
+    gid = jail.settings.state_gid
+    try:
+        claim = jailuid.claim(jail.settings)
+    except jailuid.NoJailUid as exc:
+        raise SandboxUnavailable(str(exc)) from exc
+
+    def release() -> None:
+        left = jailuid.reap(claim.uid)
+        if left:  # never reached in practice: keep the uid held (and its trees its) rather than share it
+            log.error("sandbox.jail_survived", uid=claim.uid, pids=left[:20])
+            return
+        try:
+            jailuid.take_back(owned, claim.uid)
+            jailuid.take_back_state(states, claim.uid, gid)
+        finally:
+            claim.release()
+
+    try:
+        jailuid.share_state(states, claim.uid, gid, jailuid.uid_range(jail.settings))
+        jailuid.hand_over(owned, claim.uid)
+        drop = jailuid.setpriv_argv(setpriv, claim.uid, [gid] if states else [])
+        command = bwrap_argv(jail, argv, cwd, base_env=base_env, bwrap=binary, layout=layout, drop_to=drop)
+    except BaseException:
+        release()
+        raise
+    confined, left = through_prlimit(command, limits_of(jail, own_uid=True))
+    # Jury's checkouts are root's: git in the jail, as another uid, would refuse them as "dubious".
+    env = {**env, **jailuid.SAFE_DIRECTORY_ENV} if "GIT_CONFIG_COUNT" not in env else env
+    return Confined(
+        argv=confined, env=env, limits=left, dies_with_parent=True, uid=claim.uid, release=release
+    )
 
 
 # --- is it there? ---------------------------------------------------------------------------------
@@ -507,10 +504,22 @@ def sandbox_problem(settings: SandboxSettings) -> str | None:
 def _probe(binary: str, settings_json: str) -> str | None:
     """Run ``true`` in a jail like a code run's (network per the settings, limits on); once per process."""
     settings = SandboxSettings.model_validate_json(settings_json)
+    own_uid = jailuid.switches_uid(settings)
+    setpriv = jailuid.setpriv_binary()
+    if own_uid and setpriv is None:
+        return jailuid.SETPRIV_HINT
     with tempfile.TemporaryDirectory(prefix="jury-probe-") as tmp:
         wt = Path(tmp)
         jail = Jail(worktree=wt, settings=settings)
-        argv, left = through_prlimit(bwrap_argv(jail, ["true"], wt, bwrap=binary), limits_of(jail))
+        claim = None
+        if own_uid and setpriv is not None:
+            try:
+                claim = jailuid.claim(settings)
+            except jailuid.NoJailUid:
+                pass  # all in use right now, by jails that run: the uid switch works here
+        drop = jailuid.setpriv_argv(setpriv, claim.uid) if claim is not None and setpriv else None
+        command = bwrap_argv(jail, ["true"], wt, bwrap=binary, drop_to=drop)
+        argv, left = through_prlimit(command, limits_of(jail, own_uid=claim is not None))
         apply = set_limits(left)
         try:
             p = subprocess.run(
@@ -523,6 +532,10 @@ def _probe(binary: str, settings_json: str) -> str | None:
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
             return f"bubblewrap ({binary}) cannot run: {exc}"
+        finally:
+            if claim is not None:
+                jailuid.reap(claim.uid)
+                claim.release()
     if p.returncode == 0:
         log.info("sandbox.ok", bwrap=binary)
         return None

@@ -32,7 +32,8 @@ from typing import IO
 
 import structlog
 
-from workers.sandbox import Jail, SandboxUnavailable, confine, set_limits
+from workers.rlimits import set_limits
+from workers.sandbox import Jail, SandboxUnavailable, confine
 
 # "Must the work end now?": true once a task's lease is lost or its run cancelled (``workers.runtime.
 # TaskInterrupt``). Passed from the coordinator to the job, its seat and every process it supervises.
@@ -422,6 +423,7 @@ def run_supervised(
     started = time.monotonic()
     program = argv[0]  # what the logs name: the command's own, not the sandbox's launcher
     limits = None
+    release: Callable[[], None] | None = None  # the jail's, once every process of it is dead
     parent_death = parent_death_preexec()
     if jail is not None:
         try:
@@ -446,9 +448,10 @@ def run_supervised(
                 error=error,
             )
         argv, env, limits = confined.argv, confined.env, set_limits(confined.limits)
+        release = confined.release
         if confined.dies_with_parent:
             parent_death = None  # bwrap's --die-with-parent: a sandboxed command needs no preexec_fn
-    # No preexec_fn at all lets Popen vfork instead of forking the whole worker (sandbox.through_prlimit)
+    # No preexec_fn at all lets Popen vfork instead of forking the whole worker (rlimits.through_prlimit)
     preexec = _preexec(parent_death, limits)
     with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
         try:
@@ -464,6 +467,8 @@ def run_supervised(
                 preexec_fn=preexec,  # PDEATHSIG and rlimits, where bwrap and prlimit do not set them
             )
         except OSError as exc:
+            if release is not None:
+                release()
             error = _start_error(exc, argv, cwd)
             log.warning("proc.start_failed", argv0=argv[0], cwd=str(cwd), error=error)
             return ProcResult(
@@ -537,6 +542,8 @@ def run_supervised(
         proc.wait()
         for output in outputs:
             output.finish()
+        if release is not None:  # bwrap is reaped: its pid namespace, the whole jail, died with it
+            release()
     seconds = time.monotonic() - started
     result = ProcResult(
         exit_code=proc.returncode,

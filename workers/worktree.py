@@ -29,6 +29,7 @@ import errno
 import fcntl
 import hashlib
 import os
+import pwd
 import re
 import shutil
 import stat
@@ -92,7 +93,8 @@ def git_bytes(
     env: Mapping[str, str] | None = None,
 ) -> bytes:
     """``orchestrator.git.git_bytes``, with the git directory pinned when ``cwd`` is a checkout."""
-    return _git_bytes(args, cwd, check=check, input=input, env=_pinned_env(cwd, env))
+    env = _pinned_env(cwd, env)
+    return _git_bytes(args, cwd, check=check, input=input, env=env, safe_directory=_jails(cwd))
 
 
 def git(
@@ -104,7 +106,26 @@ def git(
     env: Mapping[str, str] | None = None,
 ) -> str:
     """``orchestrator.git.git``, with the git directory pinned when ``cwd`` is a checkout."""
-    return _git(args, cwd, check=check, input=input, env=_pinned_env(cwd, env))
+    return _git(args, cwd, check=check, input=input, env=_pinned_env(cwd, env), safe_directory=_jails(cwd))
+
+
+def _jails(cwd: Path) -> Path | None:
+    """``cwd``, when a jail's uid owns it (a root worker's judge writes there: ``workers.jailuid``) and
+    it is no checkout Jury pinned (git asks nothing of ownership then): git must trust it all the same,
+    and only it. None for a tree the worker owns, or any other."""
+    if os.geteuid() != 0 or pinned_git_dir(cwd) is not None:
+        return None
+    try:
+        owner = os.stat(cwd).st_uid
+    except OSError:
+        return None
+    return Path(os.path.abspath(cwd)) if owner != 0 and owner not in _accounts() else None
+
+
+@cache
+def _accounts() -> frozenset[int]:
+    """The uids with an account here: a tree one of them owns is a person's, never a jail's."""
+    return frozenset(p.pw_uid for p in pwd.getpwall())
 
 
 @cache

@@ -33,10 +33,10 @@ def spec(name: str, mode: str, judge: str | None = None) -> AgentSpec:
 
 
 @pytest.fixture
-def worker(shared_redis: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def worker(shared_redis: str, tmp_path: Path, fake_state: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("JURY_REDIS_URL", shared_redis)
     monkeypatch.setenv("JURY_DIR", str(tmp_path / "state"))
-    monkeypatch.setenv("FAKE_STATE", str(tmp_path))
+    monkeypatch.setenv("FAKE_STATE", str(fake_state))
     tasks.get_runtime.cache_clear()
     app.conf.update(celery_config(load_settings()))
     with start_worker(

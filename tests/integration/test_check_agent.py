@@ -72,6 +72,7 @@ def run(spec: AgentSpec, wt: Path, base: str, out: Path, **kw: Any):
     kw.setdefault("role", "reviewer")
     # the tool scripts live beside the worktree, in the test's tmp dir, which the sandbox hides otherwise
     kw.setdefault("sandbox", SandboxSettings(ro_paths=[str(out.parent)]))
+    out.parent.chmod(0o755)  # pytest makes it 0700: a root worker's jail runs as a uid of its own
     return run_check_agent(
         spec, prompt="ignored", worktree=wt, out_dir=out, name="round-1.lint", timeout=30, base=base, **kw
     )

@@ -11,7 +11,8 @@ import pytest
 from orchestrator.agent_keys import check_agent
 from orchestrator.errors import ConfigError
 from workers.egress import Forward, plan
-from workers.sandbox import EGRESS_DIR, EgressMounts, Jail, bwrap_argv
+from workers.jail_egress import EGRESS_DIR, EgressMounts
+from workers.sandbox import Jail, bwrap_argv
 
 
 def entry(egress: object) -> list[str]:
