@@ -179,6 +179,19 @@ def state_dir_path(entry: str, home: Path) -> Path:
     return path
 
 
+def state_dir_paths(jail: Jail, env: Mapping[str, str], home: Path) -> list[Path]:
+    """The jail's ``state_dirs`` as paths: ``$NAME`` is the directory the worker's environment names
+    (``$CODEX_HOME``), left out when unset; every other entry as ``state_dir_path`` reads it."""
+    paths = []
+    for entry in jail.state_dirs:
+        if entry.startswith("$"):
+            entry = env.get(entry[1:], "")
+            if not entry:
+                continue
+        paths.append(state_dir_path(entry, home))
+    return paths
+
+
 def git_dirs_of(worktree: Path) -> tuple[Path, ...]:
     """The git directories a worktree uses: its admin dir and the repository's common dir (which holds
     ``config`` and the objects). For a checkout Jury made, the ones pinned when it was made
@@ -280,12 +293,7 @@ def _layout(jail: Jail, env: Mapping[str, str], *, create: bool) -> _Layout:
     # DNS may be a stub resolver's file under /run (systemd-resolved): agents with network need it.
     if jail.has_network:
         binds.append(("--ro-bind-try", Path("/run/systemd/resolve"), Path("/run/systemd/resolve")))
-    for entry in jail.state_dirs:
-        if entry.startswith("$"):  # "$CODEX_HOME": the directory the worker's environment names, if set
-            entry = env.get(entry[1:], "")
-            if not entry:
-                continue
-        path = state_dir_path(entry, home)
+    for path in state_dir_paths(jail, env, home):
         if create:
             path.mkdir(parents=True, exist_ok=True, mode=0o700)
         target = inside_home / path.relative_to(home) if _under(path, home) else path.resolve()
@@ -448,7 +456,7 @@ def _confine_as_own_uid(
     if setpriv is None:
         raise SandboxUnavailable(jailuid.SETPRIV_HINT)
     home = real_home(base_env)
-    states = [state_dir_path(entry, home) for entry in jail.state_dirs]
+    states = state_dir_paths(jail, base_env, home)
     owned = [p.resolve() for p in jail.rw_paths]
     if jail.writable:
         owned.insert(0, jail.worktree.resolve())
