@@ -29,6 +29,7 @@ from orchestrator.domain import (
     refutation_event,
 )
 from orchestrator.fold import RunState
+from orchestrator.logs import redactor
 from orchestrator.parse import (
     JudgeVerdict,
     acceptance_refusal,
@@ -46,6 +47,7 @@ from orchestrator.refute.signals import Signal, gate
 from orchestrator.refute.verdicts import parse_refutation
 from orchestrator.transcript import broken_reason, codex_failure
 from workers.actions import HANDLERS, handles
+from workers.agents.patch_secrets import FIX_HOLDS_SECRET, fix_holds_secret
 from workers.agents.run import AgentRun
 from workers.runtime import (
     Job,
@@ -184,6 +186,7 @@ def triage(rt: Runtime, slug: str, key: str, interrupted: Interrupted) -> None:
     with agent_worktree(rt, job, a.sha) as wt:
         run = run_agent(rt, job, role="judge", prompt=prompt, worktree=wt, name=name)
         patch = diff_patch(wt)
+        leaked = fix_holds_secret(patch, wt, redactor())  # its secrets are registered: run_agent did
     events: list[Event] = []
     verdict = parse_verdict(run.report)
     error = run_failure(run)
@@ -204,6 +207,12 @@ def triage(rt: Runtime, slug: str, key: str, interrupted: Interrupted) -> None:
         refusal = acceptance_refusal(verdict) or ("" if patch else "accepted, but the judge changed no file")
         if refusal:
             refuse(refusal)
+        elif leaked:  # a patch cannot be redacted: kept, it would be committed and pushed as it is
+            events.append(
+                FindingResolved(
+                    eid=f"{key}:resolved", id=f.id, verdict="deferred", reason=FIX_HOLDS_SECRET, who="jury"
+                )
+            )
         else:
             events += accept(rt, job, patch, verdict)
     else:
