@@ -36,7 +36,7 @@ LEAK_JUDGE = Path(__file__).resolve().parents[1] / "fakes" / "leak_judge.py"
 def leaky_judge(mode: str) -> str:
     argv = json.dumps([sys.executable, str(LEAK_JUDGE), mode, "{prompt_file}"])
     return (
-        f"[agents.leakyjudge]\nargv = {argv}\nexpect_seconds = 5\n"
+        f"[agents.leakyjudge]\nargv = {argv}\njudge_argv = {argv}\nexpect_seconds = 5\n"
         f'env_pass = ["FAKE_STATE", "LEAKY_API_KEY"]\nstate_dirs = [{json.dumps(str(FAKE_STATE_ROOT))}]\n'
     )
 
@@ -71,11 +71,14 @@ def test_a_key_written_into_a_fix_defers_the_finding_and_reaches_no_record(
         env=worker,
         timeout=240,
     )
-    assert r.code == 0, r.out + r.err
+    # the bug stays in the tree, so the run cannot converge: it ends for a human, the finding deferred
+    assert r.code != 0 and "run human" in r.out, r.out + r.err
+    assert "published to github acme/sample#7" in r.out, r.out
     slug = next(line.split()[1] for line in r.out.splitlines() if line.startswith("run "))
     events = from_url(worker["JURY_REDIS_URL"]).read(slug)
     state = fold(events, slug)
-    (finding,) = state.findings.values()
+    finding = state.findings["r1-finder-1"]  # later rounds raise it again: duplicates of it, superseded
+    assert {f.status for f in state.findings.values() if f is not finding} <= {"superseded"}
     assert (finding.status, finding.reason, finding.who) == ("deferred", FIX_HOLDS_SECRET, "jury"), (
         finding.status,
         finding.reason,

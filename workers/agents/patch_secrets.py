@@ -9,10 +9,10 @@ patch, and verifies, commits and pushes nothing of it.
 
 Where a spelling may hide, and where this looks:
 
-- the patch's text: its added and removed lines, its paths, a symlink's target;
-- its added lines joined without their ``+`` marks: a key split over two lines of the new code;
-- each changed file's content in the worktree: the patch of a binary file is compressed base85, which
-  no redactor can read, but the file itself is what would be committed.
+- the patch's text: its removed lines, its paths, a symlink's target;
+- each changed file's content in the worktree, whole: a key split over two lines of new code is two
+  lines of the patch, each behind its ``+``, and the patch of a binary file is compressed base85, which
+  no redactor can read; the file itself is what would be committed.
 """
 
 from __future__ import annotations
@@ -35,18 +35,12 @@ FIX_HOLDS_SECRET = (
 
 def fix_holds_secret(patch: bytes, worktree: Path, redactor: Redactor) -> bool:
     """Whether the fix in ``worktree`` (whose whole change is ``patch``) holds a spelling of a secret
-    ``redactor`` knows: in the patch, across its added lines, or in a changed file (module doc)."""
+    ``redactor`` knows: in the patch or in a changed file (see the module's doc)."""
     if not redactor.secrets:
         return False
-    text = patch.decode("utf-8", errors="replace")
-    if redactor.holds(text) or redactor.holds(added_lines(text)):
+    if redactor.holds(patch.decode("utf-8", errors="replace")):
         return True
     return any(c is None or redactor.holds(c) for c in changed_contents(worktree))
-
-
-def added_lines(patch: str) -> str:
-    """The lines ``patch`` adds, without their ``+`` marks, one after the other."""
-    return "\n".join(line[1:] for line in patch.splitlines() if line.startswith("+"))
 
 
 def changed_contents(worktree: Path) -> list[str | None]:
