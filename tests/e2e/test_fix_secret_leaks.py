@@ -7,12 +7,14 @@ regression test, and writes the key into the fixed ``stats.py``: as it is, or ba
 of a PR URL on a real worker and the shared Redis, with ``--publish`` and ``--push`` to the fake GitHub:
 the finding is deferred with a reason that names the leak and not the key, no patch is stored, nothing is
 committed for it, and no spelling of the key is found in the state directory, Redis, ``jury show``,
-``git log -p --all`` of the run's repository and of the forge's, or the forge's received bodies.
+``git log -p --all`` of the run's repository and of the forge's, any object of the run's repository
+(reachable or not), or the forge's received bodies.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -103,6 +105,10 @@ def test_a_key_written_into_a_fix_defers_the_finding_and_reaches_no_record(
         "out": r.out + r.err,
         "forge": json.dumps([req.body for req in server.requests], default=str),
         "mirror": git(mirror, "log", "-p", "--all"),
+        # every object, reachable or not: the fix was never staged, so no blob of it is on disk either
+        "mirror objects": subprocess.run(
+            ["git", "cat-file", "--batch-all-objects", "--batch"], cwd=mirror, capture_output=True, check=True
+        ).stdout.decode("utf-8", errors="replace"),
         "remote": git(remote, "log", "-p", "--all"),
         "worker.log": (tmp_path / "worker.log").read_text(errors="replace"),
     }

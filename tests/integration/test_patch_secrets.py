@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.redaction import Redactor
-from workers.agents.patch_secrets import FIX_HOLDS_SECRET, fix_holds_secret
+from workers.agents.patch_secrets import FIX_HOLDS_SECRET, fix_holds_secret, patch_holds_secret
 from workers.worktree import diff_patch
 
 IDENTITY = ["-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
@@ -70,40 +70,57 @@ LEAKS: dict[str, Callable[[Path], None]] = {
 }
 
 
+def objects(repo: Path) -> bytes:
+    """Every object of ``repo``'s store, as its content."""
+    cmd = ["git", "cat-file", "--batch-all-objects", "--batch"]
+    return subprocess.run(cmd, cwd=repo, capture_output=True, check=True).stdout
+
+
 @pytest.mark.parametrize("how", list(LEAKS))
-def test_a_secret_in_the_fix_is_found(repo: Path, how: str) -> None:
+def test_a_secret_in_the_fix_is_found_before_it_is_staged(repo: Path, how: str) -> None:
     (repo / "calc.py").write_text(FIXED)
     LEAKS[how](repo)
-    patch = diff_patch(repo)
-    assert patch
-    assert fix_holds_secret(patch, repo, Redactor.of([KEY]))
+    before = objects(repo)
+    assert fix_holds_secret(repo, Redactor.of([KEY]))
+    assert objects(repo) == before  # the check wrote no blob: nothing with the key is in the repository
     assert KEY not in FIX_HOLDS_SECRET and "the fix holds a secret (redacted)" in FIX_HOLDS_SECRET
 
 
-def test_the_binary_file_is_found_by_its_content_not_its_patch(repo: Path) -> None:
-    """The patch of a binary file is compressed: only reading the file finds the key in it."""
-    LEAKS["binary file"](repo)
-    patch = diff_patch(repo)
-    assert b"GIT binary patch" in patch and not Redactor.of([KEY]).holds(patch.decode(errors="replace"))
-    assert fix_holds_secret(patch, repo, Redactor.of([KEY]))
+ONLY_IN_FILES = ("binary file", "split over two lines")
+
+
+@pytest.mark.parametrize("how", [h for h in LEAKS if h not in ONLY_IN_FILES])
+def test_the_staged_patch_of_a_text_leak_holds_it_too(repo: Path, how: str) -> None:
+    LEAKS[how](repo)
+    assert patch_holds_secret(diff_patch(repo), Redactor.of([KEY]))
+
+
+@pytest.mark.parametrize("how", ONLY_IN_FILES)
+def test_some_leaks_are_found_in_the_files_not_the_patch(repo: Path, how: str) -> None:
+    """The patch of a binary file is compressed, and a key split over two lines is two lines of the
+    patch with a ``+`` between: only reading the changed files finds them."""
+    LEAKS[how](repo)
+    assert fix_holds_secret(repo, Redactor.of([KEY]))
+    assert not patch_holds_secret(diff_patch(repo), Redactor.of([KEY]))
 
 
 def test_an_honest_fix_holds_none(repo: Path) -> None:
     (repo / "calc.py").write_text(FIXED)
-    (repo / "test_calc.py").write_text(
-        "from calc import median\n\n\ndef test_even():\n    assert median([1, 2, 3, 4]) == 2.5\n"
+    write(
+        repo / "test_calc.py",
+        "from calc import median\n\n\ndef test_even():\n    assert median([1, 2, 3, 4]) == 2.5\n",
     )
-    patch = diff_patch(repo)
-    assert not fix_holds_secret(patch, repo, Redactor.of([KEY, "ghp_otherTOKEN0123456789"]))
+    secrets = Redactor.of([KEY, "ghp_otherTOKEN0123456789"])
+    assert not fix_holds_secret(repo, secrets)
+    assert not patch_holds_secret(diff_patch(repo), secrets)
 
 
 def test_no_secret_registered_finds_none(repo: Path) -> None:
     LEAKS["plain"](repo)
-    assert not fix_holds_secret(diff_patch(repo), repo, Redactor())
+    assert not fix_holds_secret(repo, Redactor())
+    assert not patch_holds_secret(diff_patch(repo), Redactor())
 
 
 def test_a_deleted_file_is_not_read(repo: Path) -> None:
     (repo / "calc.py").unlink()
-    patch = diff_patch(repo)
-    assert b"deleted file" in patch
-    assert not fix_holds_secret(patch, repo, Redactor.of([KEY]))
+    assert not fix_holds_secret(repo, Redactor.of([KEY]))

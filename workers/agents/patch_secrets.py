@@ -7,12 +7,14 @@ redactor finds of a secret the worker registered (``orchestrator.logs``) is not 
 defers its finding with ``FIX_HOLDS_SECRET`` as the reason (which never shows the secret), stores no
 patch, and verifies, commits and pushes nothing of it.
 
-Where a spelling may hide, and where this looks:
+Where a spelling may hide, and where this looks, before the fix is staged (``fix_holds_secret``):
 
-- the patch's text: its removed lines, its paths, a symlink's target;
+- the changed paths' names, and a changed symlink's target;
 - each changed file's content in the worktree, whole: a key split over two lines of new code is two
   lines of the patch, each behind its ``+``, and the patch of a binary file is compressed base85, which
-  no redactor can read; the file itself is what would be committed.
+  no redactor can read; the file itself is what would be committed;
+
+and then in the staged patch's text (``patch_holds_secret``), whatever else it holds.
 """
 
 from __future__ import annotations
@@ -33,25 +35,37 @@ FIX_HOLDS_SECRET = (
 )
 
 
-def fix_holds_secret(patch: bytes, worktree: Path, redactor: Redactor) -> bool:
-    """Whether the fix in ``worktree`` (whose whole change is ``patch``) holds a spelling of a secret
-    ``redactor`` knows: in the patch or in a changed file (see the module's doc)."""
+def fix_holds_secret(worktree: Path, redactor: Redactor) -> bool:
+    """Whether the fix in ``worktree`` holds a spelling of a secret ``redactor`` knows: in a changed
+    path's name, a symlink's target or a changed file's content (see the module's doc).
+
+    Asked before the fix is staged: ``diff_patch`` writes each changed file as an object into the run's
+    repository, where a blob with the key would stay (unreachable, but on disk) until it is pruned."""
     if not redactor.secrets:
         return False
-    if redactor.holds(patch.decode("utf-8", errors="replace")):
+    paths = changed_paths(worktree)
+    if redactor.holds("\n".join(paths)):
         return True
-    return any(c is None or redactor.holds(c) for c in changed_contents(worktree))
+    return any(c is None or redactor.holds(c) for c in changed_contents(worktree, paths))
 
 
-def changed_contents(worktree: Path) -> list[str | None]:
-    """The content of each regular file the fix added or changed in ``worktree``, None for one that
-    could not be read (a deleted file is gone; a symlink is its target's path, which the patch holds)."""
+def patch_holds_secret(patch: bytes, redactor: Redactor) -> bool:
+    """Whether ``patch`` (the staged fix) holds a spelling of a secret ``redactor`` knows."""
+    return redactor.holds(patch.decode("utf-8", errors="replace"))
+
+
+def changed_contents(worktree: Path, paths: list[str]) -> list[str | None]:
+    """The content of each of ``paths`` that the fix added or changed in ``worktree`` (a symlink: its
+    target), None for one that could not be read (a deleted one is gone)."""
     root = worktree.resolve()
     contents: list[str | None] = []
-    for rel in changed_paths(worktree):
+    for rel in paths:
         path = root / rel
         try:
             info = path.lstat()
+            if stat.S_ISLNK(info.st_mode):
+                contents.append(os.readlink(path))
+                continue
             if not stat.S_ISREG(info.st_mode) or root not in path.resolve().parents:
                 continue
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
