@@ -29,6 +29,7 @@ from orchestrator.domain import (
     refutation_event,
 )
 from orchestrator.fold import RunState
+from orchestrator.logs import redactor
 from orchestrator.parse import (
     JudgeVerdict,
     acceptance_refusal,
@@ -46,6 +47,7 @@ from orchestrator.refute.signals import Signal, gate
 from orchestrator.refute.verdicts import parse_refutation
 from orchestrator.transcript import broken_reason, codex_failure
 from workers.actions import HANDLERS, handles
+from workers.agents.patch_secrets import FIX_HOLDS_SECRET, fix_holds_secret, patch_holds_secret
 from workers.agents.run import AgentRun
 from workers.runtime import (
     Job,
@@ -183,7 +185,10 @@ def triage(rt: Runtime, slug: str, key: str, interrupted: Interrupted) -> None:
     )
     with agent_worktree(rt, job, a.sha) as wt:
         run = run_agent(rt, job, role="judge", prompt=prompt, worktree=wt, name=name)
-        patch = diff_patch(wt)
+        secrets = redactor()  # the judge's among them: run_agent registered them
+        leaked = fix_holds_secret(wt, secrets)  # before staging: a staged file is a blob in the repository
+        patch = b"" if leaked else diff_patch(wt)
+        leaked = leaked or patch_holds_secret(patch, secrets)
     events: list[Event] = []
     verdict = parse_verdict(run.report)
     error = run_failure(run)
@@ -200,6 +205,12 @@ def triage(rt: Runtime, slug: str, key: str, interrupted: Interrupted) -> None:
         refuse(f"{JUDGE_COULD_NOT_RUN}: {error}")
     elif verdict is None:
         refuse("the judge's answer has no JSON object with a verdict key")
+    elif verdict.verdict == "accepted" and leaked:  # a patch cannot be redacted: it would be pushed as is
+        events.append(
+            FindingResolved(
+                eid=f"{key}:resolved", id=f.id, verdict="deferred", reason=FIX_HOLDS_SECRET, who="jury"
+            )
+        )
     elif verdict.verdict == "accepted":
         refusal = acceptance_refusal(verdict) or ("" if patch else "accepted, but the judge changed no file")
         if refusal:
