@@ -38,6 +38,11 @@ _GIT_LOCATION_VARS = frozenset(
     }
 )
 _GIT_CONFIG = ["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"]
+# What git writes — checkouts, their git directories' objects — is readable by others: a root worker's jail
+# runs as a uid of its own (workers.jailuid) that must read the checkout and its objects. Jury's own files
+# are private (umask 077, workers.supervise.write_privately), and so is every checkout's place: under
+# Jury's 0700 state directory, which a jail sees only its own way through.
+CHECKOUT_UMASK = 0o022
 
 
 def _git_env(env: Mapping[str, str] | None) -> dict[str, str]:
@@ -73,6 +78,7 @@ def git_bytes(
         capture_output=True,
         env=_git_env(env),
         check=False,
+        umask=CHECKOUT_UMASK,
     )
     if check and proc.returncode != 0:
         stderr = proc.stderr.decode("utf-8", errors="replace")

@@ -211,17 +211,19 @@ def add_worktree(repo: Path, path: Path, rev: str) -> Path:
         raise FileExistsError(errno.EEXIST, "a worktree's path is taken", str(path))
     worktrees = _common_dir(str(repo.resolve())) / "worktrees"
     worktrees.mkdir(exist_ok=True)
+    worktrees.chmod(SHARED_DIR)
     dot_git = path / ".git"
     admin = _new_admin(worktrees, ADMIN_NAME_BAD.sub("-", path.name).lstrip(".") or "wt", dot_git)
     made = False
     try:
-        (admin / "locked").write_text("initializing\n")
-        (admin / "gitdir").write_text(f"{dot_git}\n")
+        _write_shared(admin / "locked", "initializing\n")
+        _write_shared(admin / "gitdir", f"{dot_git}\n")
         path.mkdir()
         made = True
-        dot_git.write_text(f"gitdir: {admin}\n")
-        (admin / "commondir").write_text("../..\n")
-        (admin / "HEAD").write_text(f"{sha}\n")
+        path.chmod(SHARED_DIR)
+        _write_shared(dot_git, f"gitdir: {admin}\n")
+        _write_shared(admin / "commondir", "../..\n")
+        _write_shared(admin / "HEAD", f"{sha}\n")
         _git(
             ["read-tree", "--reset", "-u", sha], path, env={"GIT_DIR": str(admin), "GIT_WORK_TREE": str(path)}
         )
@@ -234,6 +236,18 @@ def add_worktree(repo: Path, path: Path, rev: str) -> Path:
     return admin
 
 
+# A checkout and its git records are the reviewed code, no secret, and a root worker's jail reads them as a
+# uid of its own (workers.jailuid): they are made readable whatever the worker's umask (077, for Jury's own
+# files). Their place stays private: Jury's 0700 state directory, which a jail sees only its own way through.
+SHARED_DIR = 0o755
+SHARED_FILE = 0o644
+
+
+def _write_shared(path: Path, text: str) -> None:
+    path.write_text(text)
+    path.chmod(SHARED_FILE)
+
+
 def _new_admin(worktrees: Path, name: str, dot_git: Path) -> Path:
     """Make the admin directory ``worktrees/<name>`` (``<name>1``, ``<name>2`` ... when taken, as git
     numbers them), taking over one whose ``gitdir`` names ``dot_git``: the record of an earlier worktree at
@@ -242,6 +256,7 @@ def _new_admin(worktrees: Path, name: str, dot_git: Path) -> Path:
         admin = worktrees / (name if i == 0 else f"{name}{i}")
         try:
             admin.mkdir()
+            admin.chmod(SHARED_DIR)
             return admin
         except FileExistsError:
             try:
@@ -251,6 +266,7 @@ def _new_admin(worktrees: Path, name: str, dot_git: Path) -> Path:
             if stale:
                 remove_tree(admin)
                 admin.mkdir()
+                admin.chmod(SHARED_DIR)
                 return admin
     raise GitError(["worktree", "add", str(dot_git.parent)], 1, f"no free worktree name for {name}")
 
