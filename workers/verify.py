@@ -27,8 +27,9 @@ from pydantic import BaseModel
 
 from orchestrator.errors import GitError
 from orchestrator.spec import SandboxSettings
-from workers import coverage_check, suite
+from workers import coverage_check, suite, vacuity
 from workers.coverage_check import FileCoverage
+from workers.output_tail import combine, read_tail
 from workers.proof import NamedTest, fixed_problem, named_table, reverted_problem
 from workers.sandbox import Jail, git_dirs_of
 from workers.signals import signals_of
@@ -59,7 +60,7 @@ OUTPUT_TAIL = 4000  # characters of output kept per run
 RUN_MAX_OUTPUT = 2_000_000  # bytes kept per stream of a command's output file (head and tail)
 _LITERAL = {"GIT_LITERAL_PATHSPECS": "1"}  # paths from the patch are paths, not globs
 
-Tree = Literal["fixed", "reverted", "final", "head"]
+Tree = Literal["fixed", "reverted", "final", "head", "stripped", "mutant"]
 REPORT_MAX = 20_000_000  # bytes of a runner's report file read back
 
 
@@ -103,6 +104,7 @@ class Verification(BaseModel):
     coverage: list[FileCoverage] = []
     coverage_note: str | None = None
     suite: SuiteDelta | None = None
+    mutants: list[vacuity.LineMutant] = []
     config_changes: list[str] = []
     seconds: float = 0.0
 
@@ -119,38 +121,6 @@ class CommandOutcome:
 
 
 # --- running commands -------------------------------------------------------------------------------
-
-
-def _read_tail(path: Path, limit: int) -> str:
-    try:
-        with path.open("rb") as fh:
-            size = fh.seek(0, os.SEEK_END)
-            fh.seek(max(0, size - limit * 4))
-            data = fh.read()
-    except OSError:
-        return ""
-    return data.decode("utf-8", errors="replace")[-limit:]
-
-
-_STDERR_MARK = "\n--- stderr ---\n"
-
-
-def _combine(out: str, err: str, limit: int) -> str:
-    """The ends of stdout and stderr in at most ``limit`` characters; each gets half, or what the other
-    leaves."""
-    if not err.strip():
-        return out[-limit:]
-    if not out.strip():
-        return err[-limit:]
-    room = limit - len(_STDERR_MARK)
-    half = room // 2
-    if len(err) <= half:
-        out_room = room - len(err)
-    elif len(out) <= half:
-        out_room = len(out)
-    else:
-        out_room = half
-    return out[-out_room:] + _STDERR_MARK + err[-(room - out_room) :]
 
 
 def _label(text: str) -> str:
@@ -201,8 +171,8 @@ def run_command(
         max_output=max_output,
         jail=jail,
     )
-    tail = _combine(
-        _read_tail(res.stdout_path, OUTPUT_TAIL), _read_tail(res.stderr_path, OUTPUT_TAIL), OUTPUT_TAIL
+    tail = combine(
+        read_tail(res.stdout_path, OUTPUT_TAIL), read_tail(res.stderr_path, OUTPUT_TAIL), OUTPUT_TAIL
     )
     return CommandOutcome(
         exit_code=None if res.error else res.exit_code,
@@ -403,6 +373,21 @@ class _Verifier:
             "" if text is not None else f"coverage json failed: {run.error or run.output_tail[-300:]}",
         )
 
+    def named(
+        self, tc: TestCommand, sha: str, tests: list[str], added: list[str], runs: list[CommandRun]
+    ) -> vacuity.RunNamed:
+        """A runner of the named tests on the checkout as it stands (``vacuity``'s stripped copy and
+        mutants, tree "stripped" or "mutant"): None when they ran and passed, else what happened."""
+
+        def run(label: str) -> str | None:
+            r = self.reported(tc, "mutant" if label.startswith("mutant") else "stripped", sha, label)
+            runs.append(r.run)
+            if r.run.error or r.run.timed_out or r.run.exit_code != 0:
+                return _failed(r.run, with_fix=True).removeprefix("the test ") + _first_bad(r.report)
+            return fixed_problem(tc, r.report, tests, added)
+
+        return run
+
     def side(self, stc: TestCommand, tree: Literal["head", "fixed"], sha: str) -> SuiteSide:
         """One run of the suite, as the suite delta keeps it."""
         r = self.reported(stc, tree, sha, f"suite-{tree}")
@@ -538,6 +523,12 @@ def verify_fix(
             problem := reverted_problem(tc, reverted.report, reverted.run.exit_code, tests, added)
         ) is not None:
             return verdict(problem, weak)
+        if measured:  # the fix is what the test checks: not a marker, no line it passes without
+            table["mutants"], problem = vacuity.check(
+                wt, fixed_tree, cov, v.named(tc, fixed_tree, tests, added, runs)
+            )
+            if problem is not None:
+                return verdict(problem, weak)
         delta = suite.measure(wt, tc, checks or {}, fixed_tree, suite_cache, v.side)
         table["suite"] = delta
         return verdict(suite.delta_problem(delta), weak)
