@@ -54,12 +54,14 @@ def _write(wt: Path, path: str, text: str) -> None:
 
 
 def check(
-    wt: Path, fixed_tree: str, coverage: list[FileCoverage], run: RunNamed, most: int = MAX_MUTATED_LINES
+    wt: Path, fixed_tree: str, coverage: list[FileCoverage], run: RunNamed, most: int | None = None
 ) -> tuple[list[LineMutant], str | None]:
     """The mutants tried and why the fix is vacuous or unverifiable (None: the test checks the fix).
 
     ``coverage``: the fix's non-test files as measured; their ``changed`` lines are the changed
-    executable lines of the fixed tree. Stops at the first problem."""
+    executable lines of the fixed tree; ``most`` (default ``MAX_MUTATED_LINES``) bounds the mutants.
+    Stops at the first problem."""
+    most = MAX_MUTATED_LINES if most is None else most
     sources = {
         f.path: git(["show", f"{fixed_tree}:{f.path}"], wt)
         for f in coverage

@@ -523,15 +523,14 @@ def verify_fix(
             problem := reverted_problem(tc, reverted.report, reverted.run.exit_code, tests, added)
         ) is not None:
             return verdict(problem, weak)
-        if measured:  # the fix is what the test checks: not a marker, no line it passes without
+        delta = suite.measure(wt, tc, checks or {}, fixed_tree, suite_cache, v.side)
+        table["suite"] = delta
+        if (problem := suite.delta_problem(delta)) is None and measured:
+            # the fix is what the test checks: no marker it reads, no line it passes without (last: most runs)
             table["mutants"], problem = vacuity.check(
                 wt, fixed_tree, cov, v.named(tc, fixed_tree, tests, added, runs)
             )
-            if problem is not None:
-                return verdict(problem, weak)
-        delta = suite.measure(wt, tc, checks or {}, fixed_tree, suite_cache, v.side)
-        table["suite"] = delta
-        return verdict(suite.delta_problem(delta), weak)
+        return verdict(problem, weak)
 
 
 def _unran(problem: str | None) -> bool:
