@@ -65,8 +65,8 @@ def _statement_at(tree: ast.Module, raw: list[bytes], line: int) -> Span | None:
 
 
 def _other_at(tree: ast.Module, line: int) -> Span | None:
-    """A decorator or an ``except`` clause starting at ``line``: the decorator removed (``@`` included),
-    the clause made to catch nothing."""
+    """A decorator, an ``except`` clause or a ``case`` starting at ``line``: the decorator removed (``@``
+    included), the clause made to catch nothing, the case never to match (its guard ``False``)."""
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             for d in node.decorator_list:
@@ -75,12 +75,18 @@ def _other_at(tree: ast.Module, line: int) -> Span | None:
         if isinstance(node, ast.ExceptHandler) and node.lineno == line and node.type is not None:
             t = node.type
             return (t.lineno, t.col_offset, t.end_lineno or t.lineno, t.end_col_offset or 0, "()")
+        if isinstance(node, ast.match_case) and node.pattern.lineno == line:
+            if (g := node.guard) is not None:
+                return (g.lineno, g.col_offset, g.end_lineno or g.lineno, g.end_col_offset or 0, "False")
+            p = node.pattern
+            at, col = p.end_lineno or p.lineno, p.end_col_offset or 0
+            return (at, col, at, col, " if False")
     return None
 
 
 def mutant(source: str, line: int) -> str | None:
-    """``source`` with the executable line ``line`` deleted on its own (see ``_statement_at``), or None
-    when no statement, decorator or ``except`` clause starts there or what is left does not compile.
+    """``source`` with the executable line ``line`` deleted on its own (see ``_statement_at`` and
+    ``_other_at``), or None when nothing of theirs starts there or what is left does not compile.
     AST columns count UTF-8 bytes, so the surgery is on bytes."""
     tree = _parse(source)
     if tree is None:

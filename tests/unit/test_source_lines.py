@@ -89,13 +89,20 @@ def test_mutant_counts_columns_in_bytes() -> None:
     assert out == 'def f():\n    pass; t = "é"\n    return s\n'
 
 
+def test_mutant_of_a_case_never_matches() -> None:
+    match = (
+        "def f(x):\n    match x:\n        case 1:\n            return 1\n"
+        "        case 2 if x:\n            return 2\n"
+    )
+    plain, guarded = mutant(match, 3), mutant(match, 5)
+    assert plain is not None and "        case 1 if False:" in plain.splitlines()
+    assert guarded is not None and "        case 2 if False:" in guarded.splitlines()
+
+
 def test_no_mutant_where_nothing_deletable_starts() -> None:
     assert mutant(SOURCE, 3) is None  # a blank line
     assert mutant(SOURCE, 999) is None
     assert mutant("def broken(:\n", 1) is None
-    # a ``case`` clause is no statement of its own: unverifiable, the caller refuses the fix as such
-    match = "def f(x):\n    match x:\n        case 1:\n            return 1\n"
-    assert mutant(match, 3) is None
 
 
 def test_stripped_has_no_comment_and_is_reformatted() -> None:
