@@ -26,7 +26,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from workers.source_lines import deletes_statements, function_body_lines
+from workers.source_lines import deletes_statements, function_body_lines, statement_lines
 from workers.worktree import git
 
 __all__ = [
@@ -138,6 +138,7 @@ def read_coverage(
     why: str = "",
     inside: dict[str, set[int]] | None = None,
     deletes_code: dict[str, bool] | None = None,
+    parsed: dict[str, set[int]] | None = None,
 ) -> list[FileCoverage]:
     """Judge each changed file against coverage's JSON ``report`` (None: there is none, ``why``).
 
@@ -146,7 +147,8 @@ def read_coverage(
     (``inside``: those lines per file; a file missing from it has none). A line outside any function runs
     on import, and an import inside a test runs it in the test's context: it proves nothing. A file the
     fix only deleted lines from has no executable change (``deletes_code``: some were statements). A
-    Python file absent from the report was never imported by the tests: nothing of it ran.
+    Python file absent from the report was never imported by the tests: nothing of it ran, and its
+    statements are the ones its syntax tree has (``parsed``; without it, every changed line counts).
     """
     files: dict[str, dict[str, object]] = {}
     if report is not None:
@@ -172,9 +174,12 @@ def read_coverage(
             continue
         entry = files.get(path)
         if not isinstance(entry, dict):
-            out.append(
-                FileCoverage(path=path, status="not exercised", changed=sorted(lines), note="never imported")
-            )
+            stated = sorted(lines & parsed[path]) if parsed is not None and path in parsed else sorted(lines)
+            if not stated:
+                note = "only comments, docstrings or blank lines changed"
+                out.append(FileCoverage(path=path, status="no executable change", note=note))
+                continue
+            out.append(FileCoverage(path=path, status="not exercised", changed=stated, note="never imported"))
             continue
         statements = set(_ints(entry.get("executed_lines"))) | set(_ints(entry.get("missing_lines")))
         statements |= set(_ints(entry.get("excluded_lines")))
@@ -222,13 +227,15 @@ def measure(
         return out + read_coverage(None, changed, "the test run left no coverage data" if py else "")
     report, why = run_json(py)
     # read from the trees, not the checkout: the test run may have rewritten the files
-    inside = {p: function_body_lines(git(["show", f"{fixed_tree}:{p}"], wt)) for p in py}
+    sources = {p: git(["show", f"{fixed_tree}:{p}"], wt) for p in py}
+    inside = {p: function_body_lines(text) for p, text in sources.items()}
+    parsed = {p: statement_lines(text) for p, text in sources.items()}
     deletes = {
         p: deletes_statements(git(["show", f"HEAD:{p}"], wt), deleted_lines(wt, "HEAD", fixed_tree, p))
         for s, p in code
         if s == "M" and p in py and not changed[p]
     }
-    return out + read_coverage(report, changed, why, inside, deletes)
+    return out + read_coverage(report, changed, why, inside, deletes, parsed)
 
 
 def coverage_problem(files: list[FileCoverage]) -> str | None:

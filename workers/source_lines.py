@@ -13,7 +13,7 @@ import ast
 import io
 import tokenize
 
-__all__ = ["deletes_statements", "function_body_lines", "mutant", "stripped"]
+__all__ = ["deletes_statements", "function_body_lines", "mutant", "statement_lines", "stripped"]
 
 
 def _parse(source: str) -> ast.Module | None:
@@ -33,6 +33,21 @@ def function_body_lines(source: str) -> set[int]:
     for node in ast.walk(tree) if tree is not None else ():
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.body:
             out.update(range(node.body[0].lineno, (node.end_lineno or node.body[-1].lineno) + 1))
+    return out
+
+
+def statement_lines(source: str) -> set[int]:
+    """Lines where a statement, a decorator, an ``except`` or a ``case`` starts: what coverage would call
+    executable, for a file no test imported (so coverage has no word on it)."""
+    tree = _parse(source)
+    out: set[int] = set()
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.stmt | ast.ExceptHandler):
+            out.add(node.lineno)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            out.update(d.lineno for d in node.decorator_list)
+        if isinstance(node, ast.match_case):
+            out.add(node.pattern.lineno)
     return out
 
 

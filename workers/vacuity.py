@@ -11,9 +11,15 @@ line the test needs only because it reads it. So, on the fixed tree:
    already refuses a fix with no executable Python change.
 2. one mutant per changed executable line (``source_lines.mutant``: the statement deleted, an ``elif``
    made ``False``, an ``except`` made to catch nothing); the named tests must FAIL on each. A line the
-   test passes without is not the fix the test checks. Each mutant is one more run of the named tests,
-   so at most ``MAX_MUTATED_LINES`` lines are tried: a fix with more changed executable lines, or with a
-   line Jury cannot delete on its own, is unverifiable and refused as such, never accepted untried.
+   test passes without is not the fix the test checks. The mutant is bytecode only: the source file
+   stays the fixed one, and the mutant goes in ``__pycache__`` as an unchecked-hash ``.pyc``, which the
+   import system loads without looking at the source. So a test that reads the source for a dead line
+   (``checked = True``) still finds it and passes: the line survives, the fix is refused. (A test that
+   fails on any bytecode of the source rather than on behaviour is not caught here.) Each mutant is one
+   more run of the named tests, so at most ``MAX_MUTATED_LINES`` lines are tried: a fix with more
+   changed executable lines, or with a line Jury cannot delete on its own, is unverifiable and refused
+   as such, never accepted untried. The bytecode is compiled in the sandbox by the test command's own
+   interpreter and flags (``compile_pyc``), so its magic number and cache tag are the ones it reads.
 
 The runs go through the caller's ``run`` (``verify``'s sandboxed runner); this module checks trees out
 and writes the files. The worktree is left at the fixed tree.
@@ -32,12 +38,22 @@ from workers.source_lines import mutant, stripped
 from workers.suite import checkout
 from workers.worktree import git
 
-__all__ = ["MAX_MUTATED_LINES", "LineMutant", "RunNamed", "check"]
+__all__ = ["MAX_MUTATED_LINES", "PYC_SCRIPT", "CompilePyc", "LineMutant", "RunNamed", "check"]
 
 MAX_MUTATED_LINES = 16  # mutant runs per fix, one per changed executable line
 
 # label -> None when the named tests passed on the checkout, else what happened instead
 RunNamed = Callable[[str], str | None]
+# (file holding the mutant's text, the source's path in the worktree) -> None when the .pyc is written
+CompilePyc = Callable[[Path, str], str | None]
+
+# Run by the test command's interpreter: the mutant's bytecode where that interpreter looks for the
+# source's, as a .pyc it loads without checking the source against it.
+PYC_SCRIPT = (
+    "import importlib.util, py_compile, sys\n"
+    "py_compile.compile(sys.argv[1], cfile=importlib.util.cache_from_source(sys.argv[2]), dfile=sys.argv[2],"
+    " doraise=True, invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)\n"
+)
 
 
 class LineMutant(BaseModel):
@@ -54,13 +70,20 @@ def _write(wt: Path, path: str, text: str) -> None:
 
 
 def check(
-    wt: Path, fixed_tree: str, coverage: list[FileCoverage], run: RunNamed, most: int | None = None
+    wt: Path,
+    fixed_tree: str,
+    coverage: list[FileCoverage],
+    run: RunNamed,
+    compile_pyc: CompilePyc,
+    scratch: Path,
+    most: int | None = None,
 ) -> tuple[list[LineMutant], str | None]:
     """The mutants tried and why the fix is vacuous or unverifiable (None: the test checks the fix).
 
     ``coverage``: the fix's non-test files as measured; their ``changed`` lines are the changed
-    executable lines of the fixed tree; ``most`` (default ``MAX_MUTATED_LINES``) bounds the mutants.
-    Stops at the first problem."""
+    executable lines of the fixed tree; ``most`` (default ``MAX_MUTATED_LINES``) bounds the mutants,
+    whose texts go in ``scratch`` (outside the worktree) for ``compile_pyc``. Stops at the first
+    problem."""
     most = MAX_MUTATED_LINES if most is None else most
     sources = {
         f.path: git(["show", f"{fixed_tree}:{f.path}"], wt)
@@ -91,7 +114,11 @@ def check(
             tried.append(LineMutant(path=path, line=n, outcome="unverifiable"))
             problem = f"unverifiable: {path} line {n} cannot be deleted on its own to see the test fail"
             break
-        _write(wt, path, mutated)
+        (held := scratch / f"mutant-{i}.py").write_text(mutated, encoding="utf-8")
+        if (why := compile_pyc(held, path)) is not None:
+            tried.append(LineMutant(path=path, line=n, outcome="unverifiable", detail=why[:200]))
+            problem = f"unverifiable: the mutant of {path} line {n} could not be compiled: {why[:200]}"
+            break
         failed = run(f"mutant-{i}")
         if failed is None:
             tried.append(LineMutant(path=path, line=n, outcome="survived"))

@@ -353,18 +353,7 @@ class _Verifier:
         """coverage's JSON report of ``data`` for ``files`` (None and why when there is none)."""
         assert self.python is not None and self.rcfile is not None
         argv = coverage_check.json_argv(self.python, tc.py_flags, data.parent, self.rcfile, files)
-        run = _run(
-            shlex.join(argv),
-            self.wt,
-            tree="fixed",
-            sha=sha,
-            env=self.env,
-            timeout=self.timeout,
-            out_dir=self.out_dir,
-            label=f"{self.name}-coverage",
-            sandbox=self.sandbox,
-            scratch=self.scratch,
-        )
+        run = self.tool(argv, "fixed", sha, "coverage")
         text = _read_file(data.parent / "coverage.json")
         if text is None and "No data to report" in run.output_tail:
             text = '{"files": {}}'  # nothing of the changed files ran: none was even imported
@@ -387,6 +376,31 @@ class _Verifier:
             return fixed_problem(tc, r.report, tests, added)
 
         return run
+
+    def tool(self, argv: list[str], tree: Tree, sha: str, label: str) -> CommandRun:
+        """A run of Jury's own argv (coverage's report, a mutant's bytecode) in the sandbox."""
+        return _run(
+            shlex.join(argv),
+            self.wt,
+            tree=tree,
+            sha=sha,
+            env=self.env,
+            timeout=self.timeout,
+            out_dir=self.out_dir,
+            label=f"{self.name}-{label}",
+            sandbox=self.sandbox,
+            scratch=self.scratch,
+        )
+
+    def compile_pyc(self, tc: TestCommand, sha: str) -> vacuity.CompilePyc:
+        """Writes a mutant's bytecode with the test command's interpreter and flags (``vacuity``)."""
+
+        def write(held: Path, path: str) -> str | None:
+            argv = [self.python or "python3", *tc.py_flags, "-c", vacuity.PYC_SCRIPT, str(held), path]
+            run = self.tool(argv, "mutant", sha, "pyc")
+            return None if run.passed else (run.error or run.output_tail[-300:] or f"exit {run.exit_code}")
+
+        return write
 
     def side(self, stc: TestCommand, tree: Literal["head", "fixed"], sha: str) -> SuiteSide:
         """One run of the suite, as the suite delta keeps it."""
@@ -527,9 +541,8 @@ def verify_fix(
         table["suite"] = delta
         if (problem := suite.delta_problem(delta)) is None and measured:
             # the fix is what the test checks: no marker it reads, no line it passes without (last: most runs)
-            table["mutants"], problem = vacuity.check(
-                wt, fixed_tree, cov, v.named(tc, fixed_tree, tests, added, runs)
-            )
+            named, pyc = v.named(tc, fixed_tree, tests, added, runs), v.compile_pyc(tc, fixed_tree)
+            table["mutants"], problem = vacuity.check(wt, fixed_tree, cov, named, pyc, Path(tmp))
         return verdict(problem, weak)
 
 
