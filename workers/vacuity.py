@@ -69,6 +69,29 @@ def _write(wt: Path, path: str, text: str) -> None:
     (wt / path).write_text(text, encoding="utf-8")
 
 
+def _bytecode(scratch: Path, name: str, text: str, path: str, compile_pyc: CompilePyc) -> str | None:
+    """``text`` as the bytecode the interpreter loads for ``path`` (None), or why it could not be."""
+    (held := scratch / f"{name}.py").write_text(text, encoding="utf-8")
+    return compile_pyc(held, path)
+
+
+def _control(
+    wt: Path, fixed_tree: str, sources: dict[str, str], compile_pyc: CompilePyc, scratch: Path, run: RunNamed
+) -> str | None:
+    """The fixed code itself loaded the mutants' way (unchecked .pyc) must pass: else a test that notices
+    the bytecode, not the deleted line, would kill every mutant."""
+    checkout(wt, fixed_tree)
+    for i, (path, text) in enumerate(sources.items()):
+        if (why := _bytecode(scratch, f"control-{i}", text, path, compile_pyc)) is not None:
+            return f"unverifiable: {path} could not be compiled to bytecode: {why[:200]}"
+    if (failed := run("mutant-control")) is not None:
+        return (
+            "unverifiable: the test does not pass on the fix loaded from its own bytecode, the way each "
+            f"line is deleted to see it fail ({failed})"
+        )
+    return None
+
+
 def check(
     wt: Path,
     fixed_tree: str,
@@ -107,15 +130,14 @@ def check(
             "one at a time to see the test fail; split the fix"
         )
     tried: list[LineMutant] = []
-    problem: str | None = None
-    for i, (path, n) in enumerate(lines):
+    problem = _control(wt, fixed_tree, sources, compile_pyc, scratch, run) if lines else None
+    for i, (path, n) in enumerate([] if problem else lines):
         checkout(wt, fixed_tree)
         if (mutated := mutant(sources[path], n)) is None:
             tried.append(LineMutant(path=path, line=n, outcome="unverifiable"))
             problem = f"unverifiable: {path} line {n} cannot be deleted on its own to see the test fail"
             break
-        (held := scratch / f"mutant-{i}.py").write_text(mutated, encoding="utf-8")
-        if (why := compile_pyc(held, path)) is not None:
+        if (why := _bytecode(scratch, f"mutant-{i}", mutated, path, compile_pyc)) is not None:
             tried.append(LineMutant(path=path, line=n, outcome="unverifiable", detail=why[:200]))
             problem = f"unverifiable: the mutant of {path} line {n} could not be compiled: {why[:200]}"
             break

@@ -203,7 +203,8 @@ def test_a_genuine_fix_not_refuted_is_integrated(
     assert f["status"] == "accepted"
     trees = [(v["tree"], v["exitCode"] == 0) for v in f["verification"]]
     assert trees[:3] == [("fixed", True), ("reverted", False), ("stripped", True)]
-    assert trees[3:] and set(trees[3:]) == {("mutant", False)}  # each changed line, deleted, fails the test
+    # the fix from bytecode passes; each changed line deleted (in bytecode) fails the test
+    assert trees[3] == ("mutant", True) and trees[4:] and set(trees[4:]) == {("mutant", False)}
     ref = f["refutation"]
     assert ref["asked"] and ref["ran"] and ref["source"] == "refuter"
     assert (ref["outcome"], ref["ok"], ref["independent"]) == ("not_refuted", True, True)

@@ -117,6 +117,17 @@ STRIPPED = "the test does not pass once comments are stripped and the code re-fo
             "the test still passes with calc.py line 4 deleted: that line is not what the test checks",
             id="a-line-the-test-passes-without",
         ),
+        pytest.param(
+            {
+                "calc.py": CALC_FIXED.replace("    n = len(s)\n", "    n = len(s)\n    checked = True\n"),
+                "tests/test_even.py": "import pathlib\n\nfrom calc import median\n\n\ndef test_even():\n"
+                "    assert median([4, 1, 3, 2]) == 2.5\n"
+                "    assert 'checked = True' in pathlib.Path('calc.py').read_text()\n"
+                "    assert not list(pathlib.Path('.').rglob('*.pyc'))  # fails on every mutant\n",
+            },
+            "unverifiable: the test does not pass on the fix loaded from its own bytecode",
+            id="a-test-that-notices-the-mutants-bytecode",
+        ),
     ],
 )
 def test_a_vacuous_fix_is_refused(
@@ -161,6 +172,7 @@ def test_a_real_fix_is_accepted_with_each_line_killed(pyrepo: Path, wts: Worktre
         ("fixed", True),
         ("reverted", False),
         ("stripped", True),
+        ("mutant", True),  # the control: the fix itself, loaded from bytecode as the mutants are
         ("mutant", False),
         ("mutant", False),
     ]
