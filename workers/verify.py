@@ -3,8 +3,9 @@
 ``verify_fix`` runs the judge's test command on the fixed tree (it must pass) and on the tree with the fix
 reverted but the tests kept (it must fail), and checks that the patch does not weaken existing tests. It
 reads the runner's own report, not only exit codes (``testcommand``, ``testreport``, ``proof``), measures
-that the test runs the changed lines (``coverage_check``) and that the suite keeps every test that passed
-on the head (``suite``); ``weakening`` reads the patch alone. ``run_checks`` runs declared checks (test,
+that the test runs the changed lines inside a function (``coverage_check``), that the suite keeps every
+test that passed on the head (``suite``) and that the fix is no marker its test looks for (``vacuity``);
+``weakening`` reads the patch alone. ``run_checks`` runs declared checks (test,
 lint ...) on one tree. Commands are split with shlex and run as argv under ``run_supervised`` in the
 sandbox (``workers.sandbox``: the worktree the only writable tree, no network, an allow-listed
 environment, output capped); never a shell.
@@ -438,8 +439,9 @@ def verify_fix(
     ``checks`` are the declared ones). Then, each run reading the runner's own report: on the fixed tree
     the named tests pass (under coverage for Python, which must show the changed lines run by a test); on
     the reverted tree (every non-test file put back, added ones deleted, tests kept) a test the fix added
-    or changed FAILS; and the suite on the fixed tree keeps every test that passed on the head
-    (``suite_cache`` holds the head's result per tree). Never raises for a bad patch or command: ``ok``
+    or changed FAILS; the suite on the fixed tree keeps every test that passed on the head
+    (``suite_cache`` holds the head's result per tree); and, for Python, the named tests pass with the
+    fix's comments stripped and fail with each changed executable line deleted (``vacuity``). Never raises for a bad patch or command: ``ok``
     False with the first reason. The worktree and the scratch directory are always removed.
     """
     started = time.monotonic()
