@@ -441,8 +441,9 @@ def verify_fix(
     the reverted tree (every non-test file put back, added ones deleted, tests kept) a test the fix added
     or changed FAILS; the suite on the fixed tree keeps every test that passed on the head
     (``suite_cache`` holds the head's result per tree); and, for Python, the named tests pass with the
-    fix's comments stripped and fail with each changed executable line deleted (``vacuity``). Never raises for a bad patch or command: ``ok``
-    False with the first reason. The worktree and the scratch directory are always removed.
+    fix's comments stripped and fail with each changed executable line deleted (``vacuity``). Never
+    raises for a bad patch or command: ``ok`` False with the first reason. The worktree and the scratch
+    directory are always removed.
     """
     started = time.monotonic()
     runs: list[CommandRun] = []
