@@ -4,12 +4,15 @@ On the fixed tree the named tests run under ``python -m coverage run`` with the 
 command uses. The interpreter need not have coverage installed: Jury puts a directory holding only its
 own ``coverage`` package on ``PYTHONPATH`` (no plugin, nothing else of Jury's environment), and points
 coverage at Jury's rcfile so the repository's configuration cannot omit files or exclude lines. Lines are
-recorded per test function (``dynamic_context = test_function``): a line counts only when a test ran it,
-so the ``def`` lines that merely importing a module executes do not make a test "exercise" a fix.
+recorded per test function (``dynamic_context = test_function``): a line counts only when a test ran it
+and it lies inside a function body (``source_lines.function_body_lines``), so nothing that merely
+importing a module executes — a ``def`` line, a module-level constant, an import — makes a test
+"exercise" a fix.
 
-At least one changed executable line of each non-test Python file the fix touched must have run, else the
-claim is refuted: "the test does not exercise the fix". Other files, and runners Jury has no coverage for,
-are "not measured", never "passed".
+At least one changed executable line of each non-test Python file the fix touched must have run so, else
+the claim is refuted: "the test does not exercise the fix"; and a fix whose Python files change no
+executable line (comments, docstrings, blank lines) is no fix. Other files, and runners Jury has no
+coverage for, are "not measured", never "passed".
 """
 
 from __future__ import annotations
@@ -23,14 +26,16 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from workers.source_lines import deletes_statements, function_body_lines, statement_lines
 from workers.worktree import git
 
 __all__ = [
     "RCFILE",
+    "IMPORT_ONLY",
     "FileCoverage",
     "changed_lines",
     "coverage_problem",
-    "headers",
+    "deleted_lines",
     "interpreter_of",
     "json_argv",
     "measure",
@@ -42,6 +47,7 @@ __all__ = [
 RCFILE = "[run]\ndynamic_context = test_function\n\n[report]\nexclude_lines =\n"
 _PY_SUFFIXES = (".py",)
 
+IMPORT_ONLY = "run only on import: no changed line inside a function a test called"
 Status = Literal["exercised", "not exercised", "no executable change", "not measured"]
 
 
@@ -53,26 +59,39 @@ class FileCoverage(BaseModel):
     changed: list[int] = []
     executed: list[int] = []
     note: str | None = None
+    deletes_code: bool = False  # lines only deleted, and some of them were statements
 
 
-_HUNK_RE = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
+_HUNK_RE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
 
-def changed_lines(repo: Path, old: str, new: str, path: str) -> set[int]:
-    """Line numbers of ``path`` in tree ``new`` that differ from tree ``old`` (added or changed). Lines
-    that were only deleted are in no tree to run: a deletion has no changed executable line."""
+def _hunks(repo: Path, old: str, new: str, path: str) -> tuple[set[int], set[int]]:
+    """(lines of ``path`` in tree ``old`` the diff removes, lines in tree ``new`` it adds or changes)."""
     raw = git(
         ["diff", "-U0", "--no-color", "--no-ext-diff", "--no-textconv", old, new, "--", path],
         repo,
         env={"GIT_LITERAL_PATHSPECS": "1"},
     )
-    out: set[int] = set()
+    removed: set[int] = set()
+    added: set[int] = set()
     for line in raw.splitlines():
-        m = _HUNK_RE.match(line)
-        if m:
-            start, count = int(m[1]), int(m[2]) if m[2] is not None else 1
-            out.update(range(start, start + count))
-    return out
+        if m := _HUNK_RE.match(line):
+            o_start, o_count = int(m[1]), int(m[2]) if m[2] is not None else 1
+            n_start, n_count = int(m[3]), int(m[4]) if m[4] is not None else 1
+            removed.update(range(o_start, o_start + o_count))
+            added.update(range(n_start, n_start + n_count))
+    return removed, added
+
+
+def changed_lines(repo: Path, old: str, new: str, path: str) -> set[int]:
+    """Line numbers of ``path`` in tree ``new`` that differ from tree ``old`` (added or changed). Lines
+    that were only deleted are in no tree to run: a deletion has no changed executable line."""
+    return _hunks(repo, old, new, path)[1]
+
+
+def deleted_lines(repo: Path, old: str, new: str, path: str) -> set[int]:
+    """Line numbers of ``path`` in tree ``old`` that tree ``new`` no longer has as they were."""
+    return _hunks(repo, old, new, path)[0]
 
 
 def prepare(scratch: Path) -> tuple[Path, Path]:
@@ -113,28 +132,23 @@ def is_python(path: str) -> bool:
     return path.endswith(_PY_SUFFIXES)
 
 
-_HEADER_RE = re.compile(r"^\s*(?:@|(?:async\s+)?def\s|class\s)")
-
-
-def headers(text: str) -> set[int]:
-    """Lines that start a ``def``, a ``class`` or a decorator: importing the module runs them, so their
-    running says nothing about a test calling the code."""
-    return {n for n, line in enumerate(text.splitlines(), 1) if _HEADER_RE.match(line)}
-
-
 def read_coverage(
     report: str | None,
     changed: dict[str, set[int]],
     why: str = "",
-    skip: dict[str, set[int]] | None = None,
+    inside: dict[str, set[int]] | None = None,
+    deletes_code: dict[str, bool] | None = None,
+    parsed: dict[str, set[int]] | None = None,
 ) -> list[FileCoverage]:
     """Judge each changed file against coverage's JSON ``report`` (None: there is none, ``why``).
 
     A file's changed executable lines are the changed lines coverage counts as statements (run or not).
-    The file is ``exercised`` when a test function ran one of them, or when one ran at all that is not a
-    ``def``/``class`` header (``skip``: those lines per file) — a module-level line runs only on import.
-    A file the fix only deleted lines from has no executable change. A Python file absent from the
-    report was never imported by the tests: nothing of it ran.
+    The file is ``exercised`` when a test function ran one of them that lies inside a function body
+    (``inside``: those lines per file; a file missing from it has none). A line outside any function runs
+    on import, and an import inside a test runs it in the test's context: it proves nothing. A file the
+    fix only deleted lines from has no executable change (``deletes_code``: some were statements). A
+    Python file absent from the report was never imported by the tests: nothing of it ran, and its
+    statements are the ones its syntax tree has (``parsed``; without it, every changed line counts).
     """
     files: dict[str, dict[str, object]] = {}
     if report is not None:
@@ -151,14 +165,21 @@ def read_coverage(
         if report is None:
             out.append(FileCoverage(path=path, status="not measured", note=why or "no coverage data"))
             continue
+        deletes = (deletes_code or {}).get(path, False)
         if not lines:
-            out.append(FileCoverage(path=path, status="no executable change", note="only lines deleted"))
+            note = "only lines deleted" if deletes else "only comments or blank lines deleted"
+            out.append(
+                FileCoverage(path=path, status="no executable change", note=note, deletes_code=deletes)
+            )
             continue
         entry = files.get(path)
         if not isinstance(entry, dict):
-            out.append(
-                FileCoverage(path=path, status="not exercised", changed=sorted(lines), note="never imported")
-            )
+            stated = sorted(lines & parsed[path]) if parsed is not None and path in parsed else sorted(lines)
+            if not stated:
+                note = "only comments, docstrings or blank lines changed"
+                out.append(FileCoverage(path=path, status="no executable change", note=note))
+                continue
+            out.append(FileCoverage(path=path, status="not exercised", changed=stated, note="never imported"))
             continue
         statements = set(_ints(entry.get("executed_lines"))) | set(_ints(entry.get("missing_lines")))
         statements |= set(_ints(entry.get("excluded_lines")))
@@ -170,12 +191,16 @@ def read_coverage(
         }
         executable = sorted(lines & statements)
         if not executable:
-            out.append(FileCoverage(path=path, status="no executable change"))
+            note = "only comments, docstrings or blank lines changed"
+            out.append(
+                FileCoverage(path=path, status="no executable change", note=note, deletes_code=deletes)
+            )
             continue
-        executed = set(_ints(entry.get("executed_lines"))) - (skip or {}).get(path, set())
-        ran = sorted(set(executable) & (by_test | executed))
+        ran = sorted(set(executable) & by_test & (inside or {}).get(path, set()))
+        executed = set(_ints(entry.get("executed_lines")))
+        on_import = IMPORT_ONLY if not ran and set(executable) & executed else None
         status: Status = "exercised" if ran else "not exercised"
-        out.append(FileCoverage(path=path, status=status, changed=executable, executed=ran))
+        out.append(FileCoverage(path=path, status=status, changed=executable, executed=ran, note=on_import))
     return out
 
 
@@ -201,22 +226,44 @@ def measure(
     if data is None or not py:
         return out + read_coverage(None, changed, "the test run left no coverage data" if py else "")
     report, why = run_json(py)
-    # read from the tree, not the checkout: the test run may have rewritten the files
-    skip = {p: headers(git(["show", f"{fixed_tree}:{p}"], wt)) for p in py}
-    return out + read_coverage(report, changed, why, skip)
+    # read from the trees, not the checkout: the test run may have rewritten the files
+    sources = {p: git(["show", f"{fixed_tree}:{p}"], wt) for p in py}
+    inside = {p: function_body_lines(text) for p, text in sources.items()}
+    parsed = {p: statement_lines(text) for p, text in sources.items()}
+    deletes = {
+        p: deletes_statements(git(["show", f"HEAD:{p}"], wt), deleted_lines(wt, "HEAD", fixed_tree, p))
+        for s, p in code
+        if s == "M" and p in py and not changed[p]
+    }
+    return out + read_coverage(report, changed, why, inside, deletes, parsed)
 
 
 def coverage_problem(files: list[FileCoverage]) -> str | None:
     """Why the coverage refutes the claim, or None: a changed Python file none of whose changed
-    executable lines a test ran, or Python files that could not be measured at all."""
-    missed = [f for f in files if f.status == "not exercised"]
+    executable lines ran, Python files that could not be measured at all, or no Python file with a
+    changed line a test ran from inside a function — only lines run on import (a module-level constant
+    a test looks up), or no executable line at all (a comment is a marker, not a fix)."""
+    missed = [f for f in files if f.status == "not exercised" and f.note != IMPORT_ONLY]
     if missed:
         shown = "; ".join(f"{f.path} lines {_ranges(f.changed)} not run" for f in missed)
         return f"the test does not exercise the fix: {shown}"
     unmeasured = [f for f in files if f.status == "not measured" and is_python(f.path)]
     if unmeasured:
         return f"coverage of the fix could not be measured: {unmeasured[0].note}"
-    return None
+    python = [f for f in files if is_python(f.path)]
+    if any(f.status == "exercised" or f.deletes_code for f in python):
+        return None
+    if on_import := [f for f in python if f.note == IMPORT_ONLY]:
+        shown = "; ".join(f"{f.path} lines {_ranges(f.changed)}" for f in on_import)
+        return (
+            f"the test does not exercise the fix: {shown} run only on import, never inside a function a "
+            "test called (a module-level marker is not a fix)"
+        )
+    shown = ", ".join(f.path for f in python) or "no Python file"
+    return (
+        f"the fix changes no executable line (only comments, docstrings or blank lines: {shown}): "
+        "a marker is not a fix"
+    )
 
 
 def _ranges(lines: list[int]) -> str:

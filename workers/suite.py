@@ -32,6 +32,7 @@ __all__ = [
     "SuiteSide",
     "Weakened",
     "cache_name",
+    "checkout",
     "compare",
     "delta_problem",
     "measure",
@@ -197,11 +198,11 @@ def measure(
         except ValueError:
             head = None  # a torn artifact: run it again
     if head is None:
-        _checkout(wt, head_tree)
+        checkout(wt, head_tree)
         head = run_side(stc, "head", head_tree)
         if cache is not None:
             cache.put(key, head.model_dump_json().encode())
-    _checkout(wt, fixed_tree)
+    checkout(wt, fixed_tree)
     fixed = run_side(stc, "fixed", fixed_tree)
     d = SuiteDelta(command=stc.command, head=head, fixed=fixed)
     if not head.read or head.error:
@@ -210,7 +211,7 @@ def measure(
     return d.model_copy(update={"weakened": weakened, "failing_on_head": failing[:50]})
 
 
-def _checkout(wt: Path, tree: str) -> None:
+def checkout(wt: Path, tree: str) -> None:
     """Make the worktree's index and files exactly ``tree``, whatever the last run left."""
     git(["read-tree", tree], wt)
     git(["checkout-index", "--all", "--force"], wt)

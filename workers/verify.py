@@ -3,8 +3,9 @@
 ``verify_fix`` runs the judge's test command on the fixed tree (it must pass) and on the tree with the fix
 reverted but the tests kept (it must fail), and checks that the patch does not weaken existing tests. It
 reads the runner's own report, not only exit codes (``testcommand``, ``testreport``, ``proof``), measures
-that the test runs the changed lines (``coverage_check``) and that the suite keeps every test that passed
-on the head (``suite``); ``weakening`` reads the patch alone. ``run_checks`` runs declared checks (test,
+that the test runs the changed lines inside a function (``coverage_check``), that the suite keeps every
+test that passed on the head (``suite``) and that the fix is no marker its test looks for (``vacuity``);
+``weakening`` reads the patch alone. ``run_checks`` runs declared checks (test,
 lint ...) on one tree. Commands are split with shlex and run as argv under ``run_supervised`` in the
 sandbox (``workers.sandbox``: the worktree the only writable tree, no network, an allow-listed
 environment, output capped); never a shell.
@@ -27,8 +28,9 @@ from pydantic import BaseModel
 
 from orchestrator.errors import GitError
 from orchestrator.spec import SandboxSettings
-from workers import coverage_check, suite
+from workers import coverage_check, suite, vacuity
 from workers.coverage_check import FileCoverage
+from workers.output_tail import combine, read_tail
 from workers.proof import NamedTest, fixed_problem, named_table, reverted_problem
 from workers.sandbox import Jail, git_dirs_of
 from workers.signals import signals_of
@@ -59,7 +61,7 @@ OUTPUT_TAIL = 4000  # characters of output kept per run
 RUN_MAX_OUTPUT = 2_000_000  # bytes kept per stream of a command's output file (head and tail)
 _LITERAL = {"GIT_LITERAL_PATHSPECS": "1"}  # paths from the patch are paths, not globs
 
-Tree = Literal["fixed", "reverted", "final", "head"]
+Tree = Literal["fixed", "reverted", "final", "head", "stripped", "mutant"]
 REPORT_MAX = 20_000_000  # bytes of a runner's report file read back
 
 
@@ -103,6 +105,7 @@ class Verification(BaseModel):
     coverage: list[FileCoverage] = []
     coverage_note: str | None = None
     suite: SuiteDelta | None = None
+    mutants: list[vacuity.LineMutant] = []
     config_changes: list[str] = []
     seconds: float = 0.0
 
@@ -119,38 +122,6 @@ class CommandOutcome:
 
 
 # --- running commands -------------------------------------------------------------------------------
-
-
-def _read_tail(path: Path, limit: int) -> str:
-    try:
-        with path.open("rb") as fh:
-            size = fh.seek(0, os.SEEK_END)
-            fh.seek(max(0, size - limit * 4))
-            data = fh.read()
-    except OSError:
-        return ""
-    return data.decode("utf-8", errors="replace")[-limit:]
-
-
-_STDERR_MARK = "\n--- stderr ---\n"
-
-
-def _combine(out: str, err: str, limit: int) -> str:
-    """The ends of stdout and stderr in at most ``limit`` characters; each gets half, or what the other
-    leaves."""
-    if not err.strip():
-        return out[-limit:]
-    if not out.strip():
-        return err[-limit:]
-    room = limit - len(_STDERR_MARK)
-    half = room // 2
-    if len(err) <= half:
-        out_room = room - len(err)
-    elif len(out) <= half:
-        out_room = len(out)
-    else:
-        out_room = half
-    return out[-out_room:] + _STDERR_MARK + err[-(room - out_room) :]
 
 
 def _label(text: str) -> str:
@@ -201,8 +172,8 @@ def run_command(
         max_output=max_output,
         jail=jail,
     )
-    tail = _combine(
-        _read_tail(res.stdout_path, OUTPUT_TAIL), _read_tail(res.stderr_path, OUTPUT_TAIL), OUTPUT_TAIL
+    tail = combine(
+        read_tail(res.stdout_path, OUTPUT_TAIL), read_tail(res.stderr_path, OUTPUT_TAIL), OUTPUT_TAIL
     )
     return CommandOutcome(
         exit_code=None if res.error else res.exit_code,
@@ -383,18 +354,7 @@ class _Verifier:
         """coverage's JSON report of ``data`` for ``files`` (None and why when there is none)."""
         assert self.python is not None and self.rcfile is not None
         argv = coverage_check.json_argv(self.python, tc.py_flags, data.parent, self.rcfile, files)
-        run = _run(
-            shlex.join(argv),
-            self.wt,
-            tree="fixed",
-            sha=sha,
-            env=self.env,
-            timeout=self.timeout,
-            out_dir=self.out_dir,
-            label=f"{self.name}-coverage",
-            sandbox=self.sandbox,
-            scratch=self.scratch,
-        )
+        run = self.tool(argv, "fixed", sha, "coverage")
         text = _read_file(data.parent / "coverage.json")
         if text is None and "No data to report" in run.output_tail:
             text = '{"files": {}}'  # nothing of the changed files ran: none was even imported
@@ -402,6 +362,46 @@ class _Verifier:
             text,
             "" if text is not None else f"coverage json failed: {run.error or run.output_tail[-300:]}",
         )
+
+    def named(
+        self, tc: TestCommand, sha: str, tests: list[str], added: list[str], runs: list[CommandRun]
+    ) -> vacuity.RunNamed:
+        """A runner of the named tests on the checkout as it stands (``vacuity``'s stripped copy and
+        mutants, tree "stripped" or "mutant"): None when they ran and passed, else what happened."""
+
+        def run(label: str) -> str | None:
+            r = self.reported(tc, "mutant" if label.startswith("mutant") else "stripped", sha, label)
+            runs.append(r.run)
+            if r.run.error or r.run.timed_out or r.run.exit_code != 0:
+                return _failed(r.run, with_fix=True).removeprefix("the test ") + _first_bad(r.report)
+            return fixed_problem(tc, r.report, tests, added)
+
+        return run
+
+    def tool(self, argv: list[str], tree: Tree, sha: str, label: str) -> CommandRun:
+        """A run of Jury's own argv (coverage's report, a mutant's bytecode) in the sandbox."""
+        return _run(
+            shlex.join(argv),
+            self.wt,
+            tree=tree,
+            sha=sha,
+            env=self.env,
+            timeout=self.timeout,
+            out_dir=self.out_dir,
+            label=f"{self.name}-{label}",
+            sandbox=self.sandbox,
+            scratch=self.scratch,
+        )
+
+    def compile_pyc(self, tc: TestCommand, sha: str) -> vacuity.CompilePyc:
+        """Writes a mutant's bytecode with the test command's interpreter and flags (``vacuity``)."""
+
+        def write(held: Path, path: str) -> str | None:
+            argv = [self.python or "python3", *tc.py_flags, "-c", vacuity.PYC_SCRIPT, str(held), path]
+            run = self.tool(argv, "mutant", sha, "pyc")
+            return None if run.passed else (run.error or run.output_tail[-300:] or f"exit {run.exit_code}")
+
+        return write
 
     def side(self, stc: TestCommand, tree: Literal["head", "fixed"], sha: str) -> SuiteSide:
         """One run of the suite, as the suite delta keeps it."""
@@ -439,9 +439,11 @@ def verify_fix(
     ``checks`` are the declared ones). Then, each run reading the runner's own report: on the fixed tree
     the named tests pass (under coverage for Python, which must show the changed lines run by a test); on
     the reverted tree (every non-test file put back, added ones deleted, tests kept) a test the fix added
-    or changed FAILS; and the suite on the fixed tree keeps every test that passed on the head
-    (``suite_cache`` holds the head's result per tree). Never raises for a bad patch or command: ``ok``
-    False with the first reason. The worktree and the scratch directory are always removed.
+    or changed FAILS; the suite on the fixed tree keeps every test that passed on the head
+    (``suite_cache`` holds the head's result per tree); and, for Python, the named tests pass with the
+    fix's comments stripped and fail with each changed executable line deleted (``vacuity``). Never
+    raises for a bad patch or command: ``ok`` False with the first reason. The worktree and the scratch
+    directory are always removed.
     """
     started = time.monotonic()
     runs: list[CommandRun] = []
@@ -540,7 +542,11 @@ def verify_fix(
             return verdict(problem, weak)
         delta = suite.measure(wt, tc, checks or {}, fixed_tree, suite_cache, v.side)
         table["suite"] = delta
-        return verdict(suite.delta_problem(delta), weak)
+        if (problem := suite.delta_problem(delta)) is None and measured:
+            # the fix is what the test checks: no marker it reads, no line it passes without (last: most runs)
+            named, pyc = v.named(tc, fixed_tree, tests, added, runs), v.compile_pyc(tc, fixed_tree)
+            table["mutants"], problem = vacuity.check(wt, fixed_tree, cov, named, pyc, Path(tmp))
+        return verdict(problem, weak)
 
 
 def _unran(problem: str | None) -> bool:

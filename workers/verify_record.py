@@ -38,7 +38,10 @@ def _side(side: SuiteSide | None) -> dict[str, object] | None:
 def table_event(eid: str, fid: str, v: Verification) -> VerifyTable:
     """The verification table of one acceptance (``jury show``, ``run.json``), with the seconds of each
     run: the named tests on both trees, coverage, and the suite (a cached head run cost nothing now)."""
-    seconds = {r.tree if r.tree != "final" else "check": r.seconds for r in v.runs}
+    seconds: dict[str, float] = {}
+    for r in v.runs:  # the mutants are one entry: what they cost together
+        key = r.tree if r.tree != "final" else "check"
+        seconds[key] = round(seconds.get(key, 0.0) + r.seconds, 3)
     suite = None
     if v.suite is not None:
         suite = v.suite.model_dump(exclude={"head", "fixed"}) | {

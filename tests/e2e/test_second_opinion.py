@@ -201,10 +201,10 @@ def test_a_genuine_fix_not_refuted_is_integrated(
     assert state["config"]["refuter"] == "critic" and state["config"]["refuterForced"] is False
     f = state["findings"][FID]
     assert f["status"] == "accepted"
-    assert [(v["tree"], v["exitCode"] == 0) for v in f["verification"]] == [
-        ("fixed", True),
-        ("reverted", False),
-    ]
+    trees = [(v["tree"], v["exitCode"] == 0) for v in f["verification"]]
+    assert trees[:3] == [("fixed", True), ("reverted", False), ("stripped", True)]
+    # the fix from bytecode passes; each changed line deleted (in bytecode) fails the test
+    assert trees[3] == ("mutant", True) and trees[4:] and set(trees[4:]) == {("mutant", False)}
     ref = f["refutation"]
     assert ref["asked"] and ref["ran"] and ref["source"] == "refuter"
     assert (ref["outcome"], ref["ok"], ref["independent"]) == ("not_refuted", True, True)

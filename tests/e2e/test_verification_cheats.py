@@ -103,7 +103,14 @@ def test_codejury_verdict_with_a_pytest_fix_is_verified_and_integrated(
     suite = table["suite"]
     assert suite["weakened"] == [] and suite["head"]["counts"] == {"passed": 1}
     assert suite["fixed"]["counts"] == {"passed": 2}
-    assert set(table["runSeconds"]) == {"fixed", "reverted", "suite-head", "suite-fixed"}
+    assert set(table["runSeconds"]) == {
+        "fixed",
+        "reverted",
+        "suite-head",
+        "suite-fixed",
+        "stripped",
+        "mutant",
+    }
     assert table["seconds"] >= sum(table["runSeconds"].values())
     # the same table in run.json, and in words in jury show
     run_json = json.loads(Path(d / "run.json").read_text())

@@ -173,7 +173,17 @@ def test_genuine_fix_verifies(
     v = verify(repo, wts, tmp_path, patch, f"{PY} -m unittest {module}")
     assert v.ok, v
     assert v.reason is None and v.weakening == []
-    assert [(r.tree, r.exit_code == 0) for r in v.runs] == [("fixed", True), ("reverted", False)]
+    assert [(r.tree, r.exit_code == 0) for r in v.runs[:3]] == [
+        ("fixed", True),
+        ("reverted", False),
+        ("stripped", True),  # the fix without its comments, re-formatted: still passes
+    ]
+    # each changed executable line deleted on its own: the test fails every time
+    assert v.mutants and all(m.outcome == "killed" for m in v.mutants)
+    # after the fixed code loaded the mutants' way (from bytecode) passes
+    assert [(r.tree, r.exit_code == 0) for r in v.runs[3:]] == [("mutant", True)] + [("mutant", False)] * len(
+        v.mutants
+    )
     assert all(r.sha and len(r.sha) == 40 for r in v.runs)
     assert v.runs[0].sha != v.runs[1].sha  # different trees
     assert "FAILED" in v.runs[1].output_tail  # unittest reports on stderr; the tail keeps it

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from jury_cli.progress import table_lines
-from workers.coverage_check import coverage_problem, headers, read_coverage
+from workers.coverage_check import IMPORT_ONLY, coverage_problem, read_coverage
 from workers.suite import SuiteDelta, SuiteSide, compare, delta_problem
 from workers.testreport import Outcome
 
@@ -81,7 +81,7 @@ CHANGED = {"calc.py": {3, 4, 9}, "data.json": {1}}
                 "contexts": {"3": ["t.test_x"], "4": ["t.test_x"]},
             },
             "exercised",
-            [3, 4],
+            [4],  # line 3 is the def: running it says nothing
             id="run-by-a-test",
         ),
         pytest.param(
@@ -98,9 +98,16 @@ CHANGED = {"calc.py": {3, 4, 9}, "data.json": {1}}
         ),
         pytest.param(
             {"executed_lines": [9], "missing_lines": [3, 4], "contexts": {"9": [""]}},
-            "exercised",
-            [9],
+            "not exercised",
+            [],
             id="a-module-level-line-run-on-import",
+        ),
+        pytest.param(
+            # the test imported the module inside the test function: the constant ran in its context
+            {"executed_lines": [9], "missing_lines": [3, 4], "contexts": {"9": ["t.test_x"]}},
+            "not exercised",
+            [],
+            id="a-module-level-line-run-by-an-import-inside-a-test",
         ),
         pytest.param(
             {"executed_lines": [1], "missing_lines": [2]}, "no executable change", [], id="comments-only"
@@ -114,8 +121,8 @@ CHANGED = {"calc.py": {3, 4, 9}, "data.json": {1}}
     ],
 )
 def test_read_coverage(entry: dict[str, object], status: str, executed: list[int]) -> None:
-    skip = {"calc.py": {3}}  # line 3 is a def header
-    files = read_coverage(cov_json({"calc.py": entry}), CHANGED, skip=skip)
+    inside = {"calc.py": {4, 5}}  # line 3 is a def, 4 its body; line 9 is at module level
+    files = read_coverage(cov_json({"calc.py": entry}), CHANGED, inside=inside)
     calc = next(f for f in files if f.path == "calc.py")
     assert (calc.status, calc.executed) == (status, executed)
     data = next(f for f in files if f.path == "data.json")
@@ -125,9 +132,8 @@ def test_read_coverage(entry: dict[str, object], status: str, executed: list[int
 def test_a_deletion_has_no_executable_change() -> None:
     # only lines deleted (an unused import): nothing of the fixed tree to run, so nothing to refute
     entry = {"executed_lines": [1, 5], "missing_lines": [6]}
-    assert [(f.status, f.note) for f in read_coverage(cov_json({"calc.py": entry}), {"calc.py": set()})] == [
-        ("no executable change", "only lines deleted")
-    ]
+    files = read_coverage(cov_json({"calc.py": entry}), {"calc.py": set()}, deletes_code={"calc.py": True})
+    assert [(f.status, f.note) for f in files] == [("no executable change", "only lines deleted")]
     assert read_coverage(cov_json({}), {"calc.py": set()})[0].status == "no executable change"
 
 
@@ -140,14 +146,38 @@ def test_coverage_problem() -> None:
         coverage_problem(unmeasured)
         == "coverage of the fix could not be measured: the test run left no coverage data"
     )
-    assert (
-        coverage_problem(read_coverage(None, {"data.json": {1}})) is None
-    )  # not Python: not measured, no claim
 
 
-def test_headers() -> None:
-    text = "import x\n\n@deco\ndef f():\n    return 1\n\n\nclass K:\n    async def g(self):\n        pass\n"
-    assert headers(text) == {3, 4, 8, 9}
+def test_import_only_and_comment_only_fixes_are_no_fix() -> None:
+    inside = {"calc.py": {4}}
+    # a module-level constant the test imports and looks up: it ran, but only on import
+    const = {"executed_lines": [1, 9], "missing_lines": [4], "contexts": {"9": ["t.test_x"]}}
+    (f,) = read_coverage(cov_json({"calc.py": const}), {"calc.py": {9}}, inside=inside)
+    assert (f.status, f.note) == ("not exercised", IMPORT_ONLY)
+    assert coverage_problem([f]) == (
+        "the test does not exercise the fix: calc.py lines 9 run only on import, never inside a function "
+        "a test called (a module-level marker is not a fix)"
+    )
+    # beside a changed line a test did run inside a function, a module-level line is the mutants' to judge
+    body = {"executed_lines": [1, 4], "missing_lines": [], "contexts": {"4": ["t.test_x"]}}
+    run = read_coverage(cov_json({"mid.py": body}), {"mid.py": {4}}, inside={"mid.py": {4}})
+    assert run[0].status == "exercised" and coverage_problem([f, *run]) is None
+    # a comment: no executable change anywhere
+    (c,) = read_coverage(
+        cov_json({"calc.py": {"executed_lines": [1], "missing_lines": [4]}}), {"calc.py": {2}}
+    )
+    assert c.status == "no executable change"
+    assert coverage_problem([c]) == (
+        "the fix changes no executable line (only comments, docstrings or blank lines: calc.py): "
+        "a marker is not a fix"
+    )
+    # only deletions: of a comment no fix, of a statement the reverted run's to judge
+    gone = read_coverage(cov_json({}), {"calc.py": set()}, deletes_code={"calc.py": True})
+    assert gone[0].deletes_code and coverage_problem(gone) is None
+    comment_gone = read_coverage(cov_json({}), {"calc.py": set()})
+    assert coverage_problem(comment_gone) is not None
+    # a fix of only a file that is not Python, under a Python runner: nothing executable changed
+    assert coverage_problem(read_coverage(cov_json({}), {"data.json": {1}})) is not None
 
 
 def test_table_lines_in_words() -> None:
