@@ -110,6 +110,10 @@ class Target(Model):
     path: str | None = None  # the git repository Jury works in (the user's repo or a mirror)
     head: str | None = None  # PR head sha
     base: str | None = None  # merge-base of the head with the trunk
+    # Unique to this run, whatever its slug (``first_events``): its checkouts and scratch folders are
+    # named by it, so two runs never share one even where their slugs could meet (two state directories
+    # of one host, a record put back by hand). Runs recorded before it had none: their slug stands in.
+    run_id: str | None = None
 
 
 class SandboxSettings(Model):

@@ -35,6 +35,7 @@ from orchestrator.fold import FindingState, RunState, fold
 from orchestrator.store.base import EventStore
 from orchestrator.store.files import FileStore, mirror
 from workers.mirror import run_repo
+from workers.runtime import run_key, safe_name
 from workers.proof import fixed_problem, relevant
 from workers.testcommand import added_test_names, read_test_command
 from workers.verify import OUTPUT_TAIL, run_reported
@@ -241,7 +242,7 @@ def check_finding(
         status, problem = "error", tc
     else:
         timeout = (cfg.timeout if cfg and cfg.timeout else None) or DEFAULT_TIMEOUT
-        name = f"{s.slug}.reverify.{f.id}.{uuid.uuid4().hex[:8]}"
+        name = f"{run_key(s)}.reverify.{safe_name(f.id)}.{uuid.uuid4().hex[:8]}"
         worktrees = host_worktrees(settings)
         with (
             worktrees.checkout(repo, sha, name) as wt,
