@@ -35,8 +35,8 @@ from orchestrator.fold import FindingState, RunState, fold
 from orchestrator.store.base import EventStore
 from orchestrator.store.files import FileStore, mirror
 from workers.mirror import run_repo
-from workers.runtime import run_key, safe_name
 from workers.proof import fixed_problem, relevant
+from workers.runtime import run_key, safe_name
 from workers.testcommand import added_test_names, read_test_command
 from workers.verify import OUTPUT_TAIL, run_reported
 from workers.weakening import is_test_path, name_status

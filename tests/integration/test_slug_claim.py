@@ -33,7 +33,10 @@ def test_processes_claiming_one_slug_together_each_get_their_own(tmp_path: Path)
     for p in procs:
         p.join(timeout=60)
     assert len(set(got)) == CLAIMERS, got
-    assert set(got) == {"calc-feature-20261207-2106", *(f"calc-feature-20261207-2106-{i}" for i in range(2, 5))}
+    assert set(got) == {
+        "calc-feature-20261207-2106",
+        *(f"calc-feature-20261207-2106-{i}" for i in range(2, 5)),
+    }
     assert all((tmp_path / "runs" / slug / "events.ndjson").is_file() for slug in got)
 
 
