@@ -5,14 +5,14 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console, RenderableType
 from rich.text import Text
 
-from orchestrator import logs
-from orchestrator.config import Settings, load_settings
+if TYPE_CHECKING:  # imported by ``settings_for``: a command's --help needs neither (jury_cli.app)
+    from orchestrator.config import Settings
 
 out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -31,6 +31,9 @@ def cells(*values: RenderableType) -> list[RenderableType]:
 
 
 def settings_for(dir_: Path | None) -> Settings:
+    from orchestrator import logs
+    from orchestrator.config import load_settings
+
     settings = load_settings()
     if dir_ is not None:
         settings = settings.model_copy(update={"dir": dir_.expanduser().resolve()})

@@ -1,26 +1,30 @@
-"""Reading and stopping runs: ``jury runs``, ``jury show``, ``jury cancel``."""
+"""Reading and stopping runs: ``jury runs``, ``jury show``, ``jury cancel``.
+
+What a command needs beyond its options is imported when it runs: ``jury runs --help`` imports none of the
+stores, the domain models or the broker (tests/unit/test_cli_startup.py)."""
 
 from __future__ import annotations
 
 import json
 import os
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from jury_cli.backend import reading_store
 from jury_cli.context import DirOpt, out, settings_for
-from jury_cli.progress import summary
-from orchestrator.config import Settings
 from orchestrator.errors import UsageError
-from orchestrator.fold import fold, tick
-from orchestrator.spec import TERMINAL_STATES
-from orchestrator.store.base import LiveStore, check_slug, read_run
+
+if TYPE_CHECKING:
+    from orchestrator.config import Settings
 
 
 def runs(dir: DirOpt = None) -> None:
     """List runs: slug, state, rounds, findings, open."""
+    from jury_cli.backend import reading_store
+    from orchestrator.fold import fold
+    from orchestrator.spec import TERMINAL_STATES
+
     settings = settings_for(dir)
     store = reading_store(settings)
     running = running_here(settings)
@@ -79,6 +83,12 @@ def show(
     dir: DirOpt = None,
 ) -> None:
     """Show one run."""
+    from jury_cli.backend import reading_store
+    from jury_cli.progress import summary
+    from orchestrator.fold import fold, tick
+    from orchestrator.spec import TERMINAL_STATES
+    from orchestrator.store.base import LiveStore, read_run
+
     settings = settings_for(dir)
     store = reading_store(settings)
     s = fold(read_run(store, slug, settings.dir if settings.redis_url else None), slug)  # gone: exit 1
@@ -116,6 +126,9 @@ def embedded_holding(settings: Settings, slug: str) -> Settings:
 
 def cancel_run(settings: Settings, slug: str, who: str) -> None:
     """Flag the run for cancelling, log who asked, and kick its coordinator (``jury cancel``, the console)."""
+    from orchestrator.spec import TERMINAL_STATES
+    from orchestrator.store.base import check_slug
+
     check_slug(slug)
     if not settings.redis_url:  # a run of a `jury review` on this machine: the embedded Redis that holds it
         settings = embedded_holding(settings, slug)
