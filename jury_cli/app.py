@@ -15,7 +15,7 @@ from typing import Any
 
 import typer
 from typer import _click as click  # the click typer runs on: its own copy (typer is pinned, <0.30)
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from orchestrator.errors import JuryError
 
@@ -108,15 +108,30 @@ def version() -> None:
         print("jury (not installed)")
 
 
+class UnsetHelpIsFalse:
+    """``--help`` not given is False, as a flag is. Typer leaves it None, and coerces every parameter
+    value that is not a bool through pydantic: importing it was most of ``jury version``'s start-up."""
+
+    def get_help_option(self, ctx: click.Context) -> TyperOption | None:
+        option = super().get_help_option(ctx)  # type: ignore[misc]
+        if option is not None and option.default is None:
+            option.default = False
+        return option  # type: ignore[no-any-return]
+
+
+class Command(UnsetHelpIsFalse, TyperCommand):
+    """A command of ``COMMANDS``, as typer builds it."""
+
+
 def load_command(name: str) -> click.Command:
     """The click command ``name`` of ``COMMANDS``, its module imported now."""
     module, function, _ = COMMANDS[name]
     one = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
-    one.command(name=name)(getattr(import_module(module), function))
+    one.command(name=name, cls=Command)(getattr(import_module(module), function))
     return typer.main.get_command(one)
 
 
-class LazyCommands(TyperGroup):
+class LazyCommands(UnsetHelpIsFalse, TyperGroup):
     """The commands of ``COMMANDS``, each built (its module imported) only when it is the one run."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
