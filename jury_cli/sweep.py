@@ -177,6 +177,9 @@ def sweep(
             dry_run=dry_run,
             # The fleet's Redis keeps the listings' ETags for the next sweep; an embedded one would not.
             etag_cache=fleet_etag_cache(b.store) if settings.redis_url else None,
+            # A private Redis is no one else's: slugs are claimed in the state directory too (a review
+            # or another sweep on it).
+            claim_in=b.files if b.embedded else None,
         )
         if as_json and (detach or dry_run):
             sys.stdout.write(report.model_dump_json(indent=2) + "\n")
