@@ -66,3 +66,42 @@ def test_each_run_gets_a_unique_id_that_names_its_checkouts() -> None:
     assert len(ids) == 50 and len(keys) == 50
     assert all(k.startswith("calc-feature-20261207-2106.") for k in keys)
     assert run_key(RunState(slug="old-run")) == "old-run"  # a run recorded before run ids: its slug
+
+
+class Host:
+    """What ``agent_worktree`` asks of its runtime: the host's checkouts and the run's repository."""
+
+    def __init__(self, state_dir: Path, repo: Path) -> None:
+        from workers.worktree import Worktrees
+
+        self.worktrees = Worktrees(state_dir / "worktrees")
+        self.repo_path = repo
+
+    def repo(self, slug: str, target: Target, shas: object = ()) -> Path:
+        return self.repo_path
+
+
+def test_two_runs_of_one_slug_never_take_each_others_checkout_for_a_stale_one(tmp_path: Path) -> None:
+    """A run's checkout was named ``<slug>.<key>.<holder>``, and each new one removed the others of its
+    ``<slug>.<key>`` as a dead holder's: a run of the same slug (another command's) lost its checkout
+    while its agent worked in it. Named by the run id, the other run's checkout stays."""
+    from orchestrator.demo import make_sample_repo
+    from orchestrator.fold import DispatchedAction
+    from workers.runtime import Job, agent_worktree
+    from workers.worktree import rev_parse
+
+    repo = make_sample_repo(tmp_path / "src")
+    sha = rev_parse(repo, "feature")
+    host = Host(tmp_path / "state", repo)
+    action = DispatchedAction(key="review:r1:finder", kind="review", agent="finder", round=1, sha=sha)
+
+    def job(run_id: str) -> Job:
+        state = RunState(slug="calc-feature-20261207-2106")
+        state.target = Target(repo="calc", path=str(repo), run_id=run_id)
+        return Job(slug=state.slug, state=state, action=action)
+
+    with agent_worktree(host, job("aaaaaaaaaaaa"), sha) as first:  # type: ignore[arg-type]
+        assert (first / "stats.py").is_file()
+        with agent_worktree(host, job("bbbbbbbbbbbb"), sha) as second:  # type: ignore[arg-type]
+            assert second != first
+            assert (first / "stats.py").is_file(), "the other run's checkout was removed as stale"
