@@ -23,10 +23,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from bench import dispatch, eventlog, fairness, fleet, isolation, machine, parsers, startup
+from bench import dispatch, eventlog, fairness, fleet, isolation, machine, parsers, reaper, startup
 from bench.stats import Figure
 
-SECTIONS = ("dispatch", "fleet", "fair share", "event log", "isolation", "parsers", "start-up")
+SECTIONS = ("dispatch", "fleet", "fair share", "event log", "reaper", "isolation", "parsers", "start-up")
 
 
 def quiet_logs() -> None:
@@ -101,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     repeat = 3 if args.quick else 5
     runs: dict[str, Callable[[], list[Figure]]] = {
         "event log": lambda: eventlog.measure(client, quick=args.quick, repeat=repeat),
+        "reaper": lambda: reaper.measure(client, runs=reaper.RUNS, repeat=repeat),
         "isolation": lambda: isolation.measure(quick=args.quick, repeat=repeat),
         "parsers": lambda: parsers.measure(repeat, size=100_000 if args.quick else parsers.MB),
         "start-up": lambda: startup.measure(repeat=repeat),

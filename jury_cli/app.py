@@ -70,7 +70,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "jury_cli.schedules",
         "schedules",
         "The [[schedules]] of the operator's config: kind, cron, repositories, last firing (from the "
-        "fleet's Redis) and next firing.",
+        "fleet's Redis) and the next three firings.",
     ),
     "metrics": (
         "jury_cli.metrics",
@@ -87,6 +87,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "jury_cli.verify",
         "verify",
         "Re-run the regression tests of accepted findings of converged runs on the current trunk.",
+    ),
+    "scrub": (
+        "jury_cli.scrub",
+        "scrub",
+        "Redact secrets from run records written before; list published comments that still hold one.",
     ),
     "web": (
         "jury_cli.web.command",
@@ -189,6 +194,9 @@ def say(message: str) -> None:
 
 
 def main() -> None:
+    from workers.supervise import write_privately
+
+    write_privately()  # a run's prompts and agents' output, and the workers this starts, 0600
     try:
         code = app(prog_name="jury", standalone_mode=False)  # click returns the code of a typer.Exit here
     except JuryError as exc:

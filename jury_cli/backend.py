@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.config import Settings
+from orchestrator.errors import StoreUnreachable
 from orchestrator.fold import RunState
 from orchestrator.store.base import EventStore
 from orchestrator.store.files import FileStore, mirror
@@ -46,7 +47,7 @@ def backend(settings: Settings, concurrency: int = 4) -> Iterator[Backend]:
 
     files = FileStore(settings.dir)
     if settings.redis_url:
-        store = redis_store(settings.redis_url)
+        store = shared_store(settings.redis_url)
         yield Backend(store, files, settings, make_app(settings), embedded=False)
         return
     with interrupted_by_term(), EmbeddedRedis(settings.dir) as url:
@@ -82,7 +83,34 @@ def interrupted_by_term() -> Iterator[None]:
 def reading_store(settings: Settings) -> EventStore:
     """Where ``runs`` and ``show`` read: the shared Redis when JURY_REDIS_URL is set, else the files."""
     if settings.redis_url:
-        from orchestrator.store.redis import from_url as redis_store
-
-        return redis_store(settings.redis_url)
+        return shared_store(settings.redis_url)
     return FileStore(settings.dir)
+
+
+def shared_store(url: str) -> RedisStore:
+    """The store on the fleet's Redis of ``JURY_REDIS_URL``, once it answers a PING: a server that does not
+    answer is a setting to fix, said at once in one line (exit 2), not a failure of the first run it
+    touches ("cannot create run ...")."""
+    from orchestrator.store.redis import from_url as redis_store
+
+    store = redis_store(url)
+    check_reachable(store, url)
+    return store
+
+
+def check_reachable(store: RedisStore, url: str) -> None:
+    """PING the store's server; StoreUnreachable naming Redis, the URL tried (its password masked) and the
+    variable that sets it, when it does not answer (refused, unresolvable, timed out, TLS or AUTH failed)."""
+    from redis.exceptions import RedisError
+
+    from orchestrator.store.urls import redact_url, scrub
+
+    try:
+        store.client.ping()
+    except RedisError as exc:
+        store.close()
+        reason = scrub(str(exc), url).strip().rstrip(".") or type(exc).__name__
+        raise StoreUnreachable(
+            f"cannot reach Redis at {redact_url(url)} (JURY_REDIS_URL): {reason}; start that server, "
+            "or set JURY_REDIS_URL to one that answers (unset: a private Redis for the command)"
+        ) from exc

@@ -18,7 +18,7 @@ from orchestrator.config import Settings, load_config, operator_config_file
 from orchestrator.domain import Event, RunResumed, TargetEvent
 from orchestrator.errors import JuryError, StoreError, UsageError
 from orchestrator.fold import RunState, apply, fold, tick
-from orchestrator.publishing import awaiting_publish
+from orchestrator.publishing import awaiting_publish, publish_key, wants_publish
 from orchestrator.spec import TERMINAL_STATES, Target
 from orchestrator.start import RunOptions, first_events, jury_config
 from orchestrator.store.base import RunVanished
@@ -111,7 +111,20 @@ def follow(b: Backend, slug: str, console: Console, origin: str | None = None) -
 
 
 def exit_code(state: RunState) -> int:
-    return 0 if state.state == "converged" else 1
+    """0: the run converged and, when it was to be published (``--publish``), publishing its end
+    succeeded; 1: it ended otherwise, or it converged but publishing failed (the summary says why)."""
+    if state.state != "converged":
+        return 1
+    return 1 if publish_failed(state) else 0
+
+
+def publish_failed(state: RunState) -> bool:
+    """The run was to be published and the record of publishing its end is a failure."""
+    if not wants_publish(state):
+        return False
+    key = publish_key(state)
+    tries = [p for p in state.published if p.get("key") == key]
+    return bool(tries) and not tries[-1].get("ok")
 
 
 def run_review(

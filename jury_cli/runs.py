@@ -137,12 +137,12 @@ def cancel_run(settings: Settings, slug: str, who: str) -> None:
             "no Redis to reach the run through: set JURY_REDIS_URL, or cancel while the "
             "run's `jury review` is running on this machine"
         )
+    from jury_cli.backend import shared_store
     from orchestrator.domain import RunCancel, cancel_eid
     from orchestrator.fold import fold
-    from orchestrator.store.redis import from_url as redis_store
     from workers.app import make_app
 
-    store = redis_store(settings.redis_url)
+    store = shared_store(settings.redis_url)
     if not store.exists(slug):
         raise UsageError(f"no run named {slug} (see `jury runs`)")
     folded = fold(store.read(slug), slug)

@@ -15,7 +15,7 @@ from rich.table import Table
 from jury_cli.context import DirOpt, cells, err, out, settings_for
 from orchestrator.config import load_schedules, operator_config_file
 from orchestrator.errors import JuryError, UsageError
-from orchestrator.schedules import Schedule, slot_after
+from orchestrator.schedules import NEXT_SHOWN, Schedule, next_slots
 
 ConfigOpt = Annotated[
     Path | None, typer.Option("--config", help="The operator's config file, with its [[schedules]].")
@@ -52,12 +52,22 @@ def scheduler(config: ConfigOpt = None, dir: DirOpt = None) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, on_signal)
     err.print(f"jury scheduler: {len(schedules)} schedule(s) from {path}", markup=False, highlight=False)
+    now = time.time()
+    for s in schedules:  # what each cron means, as the operator adds it: its next firings
+        err.print(f"  {s.name} ({s.cron_text()}): next {next_firings(s, now, ', ')}", markup=False)
     run_scheduler(settings, schedules, stop, config_file=path, store=store)
+
+
+def next_firings(schedule: Schedule, now: float, sep: str) -> str:
+    """The schedule's next ``NEXT_SHOWN`` firings, as people read them: what its cron means."""
+    from workers.scheduler import slot_time
+
+    return sep.join(slot_time(slot) for slot in next_slots(schedule, now)) or "never again"
 
 
 def schedules(config: ConfigOpt = None, dir: DirOpt = None) -> None:
     """The [[schedules]] of the operator's config: kind, cron, repositories, last firing (from the
-    fleet's Redis) and next firing."""
+    fleet's Redis) and the next three firings."""
     from workers.scheduler import FiringRecord, slot_time, store_for
 
     settings, path, found = _schedules(config, dir)
@@ -77,7 +87,7 @@ def schedules(config: ConfigOpt = None, dir: DirOpt = None) -> None:
         unknown = "last firings unknown: JURY_REDIS_URL is not set (they are kept in the fleet's Redis)"
     now = time.time()
     table = Table(box=None, header_style="bold")
-    for col in ("schedule", "kind", "cron", "repos", "last firing", "next firing"):
+    for col in ("schedule", "kind", "cron", "repos", "last firing", f"next {NEXT_SHOWN} firings"):
         table.add_column(col, overflow="fold")  # a long path or outcome wraps in its cell, never cut
     for s in found:
         last = lasts.get(s.name)
@@ -87,7 +97,7 @@ def schedules(config: ConfigOpt = None, dir: DirOpt = None) -> None:
             how = "ok" if last.ok else "FAILED"
             shown = f"{slot_time(last.slot)} {how} by {last.by}: {last.outcome}"
         table.add_row(
-            *cells(s.name, s.kind, s.cron_text(), ", ".join(s.repos), shown, slot_time(slot_after(s, now)))
+            *cells(s.name, s.kind, s.cron_text(), ", ".join(s.repos), shown, next_firings(s, now, "\n"))
         )
     out.print(table)
     if unknown:

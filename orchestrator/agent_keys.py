@@ -8,6 +8,7 @@ before a table reaches here. Every failure is a ``ConfigError`` naming the file,
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import shlex
 from typing import Any, get_args
@@ -32,6 +33,7 @@ ALLOWED_AGENT_KEYS: tuple[str, ...] = (
     "model_args",
     "env",
     "env_pass",
+    "secrets",
     "install",
     "usd_per_minute",
     "kind",
@@ -47,6 +49,7 @@ ALLOWED_AGENT_KEYS: tuple[str, ...] = (
     "parser",
     "scope",
     "state_dirs",
+    "egress",
 )
 PLACEHOLDERS: frozenset[str] = frozenset(
     {"prompt", "prompt_file", "worktree", "session", "model_args", "model"}
@@ -66,6 +69,10 @@ MODEL_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+\[\]-]{0,199}")
 MAX_EXPECT_SECONDS = 7200.0  # 3x it is six hours: the broker's default visibility timeout
 _ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 AGENT_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+_HOST_NAME_RE = re.compile(
+    r"(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*"
+)
+_PORT_RE = re.compile(r"[1-9][0-9]{0,4}")
 
 
 class Invalid(Exception):
@@ -177,9 +184,15 @@ def _model_id(value: object) -> str:
 
 def _state_dirs(value: object) -> list[str]:
     """Directories under HOME (``~/...``) or absolute ones, each naming one directory: the sandbox binds
-    exactly these, so ``~`` itself, ``/`` or a path that climbs with ``..`` would undo it."""
+    exactly these, so ``~`` itself, ``/`` or a path that climbs with ``..`` would undo it. ``$NAME``: the
+    directory the worker's environment variable NAME holds, when set (codex's ``$CODEX_HOME``), checked
+    the same way when the sandbox is built."""
     dirs = string_list(value, non_empty=False)
     for d in dirs:
+        if d.startswith("$"):
+            if not _ENV_NAME_RE.fullmatch(d[1:]):
+                raise Invalid(f"{d!r} must be '$' and an environment variable's name")
+            continue
         rest = d[2:] if d.startswith("~/") else d[1:] if d.startswith("/") else None
         if rest is None:
             raise Invalid(f"{d!r} must start with '~/' (the worker's HOME) or '/'")
@@ -189,6 +202,39 @@ def _state_dirs(value: object) -> list[str]:
         if any(p in (".", "..") for p in parts) or "\0" in d:
             raise Invalid(f"{d!r} must not contain '.' or '..' segments")
     return dirs
+
+
+def split_endpoint(text: str) -> tuple[str, int]:
+    """``host:port`` (``[v6]:port`` for an IPv6 address) as (host, port); ValueError when it is none."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not _PORT_RE.fullmatch(port) or int(port) > 65535:
+        raise ValueError(f"{text!r} is not host:port (a port 1-65535)")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+        if ipaddress.ip_address(host).version != 6:
+            raise ValueError(f"{text!r}: only an IPv6 address goes in brackets")
+    elif ":" in host:
+        raise ValueError(f"{text!r}: write an IPv6 address in brackets, [::1]:443")
+    return host, int(port)
+
+
+def endpoint(text: object) -> str:
+    """One ``egress`` entry, checked and in its one spelling (lower case, an address in its short form):
+    the proxy compares what an agent asks for with these strings exactly, so there is no second way to
+    write one. A host name, an IPv4 address or a bracketed IPv6 one, and a port; no wildcards, no ranges."""
+    if not isinstance(text, str):
+        raise Invalid('must be a list of "host:port" strings')
+    try:
+        host, port = split_endpoint(text.strip().lower())
+    except ValueError as exc:
+        raise Invalid(str(exc)) from None
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        if not _HOST_NAME_RE.fullmatch(host):
+            raise Invalid(f"{text!r}: {host!r} is not a host name or an address") from None
+        return f"{host}:{port}"
+    return f"[{address.compressed}]:{port}" if address.version == 6 else f"{address}:{port}"
 
 
 def _check_value(key: str, value: object) -> object:
@@ -265,7 +311,7 @@ def _check_value(key: str, value: object) -> object:
         if not isinstance(value, str) or not value.strip():
             raise Invalid("must be a non-empty string")
         return value
-    if key == "env_pass":
+    if key in ("env_pass", "secrets"):
         names = string_list(value, non_empty=False)
         for name in names:
             if not _ENV_NAME_RE.fullmatch(name):
@@ -273,6 +319,8 @@ def _check_value(key: str, value: object) -> object:
         return names
     if key == "state_dirs":
         return _state_dirs(value)
+    if key == "egress":
+        return list(dict.fromkeys(endpoint(e) for e in string_list(value, non_empty=False)))
     if key == "env":
         if not isinstance(value, dict):
             raise Invalid('must be a table of NAME = "value"')

@@ -101,6 +101,9 @@ class Settings(BaseSettings):
     config: Path | None = None  # the operator's file; None: ``<dir>/config.toml`` when it exists
     # Enterprise forges a PR URL may name besides github.com and gitlab.com: "git.corp.example,host:8443"
     forge_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # CI configuration besides orchestrator.pushgate.DEFAULT_CI_PATHS, comma separated: "ci/,*.gitlab-ci.yml"
+    # (a directory ends with "/"; a name without "/" matches at any depth). A push never adds one.
+    ci_paths: Annotated[list[str], NoDecode] = Field(default_factory=list)
     retention: int = Field(default=7 * 86400, gt=0)  # seconds an ended run's Redis keys are kept
     # Seconds a scheduler's claim on a schedule's slot lives without renewal: how soon another scheduler
     # takes over the firing of one that died (workers/scheduler.py).
@@ -140,6 +143,13 @@ class Settings(BaseSettings):
     @classmethod
     def _expand_config(cls, value: Path | None) -> Path | None:
         return value.expanduser() if value is not None else None
+
+    @field_validator("ci_paths", mode="before")
+    @classmethod
+    def _split_paths(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        return [p.strip() for p in value.split(",") if p.strip()]
 
     @field_validator("forge_hosts", mode="before")
     @classmethod

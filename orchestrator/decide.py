@@ -345,4 +345,5 @@ def converge(s: RunState, cfg: JuryConfig, n: int) -> list[Action]:
             why = f"the fixes could not be pushed to {where}; they are on jury/{s.slug}"
             return [end(s, "failed", why)]
     fixes = sum(1 for f in s.findings.values() if f.status == "accepted")
-    return [end(s, "converged", f"all reviewers clean in round {n}; {fixes} fix(es) accepted")]
+    held = f"; {s.target.push_note}" if cfg.push and s.target.push_note else ""  # said on the PR too
+    return [end(s, "converged", f"all reviewers clean in round {n}; {fixes} fix(es) accepted{held}")]

@@ -5,7 +5,8 @@ JuryError                 a user-facing failure; its message names what to fix
 ├── UsageError            bad command-line input (exit 2)
 ├── TargetError           the repository, branch or PR cannot be resolved (exit 2)
 ├── StoreError            the event store cannot be read or written
-│   └── BadName           a run slug or artifact name that is not one (exit 2: the input is wrong)
+│   ├── BadName           a run slug or artifact name that is not one (exit 2: the input is wrong)
+│   └── StoreUnreachable  the Redis of JURY_REDIS_URL does not answer (exit 2: the setting is wrong)
 └── GitError              a git command failed (carries its stderr)
 """
 
@@ -42,6 +43,13 @@ class StoreError(JuryError):
 
 class BadName(StoreError):
     """A run slug or an artifact name that the store refuses to look up: what was typed is wrong."""
+
+    exit_code = 2
+
+
+class StoreUnreachable(StoreError):
+    """The shared Redis does not answer at all: the setting that names it (or the server) is what to fix,
+    a configuration error as any other."""
 
     exit_code = 2
 

@@ -1,9 +1,11 @@
 """structlog set-up: key-value events to stderr, JSON when stderr is not a terminal; secrets redacted.
 
-Secrets (an http model's API key) are registered once with ``add_secret`` by whoever holds them, and
-``redact`` is the one function that removes them from text. Two gates use it, so no path is left open:
-the http runner passes everything it writes or emits for a run (transcript, events, report, tool
-arguments and results) through it, and ``configure`` makes it the last step of every log line of the
+Secrets (an http model's API key, the forge's token, what an agent's entry passes through to it) are
+registered with ``add_secret`` by whoever holds them, and ``redact`` is the one function that removes
+them from text, in every spelling ``orchestrator.redaction`` knows. Gates use it so no path is left
+open: ``workers.agents.seat.run_seat`` passes every agent's output through it before it enters the
+record, the http runner everything it writes or emits for a run (transcript, events, report, tool
+arguments and results), and ``configure`` makes it the last step of every log line of the
 process, applied to the rendered line itself — whatever field, nesting or exception text the key hid
 in, it cannot reach stderr. A secret stays registered for the life of the process: a line logged after
 its run ended must not leak it either.
@@ -19,37 +21,43 @@ task id) merged into every line, Celery's included.
 
 from __future__ import annotations
 
-import json as jsonlib
 import logging
 import sys
 import threading
+from collections.abc import Iterable
 from typing import Any
 
 import structlog
 
-REDACTED = "[redacted]"
+from orchestrator.redaction import REDACTED, Redactor
+
+__all__ = ["REDACTED", "add_secret", "add_secrets", "redact", "redactor"]
 
 _lock = threading.Lock()
-_secrets: tuple[str, ...] = ()
+_redactor = Redactor()
 
 
 def add_secret(value: str | None) -> None:
-    """Redact ``value`` (and its JSON-escaped spelling) from every later log line and ``redact`` call."""
-    global _secrets
-    if not value:
-        return
-    forms = {value, jsonlib.dumps(value)[1:-1]}
+    """Redact ``value`` in every spelling ``orchestrator.redaction`` knows (exact, JSON- and URL-escaped,
+    split, reversed, hex, base64) from every later log line and ``redact`` call."""
+    add_secrets([value] if value else [])
+
+
+def add_secrets(values: Iterable[str]) -> None:
+    """``add_secret`` for each of ``values``, with the one expression that finds them all built once."""
+    global _redactor
     with _lock:
-        # Longest first: a secret that contains another is replaced whole.
-        _secrets = tuple(sorted(set(_secrets) | forms, key=len, reverse=True))
+        _redactor = _redactor.with_secrets(values)
 
 
 def redact(text: str) -> str:
-    """``text`` with every registered secret replaced by ``[redacted]``."""
-    for secret in _secrets:
-        if secret in text:
-            text = text.replace(secret, REDACTED)
-    return text
+    """``text`` with every spelling of every registered secret replaced by ``[redacted]``."""
+    return _redactor.redact(text)
+
+
+def redactor() -> Redactor:
+    """The secrets registered so far, as one ``Redactor`` (it does not change once returned)."""
+    return _redactor
 
 
 def _redacting(renderer: structlog.typing.Processor) -> structlog.typing.Processor:

@@ -7,9 +7,11 @@ that could not review (an agent that could not run, the budget exhausted, no san
 with findings open or deferred, or whose convergence the second opinion refuted, is ``failure``; any
 other end (the round cap, a failed push) is ``neutral`` with its reason.
 
-Everything quoted here (claims, reasons, paths) was written by agents that read hostile code, so it is
-flattened to one line, cut short and kept from pinging people (``@`` mentions) or opening HTML comments
-(which could pass for Jury's own markers).
+Everything quoted here (claims, reasons, bodies, evidence, paths, agent names) was written by agents
+that read hostile code, so it enters a body only through ``orchestrator.markdown_safe``: prose escaped to
+render as written (no raw HTML, link, image or autolink, no mention, no HTML comment that could pass for
+Jury's own markers), code verbatim in spans and fenced blocks nothing inside can close. The check's title
+is plain text on the forge (``plain``); it is escaped where the summary shows it as a heading.
 """
 
 from __future__ import annotations
@@ -19,12 +21,18 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from orchestrator.fold import FindingState, RunState
+from orchestrator.markdown_safe import code as code_span
+from orchestrator.markdown_safe import code_block, escape, fit, plain
+from orchestrator.markdown_safe import text as md
 from orchestrator.spec import TERMINAL_STATES
 
 Conclusion = Literal["success", "failure", "neutral"]
 
 INLINE_STATUSES = ("open", "deferred", "accepted")  # what gets a comment on its line
 _LOC_RE = re.compile(r"^(?P<path>[^\s:][^:]*?):(?P<line>[1-9][0-9]{0,6})(?:[-:,][0-9]+)*$")
+_UNPLACEABLE = re.compile(r"[`\x00-\x1f\x7f-\x9f\u2028\u2029]")  # a path the forge shows in a code span
+BODY_LIMIT = 50_000  # under the forges' limit on a body (65,536 on GitHub) with room for the unplaced list
+BODY_PROSE_LIMIT = 1500  # an open finding's body, shown verbatim in its comment
 _COULD_NOT_REVIEW = ("sandbox unavailable", "budget exhausted")
 JUDGE_COULD_NOT_RUN = "the judge could not run"  # how a triage whose judge never answered refuses its finding
 
@@ -95,31 +103,29 @@ def verdict(s: RunState) -> tuple[Conclusion, str]:
         return "success", f"Jury: converged, {accepted} fix(es) accepted"
     why = could_not_review(s)
     if why is not None:
-        return "neutral", clip(f"Jury could not review: {why}", 200)
+        return "neutral", plain(f"Jury could not review: {why}", 200)
     if s.final_check is not None and s.final_check.outcome == "refuted":
-        return "failure", clip(
+        return "failure", plain(
             f"Jury: the second opinion refuted the converged claim: {s.final_check.reason}", 200
         )
     left = unresolved(s)
     if left:
         open_n = sum(1 for f in left if f.status == "open")
         return "failure", f"Jury: {open_n} finding(s) open, {len(left) - open_n} deferred"
-    return "neutral", clip(f"Jury ended {s.state}: {s.target.state_note or 'no reason given'}", 200)
+    return "neutral", plain(f"Jury ended {s.state}: {s.target.state_note or 'no reason given'}", 200)
 
 
 # --- text -------------------------------------------------------------------------------------------
 
 
 def clip(text: str, limit: int) -> str:
-    """One line of untrusted text, safe to show on a forge: no newlines, no mentions, no HTML comments."""
-    flat = " ".join(str(text).split())
-    flat = flat.replace("<!--", "<!–").replace("-->", "–>").replace("@", "@\u200b")
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    """One line of untrusted prose, safe in a Markdown body (``markdown_safe.text``)."""
+    return md(text, limit)
 
 
 def code(text: str, limit: int = 120) -> str:
-    """Untrusted text as an inline code span."""
-    return "`" + clip(text, limit).replace("`", "'") + "`"
+    """Untrusted text as an inline code span, verbatim (``markdown_safe.code``)."""
+    return code_span(text, limit)
 
 
 def parse_loc(loc: str) -> tuple[str, int] | None:
@@ -129,7 +135,9 @@ def parse_loc(loc: str) -> tuple[str, int] | None:
     if found is None:
         return None
     path = found["path"].strip().removeprefix("./")
-    if not path or path.startswith("/") or ".." in path.split("/"):
+    # A backtick or a control character: no file of a real diff, and it would break the code span a
+    # forge client puts the path in when the forge refuses the line (the summary lists it anyway).
+    if not path or path.startswith("/") or ".." in path.split("/") or _UNPLACEABLE.search(path):
         return None
     return path, int(found["line"])
 
@@ -157,7 +165,7 @@ class Plan:
 
 
 def _sha(sha: str | None) -> str:
-    return f"`{sha[:12]}`" if sha else "`?`"
+    return code(sha[:12], 12) if sha else "`?`"
 
 
 def _evidence(f: FindingState) -> list[str]:
@@ -167,13 +175,14 @@ def _evidence(f: FindingState) -> list[str]:
     tests = table.get("tests") or []
     for t in tests[:5]:
         lines.append(
-            f"{code(str(t.get('id', '?')), 100)}: {t.get('fixed') or '-'} with the fix, "
-            f"{t.get('reverted') or '-'} without it"
+            f"{code(str(t.get('id', '?')), 100)}: {clip(str(t.get('fixed') or '-'), 40)} with the fix, "
+            f"{clip(str(t.get('reverted') or '-'), 40)} without it"
         )
     if not tests:
         for v in f.verification[:4]:
             what = code(str(v.get("command", "")), 100)
-            lines.append(f"{what} on the {v.get('tree')} tree: exit {v.get('exitCode')}")
+            tree, exit_code = clip(str(v.get("tree")), 40), clip(str(v.get("exitCode")), 20)
+            lines.append(f"{what} on the {tree} tree: exit {exit_code}")
     if table and not table.get("ok", True):
         lines.append(f"not verified: {clip(str(table.get('reason') or ''), 200)}")
     if not lines:
@@ -182,13 +191,13 @@ def _evidence(f: FindingState) -> list[str]:
 
 
 def comment_body(s: RunState, f: FindingState) -> str:
-    head = f"**Jury** ({f.agent}, round {f.round}): {clip(f.claim, 300)}"
+    head = f"**Jury** ({clip(f.agent, 60)}, round {f.round}): {clip(f.claim, 300)}"
     if f.status == "accepted":
         fix = next((c.sha for c in s.commits if c.finding == f.id and not c.pushed), f.sha)
         lines = [
             f"{head}",
             "",
-            f"**Accepted and fixed** in {_sha(fix)} on `jury/{s.slug}`; regression test "
+            f"**Accepted and fixed** in {_sha(fix)} on {code(f'jury/{s.slug}', 220)}; regression test "
             f"{code(f.test or '?')} run by {code(f.test_command or '?')}.",
             *(f"- {line}" for line in _evidence(f)),
         ]
@@ -197,9 +206,9 @@ def comment_body(s: RunState, f: FindingState) -> str:
     else:
         why = f" Last triage refused: {clip(f.refusals[-1], 300)}" if f.refusals else ""
         lines = [head, "", f"**Open**: not settled when the run ended.{why}"]
-        if f.body:
-            lines += ["", clip(f.body, 600)]
-    return "\n".join(lines)
+        if f.body:  # the reviewer's own words, code and all, as written: a block nothing inside can close
+            lines += ["", "What the reviewer wrote:", "", code_block(f.body, BODY_PROSE_LIMIT)]
+    return fit(lines, BODY_LIMIT)
 
 
 def _refuted(s: RunState) -> list[FindingState]:
@@ -228,11 +237,17 @@ def _section(title: str, items: list[str]) -> list[str]:
     return [f"**{title}** ({len(items)})", *(f"- {i}" for i in items), ""] if items else []
 
 
+def _one_line(s: RunState, n: Note) -> str:
+    """An off-diff finding in the summary's list: its claim on one line (its comment holds a block)."""
+    f = s.findings.get(n.key)
+    return f"{clip(f.agent, 60)}: {clip(f.claim, 300)} ({f.status})" if f is not None else ""
+
+
 def summary_body(s: RunState, conclusion: Conclusion, title: str, off_diff: list[Note]) -> str:
     t, cfg = s.target, s.config
     by = lambda status: [f for f in s.findings.values() if f.status == status]  # noqa: E731
     lines = [
-        f"### {clip(title, 200)}",
+        f"### {escape(title)}",  # already plain(): one line, cut, no mention
         "",
         f"Run {code(s.slug, 200)} ended **{s.state}**: {clip(t.state_note or '', 400)}",
         f"Reviewed head {_sha(t.head)} against {code(t.trunk or '?', 80)} (merge-base {_sha(t.base)})"
@@ -263,13 +278,13 @@ def summary_body(s: RunState, conclusion: Conclusion, title: str, off_diff: list
     if off_diff:
         lines += [
             "**Not on the diff** (these lines are outside the PR's diff, so they are listed here):",
-            *(f"- {code(f'{n.path}:{n.line}', 120)}: {clip(n.body, 400)}" for n in off_diff),
+            *(f"- {code(f'{n.path}:{n.line}', 120)}: {_one_line(s, n)}" for n in off_diff),
             "",
         ]
     lines.append(f"**Cost**: {_cost(s)}")
     for note in cfg.config_notes if cfg else []:
         lines.append(f"- config: {clip(note, 300)}")
-    return "\n".join(lines)
+    return fit(lines, BODY_LIMIT)
 
 
 def check_summary(s: RunState, conclusion: Conclusion) -> str:
@@ -278,13 +293,14 @@ def check_summary(s: RunState, conclusion: Conclusion) -> str:
         for st in ("accepted", "rejected", "deferred", "open")
     }
     shown = ", ".join(f"{n} {st}" for st, n in counts.items())
-    return "\n".join(
+    return fit(
         [
-            f"Run `{clip(s.slug, 200)}` ended **{s.state}**: {clip(s.target.state_note or '', 400)}",
+            f"Run {code(s.slug, 200)} ended **{s.state}**: {clip(s.target.state_note or '', 400)}",
             "",
             f"Findings: {shown or 'none'}. Cost: {_cost(s)}.",
             f"Conclusion: {conclusion}.",
-        ]
+        ],
+        BODY_LIMIT,
     )
 
 

@@ -1,9 +1,11 @@
 """The operator's ``[[schedules]]``: what a scheduler fires, when, and the cron arithmetic of its slots.
 
 A schedule is one ``[[schedules]]`` table of the operator's file (never a repository's: a PR must not
-choose what the fleet sweeps). Its ``cron`` is read by ``croniter``: five fields (minute hour day month
-weekday), a sixth for seconds (``* * * * * */10``: every ten seconds), or ``@hourly`` / ``@daily``...
-in the schedule's ``timezone`` (an IANA name, default UTC).
+choose what the fleet sweeps). Its ``cron`` is five fields (minute hour day month weekday) or an @ macro
+(``@hourly``, ``@daily``...), read by ``croniter`` in the schedule's ``timezone`` (an IANA name, default
+UTC). A sixth field is refused: croniter reads it as seconds, *last*, where most crons that take six put
+seconds first, so ``*/20 * * * * *`` would fire every second of minutes 0, 20 and 40. A schedule that
+fires within a minute names its seconds field apart, ``seconds = "*/10"`` (every ten seconds).
 
 A **slot** is one instant the cron names, as an integer epoch second: the scheduler fires each slot
 once (``workers.scheduler``), and a slot is also what names a firing in Redis. ``slot_at_or_before``
@@ -30,7 +32,10 @@ from orchestrator.errors import ConfigError
 ScheduleKind = Literal["review", "verify"]
 KINDS: tuple[str, ...] = ("review", "verify")
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-COMMON_KEYS: tuple[str, ...] = ("name", "cron", "kind", "repos", "timezone")
+COMMON_KEYS: tuple[str, ...] = ("name", "cron", "kind", "repos", "timezone", "seconds")
+CRON_FIELDS = ("minute", "hour", "day", "month", "weekday")
+SECONDS_RE = re.compile(r"[0-9*/,-]{1,40}")  # one croniter seconds field: no space, so never two fields
+NEXT_SHOWN = 3  # how many next firings a listing shows
 # What a review schedule passes to the sweep: its filters (as `jury sweep --label/--base/--include-drafts`)
 # and the jury options of a sweep.
 REVIEW_KEYS: tuple[str, ...] = (
@@ -62,6 +67,7 @@ class Schedule(BaseModel):
     kind: ScheduleKind
     repos: tuple[str, ...]
     timezone: str = "UTC"
+    seconds: str | None = None  # croniter's seconds field, apart from the five (None: at second 0)
     labels: tuple[str, ...] = ()
     base: str | None = None
     include_drafts: bool = False
@@ -78,9 +84,15 @@ class Schedule(BaseModel):
     def tz(self) -> tzinfo:
         return UTC if self.timezone == "UTC" else ZoneInfo(self.timezone)
 
+    @property
+    def expression(self) -> str:
+        """What croniter reads: the five fields, then the seconds field if any (croniter's order)."""
+        return self.cron if self.seconds is None else f"{self.cron} {self.seconds}"
+
     def cron_text(self) -> str:
-        """The cron as a listing shows it: the expression, and the timezone unless it is UTC."""
-        return self.cron if self.timezone == "UTC" else f"{self.cron} ({self.timezone})"
+        """The cron as a listing shows it: the expression, its seconds and the timezone unless UTC."""
+        text = self.cron if self.seconds is None else f"{self.cron} at seconds {self.seconds}"
+        return text if self.timezone == "UTC" else f"{text} ({self.timezone})"
 
 
 def slot_at_or_before(schedule: Schedule, now: float) -> int:
@@ -90,13 +102,26 @@ def slot_at_or_before(schedule: Schedule, now: float) -> int:
     fall on whole seconds, and the latest before that instant is the latest at or before ``now``.
     """
     start = datetime.fromtimestamp(math.floor(now) + 1, schedule.tz)
-    return int(croniter(schedule.cron, start).get_prev(datetime).timestamp())
+    return int(croniter(schedule.expression, start).get_prev(datetime).timestamp())
 
 
 def slot_after(schedule: Schedule, now: float) -> int:
     """The first slot strictly after ``now`` (epoch seconds): when the schedule fires next."""
-    start = datetime.fromtimestamp(now, schedule.tz)
-    return int(croniter(schedule.cron, start).get_next(datetime).timestamp())
+    return next_slots(schedule, now, 1)[0]
+
+
+def next_slots(schedule: Schedule, now: float, count: int = NEXT_SHOWN) -> list[int]:
+    """The first ``count`` slots strictly after ``now``: what a listing shows, so an operator sees what
+    the cron means (``*/20 * * * *``: :00, :20, :40) rather than what it looks like. Fewer when the cron
+    stops firing (a year field)."""
+    it = croniter(schedule.expression, datetime.fromtimestamp(now, schedule.tz))
+    found: list[int] = []
+    try:
+        while len(found) < count:
+            found.append(int(it.get_next(datetime).timestamp()))
+    except CroniterBadDateError:
+        pass
+    return found
 
 
 def parse_schedules(source: str, tables: object, *, now: float | None = None) -> list[Schedule]:
@@ -143,11 +168,22 @@ def _parse_one(source: str, index: int, table: dict[str, Any], now: float | None
             raise bad(key, f"applies to kind = {other!r} only, this schedule is kind = {kind!r}")
     timezone = _string(table.get("timezone", "UTC"), lambda why: bad("timezone", why))
     tz = _zone(timezone, lambda why: bad("timezone", why))
-    cron = _string(table["cron"], lambda why: bad("cron", why))
-    _check_cron(cron, tz, now, lambda why: bad("cron", why))
+    cron = " ".join(_string(table["cron"], lambda why: bad("cron", why)).split())
+    _check_fields(cron, lambda why: bad("cron", why))
+    seconds = None
+    if "seconds" in table:
+        seconds = _string(table["seconds"], lambda why: bad("seconds", why)).strip()
+        if cron.startswith("@") or not SECONDS_RE.fullmatch(seconds):
+            raise bad(
+                "seconds",
+                f"{seconds!r}: one cron field for the second of the minute ('*/10', '0,30', '15'), "
+                "beside a five-field cron (not an @ macro)",
+            )
+    _check_cron(cron if seconds is None else f"{cron} {seconds}", tz, now, lambda why: bad("cron", why))
     fields: dict[str, Any] = {
         "name": name,
         "cron": cron,
+        "seconds": seconds,
         "kind": kind,
         "timezone": timezone,
         "repos": tuple(_strings(table["repos"], lambda why: bad("repos", why), non_empty=True)),
@@ -206,6 +242,26 @@ def _zone(name: str, bad: Any) -> tzinfo:
         raise bad(f"unknown time zone {name!r} (an IANA name, e.g. 'Europe/Paris' or 'UTC')") from None
 
 
+def _check_fields(cron: str, bad: Any) -> None:
+    """Five fields or an @ macro, nothing else: a sixth is where croniter and the reader part ways."""
+    if cron.startswith("@"):
+        return
+    count = len(cron.split())
+    if count == 6:
+        raise bad(
+            f"{cron!r} has 6 fields: croniter reads a sixth as seconds, last "
+            f"('{' '.join(CRON_FIELDS)} second'), not first as some crons do, so '*/20 * * * * *' fires "
+            'every second of minutes 0, 20 and 40; write five fields, and seconds = "..." apart to '
+            "fire within a minute"
+        )
+    if count != 5:
+        raise bad(
+            f"{cron!r} is not a cron expression: {count} field{'s' if count != 1 else ''}; "
+            f"a cron here is five ('{' '.join(CRON_FIELDS)}') "
+            "or an @ macro (@hourly, @daily, @weekly, @monthly, @yearly)"
+        )
+
+
 def _check_cron(cron: str, tz: tzinfo, now: float | None, bad: Any) -> None:
     start = datetime.fromtimestamp(now, tz) if now is not None else datetime.now(tz)
     try:
@@ -214,6 +270,6 @@ def _check_cron(cron: str, tz: tzinfo, now: float | None, bad: Any) -> None:
         raise bad(f"{cron!r} never fires again") from None
     except (CroniterError, ValueError, KeyError, IndexError) as exc:
         raise bad(
-            f"{cron!r} is not a cron expression ({exc}); five fields 'minute hour day month weekday', "
-            "a sixth for seconds, or @hourly, @daily, @weekly..."
+            f"{cron!r} is not a cron expression ({exc}); five fields 'minute hour day month weekday' "
+            '(seconds = "..." apart), or @hourly, @daily, @weekly...'
         ) from None

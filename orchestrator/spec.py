@@ -55,10 +55,15 @@ class AgentSpec(BaseModel):
     model_args: list[str] = Field(default_factory=lambda: ["--model", "{model}"])
     env: dict[str, str] = Field(default_factory=dict)
     env_pass: list[str] = Field(default_factory=list)
+    # Names of passed-through variables whose values are secrets even though their names do not say so
+    # (``SECRET_NAME_RE``): every spelling of them is redacted from what the agent says.
+    secrets: list[str] = Field(default_factory=list)
     install: str | None = None
     # Directories (``~/`` is the worker's HOME) the agent keeps its own state in; inside the sandbox they
     # are the only parts of HOME it sees, read-write (e.g. ``["~/.codex"]``).
     state_dirs: list[str] = Field(default_factory=list)
+    # The only endpoints ("host:port") a CLI agent's sandbox may reach, through Jury's proxy (workers.egress).
+    egress: list[str] = Field(default_factory=list)
     usd_per_minute: float | None = None  # what a minute of this agent costs when it reports no cost
     # http agents
     base_url: str | None = None
@@ -110,6 +115,9 @@ class Target(Model):
     path: str | None = None  # the git repository Jury works in (the user's repo or a mirror)
     head: str | None = None  # PR head sha
     base: str | None = None  # merge-base of the head with the trunk
+    # Why a run's fixes were not pushed to the PR's repository (orchestrator/pushgate.py): a head from a
+    # fork, CI configuration changed; said in the run's end note and so on the PR.
+    push_note: str | None = None
     # Unique to this run, whatever its slug (``first_events``): its checkouts and scratch folders are
     # named by it, so two runs never share one even where their slugs could meet (two state directories
     # of one host, a record put back by hand). Runs recorded before it had none: their slug stands in.

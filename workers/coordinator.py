@@ -11,8 +11,11 @@ they were sent), and kicks every active run with nothing in flight.
 
 from __future__ import annotations
 
+import random
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 import redis
 import structlog
@@ -33,7 +36,7 @@ from orchestrator.fold import RunState, apply, fold, snapshot, tick
 from orchestrator.publishing import awaiting_publish
 from orchestrator.spec import TERMINAL_STATES, Target
 from orchestrator.store.files import record
-from workers import shutdown
+from workers import reaping, shutdown
 from workers.agents.run import RateLimited
 from workers.jobs import TASKS
 from workers.lease import Claim
@@ -59,6 +62,7 @@ COORDINATE_LOCK_SECONDS = 20.0  # well above a coordinate pass (fold, git integr
 # still queued behind others): its back-off doubles from ``reap_after`` up to this (or the visibility
 # timeout, if shorter).
 REQUEUE_AT_MOST = 600.0
+REAP_BATCH = 500  # active runs a reaper pass reads at once: a round trip each for their folds, marks, leases
 
 
 # --- the coordinator ---------------------------------------------------------------------------
@@ -112,6 +116,8 @@ def coordinate(rt: Runtime, slug: str) -> RunState:
             log.info("action.dispatched", slug=slug, key=d.key, kind=d.kind)
         state, position, new = catch_up(rt, state, position, new)
         doc = snapshot(state, position, origin) if position is not None else None
+        if doc is not None:  # what the reaper reads of the run instead of the whole fold
+            doc["reap"] = reaping.digest(state)
         for t in rt.store.alive(slug):  # shown in run.json, never in the snapshot: ticks are not in the log
             tick(state, t)
         # The files record first; then run.json with the snapshot, once the record holds what it covers (a
@@ -414,7 +420,7 @@ def record_no_sandbox(rt: Runtime, slug: str, key: str, reason: str, interrupted
     return None
 
 
-def reap(rt: Runtime) -> list[str]:
+def reap(rt: Runtime, holding: Callable[[], bool] = lambda: True) -> list[str]:
     """Hand out again every action whose worker is gone, send again those whose message may be lost, and
     kick every active run that has nothing in flight. Idempotent. Returns the actions recovered from dead
     workers (only those: ``jury_leases_recovered_total`` counts them).
@@ -431,46 +437,85 @@ def reap(rt: Runtime) -> list[str]:
       with copies of what it holds; a run whose mark is gone counts as never taken. When the broker can
       say (``Runtime.queued``), one whose task still waits in a queue is not sent again at all: it will
       be delivered, and only a message that is in no queue may be lost.
+
+    The runs are read ``REAP_BATCH`` at a time, each read one round trip for the whole batch (the runs'
+    folds, then their actions' marks, then their leases), so a pass costs a few round trips per batch,
+    not several per run. Before each batch the pass asks ``holding`` (the reaper's lock is still this
+    worker's, and the pass within its bound: ``workers.reaper``): when not, it stops, the rest waiting for
+    the next pass, which starts at another place in the active set (``rotated``), so no run always waits.
     """
     recovered: list[str] = []
-    waiting: set[tuple[str, str]] | None = None
-    looked = False  # the queues are read once a pass, and only when an action may need sending again
-    for slug in active_runs(rt):
-        # From the coordinator's snapshot and the events after it (``load``): every worker reaps in
-        # turn, every period, so a pass costs what each run logged since, not each run's whole log.
-        state = load(rt, slug)[0]
-        if state.state in TERMINAL_STATES and not awaiting_publish(state):
+    queues = _Queues(rt)
+    slugs = rotated(active_runs(rt))
+    for start in range(0, len(slugs), REAP_BATCH):
+        if not holding():
+            log.warning("reap.cut_short", done=start, left=len(slugs) - start)
+            break
+        recovered += _reap_batch(rt, slugs[start : start + REAP_BATCH], queues)
+    return recovered
+
+
+def rotated(slugs: list[str]) -> list[str]:
+    """``slugs`` from a random place on, round to the start: a pass cut short leaves other runs each time."""
+    at = random.randrange(len(slugs)) if slugs else 0
+    return slugs[at:] + slugs[:at]
+
+
+class _Queues:
+    """The actions waiting in the broker's queues, read once a pass and only when an action may need
+    sending again (``queued_tasks``)."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self.rt, self.looked, self.waiting = rt, False, cast(set[tuple[str, str]] | None, None)
+
+    def holds(self, slug: str, key: str) -> bool:
+        if not self.looked:
+            self.waiting, self.looked = queued_tasks(self.rt), True
+        return self.waiting is not None and (slug, key) in self.waiting
+
+
+def _reap_batch(rt: Runtime, slugs: list[str], queues: _Queues) -> list[str]:
+    """``reap`` of a batch of runs: each read once for all of them."""
+    recovered: list[str] = []
+    idle: list[str] = []
+    busy: list[tuple[str, list[tuple[str, str]]]] = []
+    # From the digest of each run's snapshot when nothing was logged after it, else from the snapshot and
+    # the events after it (``workers.reaping``): a pass costs neither each run's log nor its whole fold.
+    for slug, view in zip(slugs, reaping.views(rt, slugs), strict=True):
+        if view.state in TERMINAL_STATES and not view.publishing:
             rt.store.deactivate(slug)
-            continue
-        inflight = state.inflight()
-        if not inflight:
+        elif view.inflight:
+            busy.append((slug, view.inflight))
+        else:
             # Nothing of it is in flight: no task will kick its coordinator when it ends, so a kick that
             # was lost (or a pass that died before it dispatched) would leave it waiting. A run with
             # actions in flight is kicked by each of them as it ends (or, lost, sent again below).
-            rt.wake(slug)
-        names = [f"{slug}:{a.key}" for a in inflight]
-        # The marks before the leases: a mark that says taken, read before a lease found lapsed, is the
-        # taker's that lapsed (a taker marks after it acquires; a put-back or hand-back marks the action
-        # sent again before it lets its lease go). Each read at once for all the run's actions in flight.
-        marks = rt.store.sent_marks(slug, [a.key for a in inflight])
-        lapsed = set(rt.leases.expired_without_done(names))
-        for a, name, mark in zip(inflight, names, marks, strict=True):
+            idle.append(slug)
+    for slug, claimed in zip(idle, rt.store.claim_kicks(idle, 2 * rt.settings.reap_after), strict=True):
+        if claimed:  # as ``Runtime.wake``: at most one coordinate task of a run waits
+            rt.kick(slug)
+    # The marks before the leases: a mark that says taken, read before a lease found lapsed, is the
+    # taker's that lapsed (a taker marks after it acquires; a put-back or hand-back marks the action
+    # sent again before it lets its lease go). Each read at once for every action in flight of the batch.
+    marks = rt.store.sent_marks_of([(slug, [key for _, key in inflight]) for slug, inflight in busy])
+    lapsed = set(rt.leases.expired_without_done(f"{slug}:{key}" for slug, run in busy for _, key in run))
+    for (slug, inflight), run_marks in zip(busy, marks, strict=True):
+        for (kind, key), mark in zip(inflight, run_marks, strict=True):
+            name = f"{slug}:{key}"
             if name not in lapsed:
                 continue
             if mark is not None and mark.taken:
-                send(rt, a.kind, slug, a.key)
+                send(rt, kind, slug, key)
                 recovered.append(name)
-                log.warning("reap.recovered", slug=slug, key=a.key, kind=a.kind)
+                log.warning("reap.recovered", slug=slug, key=key, kind=kind)
                 continue
             if mark is not None and mark.age < requeue_after(rt, mark.resends):
                 continue
-            if not looked:
-                waiting, looked = queued_tasks(rt), True
-            if waiting is not None and (slug, a.key) in waiting:
+            if queues.holds(slug, key):
                 continue  # still in its queue: it will be delivered, and a copy would lengthen the backlog
-            resends = rt.store.mark_resent(slug, a.key)
-            rt.send(a.kind, slug, a.key)
-            log.info("reap.requeued", slug=slug, key=a.key, kind=a.kind, resends=resends)
+            resends = rt.store.mark_resent(slug, key)
+            rt.send(kind, slug, key)
+            log.info("reap.requeued", slug=slug, key=key, kind=kind, resends=resends)
     return recovered
 
 

@@ -18,6 +18,7 @@ import re
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import redis
 
@@ -61,8 +62,34 @@ def _version(argv: list[str]) -> str | None:
     return lines[0] if p.returncode == 0 and lines else None
 
 
+NO_PASSWORD_NOTE = (
+    "JURY_REDIS_URL has no password: whoever reaches that Redis chooses what every worker runs; set "
+    "requirepass on the server and put it in the URL (redis://:PASSWORD@host:6379/0)"
+)
+EXAMPLE_PASSWORD_NOTE = (
+    "JURY_REDIS_URL's password is the example's (change-me...): set a long random one "
+    '(python -c "import secrets; print(secrets.token_urlsafe(32))")'
+)
+
+
+def redis_password_note(url: str) -> str | None:
+    """What is wrong with the password of a network Redis URL (none, or the example file's), or None.
+    Never the password itself: the note names the problem only. A unix socket is guarded by its file
+    mode, not a password, so it gets no note."""
+    split = urlsplit(url)
+    if split.scheme not in ("redis", "rediss"):
+        return None
+    password = unquote(split.password or "") or "".join(parse_qs(split.query).get("password", []))
+    if not password:
+        return NO_PASSWORD_NOTE
+    return EXAMPLE_PASSWORD_NOTE if password.lower().startswith("change-me") else None
+
+
 def _redis(settings: Settings, report: Report) -> None:
     if settings.redis_url:
+        note = redis_password_note(settings.redis_url)
+        if note is not None:
+            report.notes.append(note)
         try:
             redis.Redis.from_url(settings.redis_url, socket_timeout=5, socket_connect_timeout=5).ping()
             report.add("redis", True, "JURY_REDIS_URL answers")

@@ -1,4 +1,4 @@
-"""The agent tasks: review, triage (with mechanical verification), reply, refute, push.
+"""The agent tasks: review, triage (with mechanical verification), reply, refute (push: workers/push.py).
 
 Each is ``(runtime, slug, key, interrupted)``: it reads its action back from the log by key and ends by
 appending its result events in one batch (``finish``).
@@ -15,7 +15,6 @@ import structlog
 from orchestrator.domain import (
     AgentReport,
     AgentWrote,
-    CommitPushed,
     Event,
     FindingRaised,
     FindingRefused,
@@ -26,11 +25,9 @@ from orchestrator.domain import (
     JudgeSession,
     ReplyAnswered,
     ReplySent,
-    TargetEvent,
     VerifyRan,
     refutation_event,
 )
-from orchestrator.errors import GitError
 from orchestrator.fold import RunState
 from orchestrator.parse import (
     JudgeVerdict,
@@ -47,7 +44,6 @@ from orchestrator.refute.families import independence, spec_family
 from orchestrator.refute.record import RefutationRecord
 from orchestrator.refute.signals import Signal, gate
 from orchestrator.refute.verdicts import parse_refutation
-from orchestrator.spec import Target
 from orchestrator.transcript import broken_reason, codex_failure
 from workers.actions import HANDLERS, handles
 from workers.agents.run import AgentRun
@@ -58,7 +54,6 @@ from workers.runtime import (
     call_cost,
     finish,
     holder_name,
-    jury_branch,
     load_job,
     log_refutation,
     run_failure,
@@ -69,7 +64,7 @@ from workers.seating import run_agent
 from workers.supervise import Interrupted
 from workers.verify import CommandRun, run_checks, signals_of, verify_fix
 from workers.verify_record import ArtifactCache, table_event
-from workers.worktree import changed_paths, commit_deterministic, diff_patch, git
+from workers.worktree import changed_paths, commit_deterministic, diff_patch
 
 log = structlog.get_logger()
 
@@ -353,64 +348,6 @@ def reply(rt: Runtime, slug: str, key: str, interrupted: Interrupted) -> None:
     finish(rt, job, events)
 
 
-# --- push -------------------------------------------------------------------------------------
-
-
-@handles("push")
-def push(rt: Runtime, slug: str, key: str, interrupted: Interrupted) -> None:
-    """Push the run's fixes (only when the run was started with --push / ``push = true``).
-
-    A local target's reviewed branch is moved to ``jury/<slug>`` in its own repository. A PR URL's fixes
-    go to the forge as a branch of their own, ``jury/<slug>``, pushed from this host's mirror by sha (the
-    PR's branch may be another's fork: Jury never writes to it).
-    """
-    job = load_job(rt, slug, key, interrupted)
-    if job is None:
-        return rt.wake(slug)
-    t = job.state.target
-    if t.url:
-        branch = jury_branch(slug)
-        argv = ["push", "--quiet", "origin", f"{job.action.sha}:refs/heads/{branch}"]
-    else:
-        branch = t.branch or ""
-        argv = ["push", ".", f"refs/heads/{jury_branch(slug)}:refs/heads/{branch}"]
-    try:
-        git(argv, job.repo)
-    except GitError as exc:
-        log.error("push.failed", slug=slug, error=str(exc))
-        why = push_failure(branch, slug, exc, remote=bool(t.url))
-        return finish(
-            rt,
-            job,
-            [TargetEvent(eid=f"{key}:failed", target=Target(state="failed", state_note=why))],
-            ok=False,
-        )
-    finish(
-        rt,
-        job,
-        [
-            CommitPushed(
-                eid=f"{key}:pushed",
-                sha=job.action.sha or "",
-                pushed=True,
-                subject=f"pushed {jury_branch(slug)} to {branch}" if not t.url else f"pushed {branch}",
-                branch=branch,
-            )
-        ],
-    )
-
-
-def push_failure(branch: str, slug: str, exc: GitError, remote: bool = False) -> str:
-    """Why the run failed, in git's words (its ``! [rejected]`` line when it printed one), and where the
-    fixes are: nothing of them is lost, and ``--resume`` pushes them once the branch can move."""
-    lines = [line.strip() for line in exc.stderr.splitlines() if line.strip()]
-    said = next(
-        (line for line in lines if line.startswith("! [")), lines[-1] if lines else f"exit {exc.code}"
-    )
-    where = f"`jury fetch {slug}` makes them a local branch" if remote else f"they are on {jury_branch(slug)}"
-    return f"the fixes could not be pushed to {branch}: {said[:300]}; {where}"
-
-
 # --- refute -----------------------------------------------------------------------------------
 
 
@@ -576,5 +513,6 @@ def verify_event(eid: str, fid: str | None, run: CommandRun) -> VerifyRan:
 
 
 from workers import publish as _publish  # noqa: E402, F401  (binds the ``publish`` handler)
+from workers import push as _push  # noqa: E402, F401  (binds the ``push`` handler)
 
 TASKS = HANDLERS  # every action kind's handler, bound by ``@handles`` above (see workers/actions.py)

@@ -351,16 +351,19 @@ class RedisLeases:
             execute_multi(self.client, self._keep_with_run, write)
 
     def expired_without_done(self, keys: Iterable[str]) -> list[str]:
-        """One pipelined read of EXISTS lease + done per key."""
+        """One MGET of every key's lease and done marker (both strings): one command however many keys,
+        which the reaper asks of every action in flight of a batch of runs at once."""
         wanted = list(keys)
         if not wanted:
             return []
+        names = [
+            n
+            for key in wanted
+            for n in (store_keys.lease(self.prefix, key), store_keys.done(self.prefix, key))
+        ]
         with _errors("scan leases", wanted[0]):
-            pipe = self.client.pipeline(transaction=False)
-            for key in wanted:
-                pipe.exists(store_keys.lease(self.prefix, key), store_keys.done(self.prefix, key))
-            counts = cast(list[int], pipe.execute())
-        return [key for key, count in zip(wanted, counts, strict=True) if int(count) == 0]
+            values = cast(list[bytes | None], self.client.mget(names))
+        return [key for i, key in enumerate(wanted) if values[2 * i] is None and values[2 * i + 1] is None]
 
 
 # -- in memory -----------------------------------------------------------------------------------------------

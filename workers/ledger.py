@@ -36,6 +36,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict
 from redis.exceptions import RedisError
 
+from orchestrator.cost import FLOOR_USD
 from orchestrator.errors import StoreError
 from orchestrator.store import keys
 from orchestrator.store.memory import Clock
@@ -44,6 +45,13 @@ from orchestrator.store.redis_scripts import expire_with_run, name_in_run
 log = structlog.get_logger()
 
 MICRO = 1_000_000
+# What a refusal says the projection is, after the amounts (in cents: ``usd``): the reader of "budget
+# exhausted" sees a sum over a ceiling and must know where the sum's last term came from.
+PROJECTED = "this call's projected cost"
+PROJECTION_NOTE = (  # no double quote nor backslash: RESERVE_LUA holds it in a Lua string
+    f" (projected: what the call may cost, reserved before it runs and settled to its real cost after; "
+    f"${FLOOR_USD:.2f} for an agent whose price is not known)"
+)
 DAY_RE = re.compile(r"\d{8}")
 CALL_TTL_DAYS = 30
 DAY_TTL_DAYS = 400
@@ -73,22 +81,23 @@ if state then
 end
 """
     + name_in_run("KEYS[4]", "KEYS[1]")
+    + f'local PROJECTED, NOTE = "{PROJECTED}", "{PROJECTION_NOTE}"\n'
     + """local p = tonumber(ARGV[3])
-local function usd(m) return string.format('%.6f', m / 1000000) end
+local function usd(m) return string.format('$%.2f', m / 1000000) end
 local function check(key, ceiling, name)
   if ceiling == '' then return nil end
   local c = tonumber(ceiling)
   local s = tonumber(redis.call('HGET', key, 'spent') or '0')
   local r = tonumber(redis.call('HGET', key, 'reserved') or '0')
   if s + r + p > c then
-    return name .. ' ceiling: spent ' .. usd(s) .. ' + reserved ' .. usd(r) .. ' + projection '
-      .. usd(p) .. ' > ceiling ' .. usd(c) .. ' USD'
+    return name .. ' ceiling: spent ' .. usd(s) .. ' + reserved ' .. usd(r) .. ' + ' .. PROJECTED
+      .. ' ' .. usd(p) .. ' > ceiling ' .. usd(c) .. NOTE
   end
   return nil
 end
 local reason = nil
 if ARGV[4] ~= '' and p > tonumber(ARGV[4]) then
-  reason = 'call ceiling: projection ' .. usd(p) .. ' > ceiling ' .. usd(tonumber(ARGV[4])) .. ' USD'
+  reason = 'call ceiling: ' .. PROJECTED .. ' ' .. usd(p) .. ' > ceiling ' .. usd(tonumber(ARGV[4])) .. NOTE
 end
 reason = reason or check(KEYS[2], ARGV[5], 'run') or check(KEYS[3], ARGV[6], 'day')
 if reason then
@@ -262,18 +271,19 @@ def refusal(
     """
     call_c, run_c, day_c = ceilings
     if call_c is not None and amount > call_c:
-        return f"call ceiling: projection {_usd(amount)} > ceiling {_usd(call_c)} USD"
+        return f"call ceiling: {PROJECTED} {_usd(amount)} > ceiling {_usd(call_c)}{PROJECTION_NOTE}"
     for name, ceiling, (spent, reserved) in (("run", run_c, run), ("day", day_c, day)):
         if ceiling is not None and spent + reserved + amount > ceiling:
             return (
-                f"{name} ceiling: spent {_usd(spent)} + reserved {_usd(reserved)} + projection "
-                f"{_usd(amount)} > ceiling {_usd(ceiling)} USD"
+                f"{name} ceiling: spent {_usd(spent)} + reserved {_usd(reserved)} + {PROJECTED} "
+                f"{_usd(amount)} > ceiling {_usd(ceiling)}{PROJECTION_NOTE}"
             )
     return None
 
 
 def _usd(micro: int) -> str:
-    return f"{micro / MICRO:.6f}"
+    """Dollars and cents, as the Lua's ``usd``: a budget is read by a person, in cents."""
+    return f"${micro / MICRO:.2f}"
 
 
 Settled = tuple[str, bool, str | None]  # (the call's state after, whether this changed it, its slug)

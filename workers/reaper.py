@@ -3,12 +3,17 @@
 No worker is special. Each one, once ready, starts ``FleetDuties``: a presence thread (``workers.presence``)
 and a reaper thread. Every quarter of ``JURY_REAP_EVERY`` (with jitter, so the fleet does not move in
 step) the reaper thread tries the reaper's lock, ``SET <prefix>:reaper <worker id> NX PX <period>``:
-whoever sets it runs ``workers.coordinator.reap`` and nobody else does until it lapses a period later.
+whoever sets it runs ``workers.coordinator.reap`` and nobody else does until it lapses. While the pass
+runs, a heartbeat (``ReaperHeartbeat``) extends the lock by a period every third of one, so a pass longer
+than the period (tens of thousands of runs, a slow Redis) is never joined by a second reaper; the pass
+asks between batches whether the lock is still its own, and stops after ``PASS_AT_MOST`` periods, after
+which the lock lapses a period later.
 So with N workers up, N-1 may die and reaping goes on, about once per period; a dead worker's actions
 are handed out again within ``JURY_LEASE_TTL`` + ``JURY_REAP_EVERY`` + a quarter period
 (``recovery_bound``: under a minute by default), since its leases lapse at most one TTL after its last
 heartbeat and ``reap`` sends a taken action whose lease lapsed again at once. ``reap`` is idempotent,
-so a reap run twice (clocks, a slow pass outliving the lock) costs a pass and changes nothing.
+so a reap run twice (a heartbeat that could not reach Redis for a whole period) costs a pass and
+changes nothing.
 
 The threads touch Redis only: nothing a task does (a CPU-bound parser, an agent blocking its thread)
 holds anything they wait for.
@@ -72,6 +77,74 @@ def reaper_holder(client: redis.Redis, prefix: str = store_keys.PREFIX) -> str |
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+# Extend the reaper's lock by one period if this worker still holds it.
+#   KEYS[1]  the lock (keys.reaper)   ARGV[1]  the worker id   ARGV[2]  the period, ms
+# Returns 1 if extended, 0 if another worker holds it (or nobody: it lapsed).
+EXTEND_LUA = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
+"""
+
+BEATS_PER_PERIOD = 3  # the lock is extended this often per period while a pass runs
+PASS_AT_MOST = 4  # periods a pass may run; past that it stops and the lock lapses a period later
+
+
+class ReaperHeartbeat:
+    """Keeps the reaper's lock while this worker's pass runs: extends it by a period every third of one,
+    so a pass longer than the period (tens of thousands of runs, a slow Redis) is never joined by a second
+    reaper. ``holding`` is what the pass asks between batches: False once the lock was lost (an extension
+    found another holder or failed past the lock's life) or the pass ran ``PASS_AT_MOST`` periods; the
+    heartbeat then stops extending, so the lock lapses at most a period later and reaping moves on."""
+
+    def __init__(
+        self, client: redis.Redis, worker_id: str, period: float, prefix: str = store_keys.PREFIX
+    ) -> None:
+        self.client, self.worker_id, self.period, self.prefix = client, worker_id, period, prefix
+        self._extend = client.register_script(EXTEND_LUA)
+        self.lost = threading.Event()
+        self.stopping = threading.Event()
+        self.beats = 0  # extensions made (tests wait on it)
+        self.beat = threading.Condition()
+        self.until = time.monotonic() + PASS_AT_MOST * period
+        self._thread = threading.Thread(target=self._run, name="jury-reaper-lock", daemon=True)
+
+    def holding(self) -> bool:
+        """Whether the pass may go on: the lock is still this worker's, and the pass within its bound."""
+        return not self.lost.is_set() and time.monotonic() < self.until
+
+    def __enter__(self) -> ReaperHeartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stopping.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        held_until = time.monotonic() + self.period
+        while not self.stopping.wait(self.period / BEATS_PER_PERIOD):
+            if not self.holding():
+                return
+            try:
+                extended = self._extend(
+                    keys=[store_keys.reaper(self.prefix)],
+                    args=[self.worker_id, max(1, int(self.period * 1000))],
+                )
+            except RedisError as exc:
+                log.warning("reap.lock_unextended", worker=self.worker_id, error=str(exc))
+                if time.monotonic() >= held_until:
+                    self.lost.set()  # it lapsed meanwhile: another worker may hold it now
+                continue
+            if not extended:
+                log.warning("reap.lock_lost", worker=self.worker_id)
+                self.lost.set()
+                return
+            held_until = time.monotonic() + self.period
+            with self.beat:
+                self.beats += 1
+                self.beat.notify_all()
+
+
 class FleetDuties:
     """A worker's background threads: its presence, and its turn at reaping."""
 
@@ -80,7 +153,7 @@ class FleetDuties:
         rt: Runtime,
         presence: Presence,
         *,
-        reap: Callable[[Runtime], object],
+        reap: Callable[[Runtime, Callable[[], bool]], object],
         presence_every: float = PRESENCE_EVERY,
     ) -> None:
         self.rt, self.presence, self.reap = rt, presence, reap
@@ -88,6 +161,7 @@ class FleetDuties:
         self.period = rt.settings.reap_every
         self.stopping = threading.Event()
         self.threads: list[threading.Thread] = []
+        self.heartbeat: ReaperHeartbeat | None = None  # the latest pass's (tests watch it)
 
     def start(self) -> None:
         for name, loop in (("jury-presence", self._presence_loop), ("jury-reaper", self._reaper_loop)):
@@ -120,7 +194,12 @@ class FleetDuties:
         if not take_reaper_lock(self.rt.client, self.presence.id, self.period, self.rt.prefix):
             return False
         started = time.time()
-        recovered = self.reap(self.rt)
+        with ReaperHeartbeat(self.rt.client, self.presence.id, self.period, self.rt.prefix) as heartbeat:
+            self.heartbeat = heartbeat
+            recovered = self.reap(self.rt, heartbeat.holding)
+            prune = getattr(self.rt.store, "prune", None)  # the Redis store's expired runs, batch by batch
+            if callable(prune) and heartbeat.holding():
+                prune()
         self.presence.update(reaped_at=started)
         log.info(
             "reap.done",

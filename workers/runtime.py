@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from dataclasses import InitVar, dataclass, field
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import redis
 import structlog
@@ -27,7 +28,7 @@ from orchestrator.cost import Prices, agent_cost, load_prices, projection
 from orchestrator.domain import ActionDone, BudgetRefused, BudgetReserved, BudgetSpent, Event
 from orchestrator.fold import DispatchedAction, RunState, apply, fold, restore
 from orchestrator.spec import TERMINAL_STATES, AgentSpec, Target
-from orchestrator.store.base import LiveStore
+from orchestrator.store.base import LiveStore, Tail
 from orchestrator.store.files import FileStore
 from orchestrator.store.redis import RedisStore
 from workers import shutdown
@@ -208,7 +209,15 @@ def read_state(store: LiveStore, slug: str) -> tuple[RunState, str | None, str |
     Every reader on a worker (the coordinator's pass, the reaper, a task loading its job) goes through
     here, so none of them costs the run's age.
     """
-    origin, doc, tail = store.read_from_snapshot(slug)  # one round trip
+    return state_from(store, slug, store.read_from_snapshot(slug))  # one round trip
+
+
+def state_from(
+    store: LiveStore, slug: str, read: tuple[str | None, dict[str, Any] | None, Tail]
+) -> tuple[RunState, str | None, str | None, list[Event]]:
+    """``read_state`` from what ``read_from_snapshot`` answered (alone, or in a batch of runs:
+    ``read_from_snapshots``); the whole log is read only when the snapshot does not match."""
+    origin, doc, tail = read
     restored = restore(doc, origin)
     if restored is not None:
         state, position = restored

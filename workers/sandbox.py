@@ -66,6 +66,21 @@ JURY_PACKAGES: tuple[Path, ...] = (
 )
 
 
+EGRESS_DIR = Path("/run/jury-egress")  # where the egress proxy's socket directory shows inside
+
+
+@dataclass(frozen=True)
+class EgressMounts:
+    """A jail whose only way out is Jury's egress proxy (``workers.egress``): its own network namespace,
+    the proxy's socket directory at ``EGRESS_DIR`` and a hosts file over ``/etc/hosts``."""
+
+    socket_dir: Path
+    hosts_file: Path
+    # A forwarder listens below port 1024 inside: CAP_NET_BIND_SERVICE is kept, in the sandbox's own user
+    # namespace, where it only reaches the sandbox's own network namespace.
+    low_ports: bool = False
+
+
 class SandboxUnavailable(JuryError):
     """The sandbox is required (``[sandbox] mode = "bwrap"``) and cannot run here; the reason says why."""
 
@@ -79,7 +94,7 @@ class Jail:
     writable: bool = True
     network: bool | None = None  # None: the settings' ``network`` (code runs); agents pass True
     git_dirs: tuple[Path, ...] = ()  # mounted read-only: the worktree's git admin and common dirs
-    state_dirs: tuple[str, ...] = ()  # an agent's HOME state dirs, bound read-write ("~/.codex")
+    state_dirs: tuple[str, ...] = ()  # bound read-write: "~/.codex", "/abs", "$CODEX_HOME" (env's dir)
     ro_paths: tuple[Path, ...] = ()  # extra host paths visible read-only (beyond the read-only root)
     rw_paths: tuple[Path, ...] = ()  # extra host directories writable inside (a verification's reports)
     env: Mapping[str, str] = field(default_factory=dict)  # set inside, after the allow-list
@@ -88,6 +103,7 @@ class Jail:
     # The process may start its own user namespaces (an agent with its own bubblewrap, e.g. codex). Only
     # matters when the worker is root; it keeps CAP_SETFCAP inside the sandbox's own user namespace.
     nested: bool = False
+    egress: EgressMounts | None = None  # set: no network but the egress proxy (``egress_args``)
 
     @property
     def confined(self) -> bool:
@@ -95,6 +111,8 @@ class Jail:
 
     @property
     def has_network(self) -> bool:
+        if self.egress is not None:
+            return False
         return self.settings.network if self.network is None else self.network
 
     @property
@@ -269,6 +287,10 @@ def _layout(jail: Jail, env: Mapping[str, str], *, create: bool) -> _Layout:
     if jail.has_network:
         binds.append(("--ro-bind-try", Path("/run/systemd/resolve"), Path("/run/systemd/resolve")))
     for entry in jail.state_dirs:
+        if entry.startswith("$"):  # "$CODEX_HOME": the directory the worker's environment names, if set
+            entry = env.get(entry[1:], "")
+            if not entry:
+                continue
         path = state_dir_path(entry, home)
         if create:
             path.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -331,7 +353,27 @@ def bwrap_argv(
         out += ["--tmpfs", str(hidden)]
     for flag, src, dst in layout.binds:  # the worktree after HOME (it may live there), git dirs after it
         out += [flag, str(src), str(dst)]
+    out += egress_args(jail)
     out += ["--chdir", str(cwd.resolve()), "--", *argv]
+    return out
+
+
+def egress_args(jail: Jail) -> list[str]:
+    """The bwrap arguments of a jail's ``egress`` (after every other mount; the network namespace is
+    ``has_network``'s): the proxy's socket directory, the hosts file, the one capability it may need."""
+    egress = jail.egress
+    if egress is None:
+        return []
+    out = [
+        "--ro-bind",
+        str(egress.socket_dir),
+        str(EGRESS_DIR),
+        "--ro-bind",
+        str(egress.hosts_file),
+        "/etc/hosts",
+    ]
+    if egress.low_ports:
+        out += ["--cap-add", "CAP_NET_BIND_SERVICE"]
     return out
 
 

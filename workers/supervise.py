@@ -69,6 +69,14 @@ READ_CHUNK = 64 * 1024
 # (one that called setsid) still holds open; then the pipe is closed under it.
 DRAIN_SECONDS = 2.0
 PR_SET_PDEATHSIG = 1
+PRIVATE_UMASK = 0o077
+
+
+def write_privately() -> None:
+    """Every file this process creates from now on is its owner's alone (0600, directories 0700),
+    whoever writes it: prompt files, the agents' stdout and stderr, transcripts, and what the agents
+    themselves write (children inherit the umask). Set when a ``jury`` command or a worker starts."""
+    os.umask(PRIVATE_UMASK)
 
 
 def scrub_env(

@@ -13,11 +13,13 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections.abc import Callable
 from functools import cache
 from typing import Any
 
 from celery import Task
 from celery.signals import (
+    worker_init,
     worker_process_init,
     worker_ready,
     worker_shutdown,
@@ -94,9 +96,10 @@ def reap() -> None:
     counted_reap(get_runtime())
 
 
-def counted_reap(rt: Runtime) -> list[str]:
-    """``coordinator.reap``, its re-sent actions counted as leases recovered."""
-    resent = coordinator.reap(rt)
+def counted_reap(rt: Runtime, holding: Callable[[], bool] = lambda: True) -> list[str]:
+    """``coordinator.reap`` (while ``holding``: the reaper's lock is still this worker's), its re-sent
+    actions counted as leases recovered."""
+    resent = coordinator.reap(rt, holding)
     metrics.leases_recovered(len(resent))
     return resent
 
@@ -152,6 +155,14 @@ def stop_duties(sender: Any = None, **_: Any) -> None:
     """The worker is leaving: its threads stop and its presence record goes."""
     while _duties:
         _duties.pop().stop()
+
+
+@worker_init.connect
+def private_files(sender: Any = None, **_: Any) -> None:
+    """A worker started by ``celery`` itself (not ``jury worker``) writes privately too."""
+    from workers.supervise import write_privately
+
+    write_privately()
 
 
 @worker_process_init.connect

@@ -5,8 +5,9 @@
   redirects to the same page without it, so it stays out of the history and of any Referer. The cookie is
   named for the port the console serves (``jury_console_8765``): a browser keeps cookies per host, not per
   port, so two consoles on one machine would otherwise overwrite each other's and sign each other out.
-- **Reads** need the token only when the console listens beyond loopback (then every request does, but
-  ``GET /healthz``, which answers ``ok`` and nothing else: a health check holds no token).
+- **Reads** need the token, on loopback too (every request does, but ``GET /healthz``, which answers
+  ``ok`` and nothing else: a health check holds no token): every process of the machine reaches loopback.
+  Only ``jury web --no-token``, on loopback, an explicit choice it logs, lets reads pass without it.
 - **Actions** (cancel, resume, re-publish) always need it, in the cookie or a header (``X-Jury-Token`` or
   ``Authorization: Bearer``), are POST only, and are refused when the request comes from another origin
   (``Origin``, ``Sec-Fetch-Site``): no other web page can press them, even on localhost.
@@ -68,7 +69,7 @@ def new_token() -> str:
 
 @dataclass(frozen=True)
 class Guard:
-    """The console's access rules: its token and whether reads need it (beyond loopback)."""
+    """The console's access rules: its token and whether reads need it (always, but ``--no-token``)."""
 
     token: str
     reads_need_token: bool

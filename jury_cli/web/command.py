@@ -1,4 +1,8 @@
-"""``jury web``: serve the console with uvicorn, on loopback unless a token guards it."""
+"""``jury web``: serve the console with uvicorn, on loopback unless a token guards it.
+
+Every request but ``/healthz`` needs the console's token, on loopback too: any process of this machine
+reaches loopback (a test run, a build script). ``--no-token`` opens the reads on loopback, said on stderr
+and logged (``web.no_token``); actions need the token whatever is chosen."""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from jury_cli.context import DirOpt, out, settings_for
+from jury_cli.context import DirOpt, err, out, settings_for
 from orchestrator.errors import UsageError
 
 DEFAULT_PORT = 3080
@@ -79,9 +83,18 @@ def web(
             help="The console's token (default: a new one).",
         ),
     ] = None,
+    no_token: Annotated[
+        bool,
+        typer.Option(
+            "--no-token",
+            help="Let every process on this machine read the runs without the token (loopback only; "
+            "actions still need it).",
+        ),
+    ] = False,
     dir: DirOpt = None,
 ) -> None:
     """Serve the console: runs, their timeline, findings and spend, live; the fleet; cancel and resume."""
+    import structlog
     import uvicorn
 
     from jury_cli.backend import reading_store
@@ -94,11 +107,21 @@ def web(
             f"listening on {host} (beyond this machine) needs a token: give --token or set JURY_WEB_TOKEN; "
             "every request will then need it"
         )
+    if no_token and not loopback:
+        raise UsageError(f"--no-token is for a console on loopback only, not {host}: drop --no-token")
     if token is not None and len(token) < 16:
         raise UsageError("the console's token must be at least 16 characters (--token / JURY_WEB_TOKEN)")
     settings = settings_for(dir)
     store = reading_store(settings)
-    guard = Guard(token=token or new_token(), reads_need_token=not loopback)
+    # Reads need the token on loopback too: every local process, a build, a script, reaches loopback.
+    guard = Guard(token=token or new_token(), reads_need_token=not no_token)
+    if no_token:
+        structlog.get_logger().warning("web.no_token", host=host, port=port)
+        err.print(
+            "jury console: --no-token: every process on this machine can read every run without the token "
+            "(actions still need it)",
+            markup=False,
+        )
     sock = listen(host, port)
     bound = sock.getsockname()[1]
     where = "the fleet's Redis" if settings.redis_url else f"the files under {settings.dir}"

@@ -239,7 +239,12 @@ def summary_text(draft: ReviewDraft, unplaced: list[InlineComment]) -> str:
 
 
 def truncate(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    """``text`` cut to ``limit`` characters: at the last line break that fits when it has one, since a
+    cut inside a line of Markdown could leave a code span open and what it quoted read as HTML."""
+    if len(text) <= limit:
+        return text
+    cut = text.rfind("\n", 0, limit - 1)
+    return text[:cut] + "\n…" if cut > 0 else text[: limit - 1] + "…"
 
 
 _SHA_RE = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")

@@ -30,6 +30,15 @@ import structlog
 from pydantic import ValidationError
 
 from orchestrator.errors import UsageError
+from orchestrator.forge.answers import (
+    GhCheckRun,
+    GhCheckRuns,
+    GhComment,
+    GhMe,
+    GhPull,
+    GhReview,
+    GhStatus,
+)
 from orchestrator.forge.base import (
     CheckConclusion,
     CheckResult,
@@ -127,7 +136,7 @@ class GitHub:
         since = aware(updated_since) if updated_since else None
         wanted = set(labels)
         found: list[PullRequest] = []
-        for item in self.api.pages(f"/repos/{repo}/pulls", repo=repo, params=params):
+        for item in self.api.pages(f"/repos/{repo}/pulls", repo=repo, params=params, item=GhPull):
             pr = self._pr(repo, item, f"GET /repos/{repo}/pulls")
             if since is not None and pr.updated_at < since:
                 break
@@ -141,7 +150,7 @@ class GitHub:
     def get(self, repo: str, number: int) -> PullRequest:
         self._check_repo(repo)
         path = f"/repos/{repo}/pulls/{int(number)}"
-        return self._pr(repo, self.api.call("GET", path, repo=repo).data, f"GET {path}")
+        return self._pr(repo, self.api.call("GET", path, repo=repo, expect=GhPull).data, f"GET {path}")
 
     def _pr(self, repo: str, item: Any, call: str) -> PullRequest:
         try:
@@ -185,12 +194,18 @@ class GitHub:
         me = self._me(repo).lower()
         mine = lambda item: str((item.get("user") or {}).get("login", "")).lower() == me  # noqa: E731
         own_review: dict[str, Any] | None = None
-        for item in self.api.pages(f"/repos/{repo}/pulls/{n}/reviews", repo=repo, params={"per_page": 100}):
+        reviews = self.api.pages(
+            f"/repos/{repo}/pulls/{n}/reviews", repo=repo, params={"per_page": 100}, item=GhReview
+        )
+        for item in reviews:
             if mine(item) and read_marker(item.get("body")) == (review.run, None):
                 own_review = item
                 break
         own: dict[str, OwnComment] = {}
-        for item in self.api.pages(f"/repos/{repo}/pulls/{n}/comments", repo=repo, params={"per_page": 100}):
+        comments = self.api.pages(
+            f"/repos/{repo}/pulls/{n}/comments", repo=repo, params={"per_page": 100}, item=GhComment
+        )
+        for item in comments:
             found = read_marker(item.get("body"))
             if mine(item) and found and found[0] == review.run and found[1]:
                 own[found[1]] = OwnComment(
@@ -216,7 +231,7 @@ class GitHub:
             own_review = self._post_review(repo, n, head_sha, body, [])
         elif own_review.get("body") != body:
             path = f"/repos/{repo}/pulls/{n}/reviews/{own_review['id']}"
-            own_review = self.api.call("PUT", path, repo=repo, json={"body": body}).data
+            own_review = self.api.call("PUT", path, repo=repo, json={"body": body}, expect=GhReview).data
         return self._published(own_review, created=first, comments=results)
 
     def _review_at_once(
@@ -241,7 +256,7 @@ class GitHub:
             return None
         path = f"/repos/{repo}/pulls/{n}/reviews/{posted['id']}/comments"
         ids = {}
-        for item in self.api.pages(path, repo=repo, params={"per_page": 100}):
+        for item in self.api.pages(path, repo=repo, params={"per_page": 100}, item=GhComment):
             found = read_marker(item.get("body"))
             if found and found[1]:
                 ids[found[1]] = str(item["id"])
@@ -257,11 +272,8 @@ class GitHub:
         payload: dict[str, Any] = {"commit_id": head_sha, "body": body, "event": "COMMENT"}
         if comments:
             payload["comments"] = comments
-        data = self.api.call("POST", f"/repos/{repo}/pulls/{n}/reviews", repo=repo, json=payload).data
-        if not isinstance(data, dict) or "id" not in data:
-            raise ForgeError(
-                "github", repo, f"POST /repos/{repo}/pulls/{n}/reviews", "no review id in the answer"
-            )
+        path = f"/repos/{repo}/pulls/{n}/reviews"
+        data: dict[str, Any] = self.api.call("POST", path, repo=repo, json=payload, expect=GhReview).data
         return data
 
     def _single_comment(
@@ -275,7 +287,8 @@ class GitHub:
             "side": "RIGHT",
         }
         try:
-            data = self.api.call("POST", f"/repos/{repo}/pulls/{n}/comments", repo=repo, json=payload).data
+            path = f"/repos/{repo}/pulls/{n}/comments"
+            data = self.api.call("POST", path, repo=repo, json=payload, expect=GhComment).data
         except ForgeError as exc:
             if exc.status == 422:
                 return None
@@ -296,7 +309,7 @@ class GitHub:
     def _me(self, repo: str) -> str:
         if self._login is None:
             try:
-                data = self.api.call("GET", "/user", repo=repo).data
+                data = self.api.call("GET", "/user", repo=repo, expect=GhMe).data
             except ForgeError as exc:
                 if exc.status not in (401, 403):
                     raise
@@ -356,6 +369,7 @@ class GitHub:
             f"/repos/{repo}/commits/{sha}/check-runs",
             repo=repo,
             params={"check_name": name, "filter": "latest", "per_page": 100},
+            expect=GhCheckRuns,
         ).data
         runs = [r for r in (listed or {}).get("check_runs", []) if r.get("name") == name]
         output = {
@@ -381,11 +395,15 @@ class GitHub:
             if same:
                 return self._check_result(old, conclusion, "unchanged")
             data = self.api.call(
-                "PATCH", f"/repos/{repo}/check-runs/{old['id']}", repo=repo, json=payload
+                "PATCH", f"/repos/{repo}/check-runs/{old['id']}", repo=repo, json=payload, expect=GhCheckRun
             ).data
             return self._check_result(data, conclusion, "updated")
         data = self.api.call(
-            "POST", f"/repos/{repo}/check-runs", repo=repo, json={**payload, "head_sha": sha}
+            "POST",
+            f"/repos/{repo}/check-runs",
+            repo=repo,
+            json={**payload, "head_sha": sha},
+            expect=GhCheckRun,
         ).data
         return self._check_result(data, conclusion, "created")
 
@@ -413,7 +431,11 @@ class GitHub:
         state = STATUS_STATE[conclusion]
         description = truncate(_neutral_text(conclusion, title), STATUS_DESCRIPTION_MAX)
         listed = self.api.call(
-            "GET", f"/repos/{repo}/commits/{sha}/statuses", repo=repo, params={"per_page": 100}
+            "GET",
+            f"/repos/{repo}/commits/{sha}/statuses",
+            repo=repo,
+            params={"per_page": 100},
+            expect=list[GhStatus],
         ).data
         latest = next((s for s in listed or [] if s.get("context") == name), None)  # newest first
         if latest is not None and (
@@ -425,7 +447,8 @@ class GitHub:
         payload: dict[str, Any] = {"state": state, "context": name, "description": description}
         if details_url:
             payload["target_url"] = details_url
-        data = self.api.call("POST", f"/repos/{repo}/statuses/{sha}", repo=repo, json=payload).data
+        path = f"/repos/{repo}/statuses/{sha}"
+        data = self.api.call("POST", path, repo=repo, json=payload, expect=GhStatus).data
         return self._status_result(data, name, conclusion, "updated" if latest else "created")
 
     @staticmethod

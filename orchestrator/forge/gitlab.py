@@ -29,6 +29,17 @@ import httpx
 from pydantic import ValidationError
 
 from orchestrator.errors import UsageError
+from orchestrator.forge.answers import (
+    GlDiscussion,
+    GlMe,
+    GlMergeRequest,
+    GlMergeRequestRefs,
+    GlNewDiscussion,
+    GlNote,
+    GlProject,
+    GlStatus,
+    GlVersion,
+)
 from orchestrator.forge.base import (
     CheckConclusion,
     CheckResult,
@@ -135,7 +146,10 @@ class GitLab:
         wanted = set(labels)
         found: list[PullRequest] = []
         call = f"GET /projects/{pid}/merge_requests"
-        for item in self.api.pages(f"/projects/{pid}/merge_requests", repo=repo, params=params):
+        listing = self.api.pages(
+            f"/projects/{pid}/merge_requests", repo=repo, params=params, item=GlMergeRequest
+        )
+        for item in listing:
             mr = self._mr(repo, item, project, call)
             if since is not None and mr.updated_at < since:
                 break
@@ -148,17 +162,13 @@ class GitLab:
 
     def get(self, repo: str, number: int) -> PullRequest:
         path = f"/projects/{self._pid(repo)}/merge_requests/{int(number)}"
-        data = self.api.call("GET", path, repo=repo).data
+        data = self.api.call("GET", path, repo=repo, expect=GlMergeRequest).data
         return self._mr(repo, data, self._project(repo), f"GET {path}")
 
     def _project(self, repo: str) -> dict[str, Any]:
         if repo not in self._projects:
-            data = self.api.call("GET", f"/projects/{self._pid(repo)}", repo=repo).data
-            if not isinstance(data, dict) or "id" not in data:
-                raise ForgeError(
-                    "gitlab", repo, f"GET /projects/{self._pid(repo)}", "no project in the answer"
-                )
-            self._projects[repo] = data
+            path = f"/projects/{self._pid(repo)}"
+            self._projects[repo] = self.api.call("GET", path, repo=repo, expect=GlProject).data
         return self._projects[repo]
 
     def _mr(self, repo: str, item: Any, project: dict[str, Any], call: str) -> PullRequest:
@@ -201,10 +211,13 @@ class GitLab:
         n = int(number)
         me = self._me(repo)
         mr_path = f"/projects/{pid}/merge_requests/{n}"
-        mr = self.api.call("GET", mr_path, repo=repo).data
+        mr = self.api.call("GET", mr_path, repo=repo, expect=GlMergeRequestRefs).data
         summary: dict[str, Any] | None = None
         own: dict[str, OwnComment] = {}
-        for thread in self.api.pages(f"{mr_path}/discussions", repo=repo, params={"per_page": 100}):
+        threads = self.api.pages(
+            f"{mr_path}/discussions", repo=repo, params={"per_page": 100}, item=GlDiscussion
+        )
+        for thread in threads:
             for note in thread.get("notes") or ():
                 found = read_marker(note.get("body"))
                 if not found or found[0] != review.run or (note.get("author") or {}).get("id") != me:
@@ -236,7 +249,11 @@ class GitLab:
             }
             try:
                 data = self.api.call(
-                    "POST", f"{mr_path}/discussions", repo=repo, json={"body": body, "position": position}
+                    "POST",
+                    f"{mr_path}/discussions",
+                    repo=repo,
+                    json={"body": body, "position": position},
+                    expect=GlNewDiscussion,
                 ).data
             except ForgeError as exc:
                 if exc.status in POSITION_REFUSED:
@@ -251,10 +268,12 @@ class GitLab:
         results, unplaced = sync_comments(review, own, edit=edit, create=create)
         body = summary_text(review, unplaced)
         if summary is None:
-            summary = self.api.call("POST", f"{mr_path}/notes", repo=repo, json={"body": body}).data
+            summary = self.api.call(
+                "POST", f"{mr_path}/notes", repo=repo, json={"body": body}, expect=GlNote
+            ).data
         elif summary.get("body") != body:
             path = f"{mr_path}/notes/{summary['id']}"
-            summary = self.api.call("PUT", path, repo=repo, json={"body": body}).data
+            summary = self.api.call("PUT", path, repo=repo, json={"body": body}, expect=GlNote).data
         note_id = str(summary["id"])
         return PublishedReview(
             id=note_id, url=f"{mr.get('web_url', '')}#note_{note_id}", created=first, comments=results
@@ -265,7 +284,8 @@ class GitLab:
         refs = mr.get("diff_refs") or {}
         if refs.get("head_sha") == head_sha and refs.get("base_sha") and refs.get("start_sha"):
             return {"base_sha": refs["base_sha"], "start_sha": refs["start_sha"], "head_sha": head_sha}
-        for version in self.api.pages(f"{mr_path}/versions", repo=repo, params={"per_page": 100}):
+        versions = self.api.pages(f"{mr_path}/versions", repo=repo, params={"per_page": 100}, item=GlVersion)
+        for version in versions:
             if version.get("head_commit_sha") == head_sha:
                 return {
                     "base_sha": version["base_commit_sha"],
@@ -276,7 +296,7 @@ class GitLab:
 
     def _me(self, repo: str) -> int:
         if self._user_id is None:
-            data = self.api.call("GET", "/user", repo=repo).data
+            data = self.api.call("GET", "/user", repo=repo, expect=GlMe).data
             self._user_id = int(data["id"])
         return self._user_id
 
@@ -306,6 +326,7 @@ class GitLab:
             f"/projects/{pid}/repository/commits/{head_sha}/statuses",
             repo=repo,
             params={"name": name, "per_page": 100},
+            expect=list[GlStatus],
         ).data
         mine = [s for s in listed or [] if s.get("name") == name]
         latest = max(mine, key=lambda s: int(s.get("id", 0)), default=None)
@@ -318,7 +339,8 @@ class GitLab:
         payload: dict[str, Any] = {"state": state, "name": name, "description": description}
         if details_url:
             payload["target_url"] = details_url
-        data = self.api.call("POST", f"/projects/{pid}/statuses/{head_sha}", repo=repo, json=payload).data
+        path = f"/projects/{pid}/statuses/{head_sha}"
+        data = self.api.call("POST", path, repo=repo, json=payload, expect=GlStatus).data
         return self._result(data, name, conclusion, "updated" if latest else "created")
 
     @staticmethod

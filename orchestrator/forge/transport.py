@@ -10,6 +10,8 @@ Both forge clients sit on ``Api``. It owns what every call shares:
   with a ``ForgeError`` that says until when.
 - GETs send ``If-None-Match`` with the ETag of the last full answer kept in an ``ETagCache``; a 304 reuses
   the cached body (GitHub does not count 304s against the quota).
+- An answer is checked against the shape the caller expects (``answers``) before anyone reads it: a
+  list where an object belongs, a string where a nested object belongs, is a one-line ``ForgeError``.
 - Every failure is a ``ForgeError`` naming the forge, the repository, the call (``GET /repos/o/r/pulls``)
   and the status, with the token scrubbed from whatever text the server sent back.
 """
@@ -29,6 +31,7 @@ import httpx
 import structlog
 
 from orchestrator.forge import limits
+from orchestrator.forge.answers import shape_problem, what_kind
 from orchestrator.forge.base import ForgeError
 
 log = structlog.get_logger()
@@ -207,20 +210,34 @@ class Api:
         repo: str,
         params: Mapping[str, Any] | None = None,
         json: Any = None,
+        expect: Any = None,
     ) -> Answer:
-        """``method path`` (relative to the API URL); a non-2xx answer raises ``ForgeError``."""
-        return self._send(
-            method, self.url(path), repo=repo, call=f"{method} {path}", params=params, json=json
-        )
+        """``method path`` (relative to the API URL); a non-2xx answer raises ``ForgeError``, and so does
+        an answer that is not of the shape ``expect`` (a model of ``answers``, or ``list[...]`` of one)."""
+        call = f"{method} {path}"
+        answer = self._send(method, self.url(path), repo=repo, call=call, params=params, json=json)
+        if expect is not None and (problem := shape_problem(expect, answer.data)) is not None:
+            raise self._fail(repo, call, problem, answer.status)
+        return answer
 
-    def pages(self, path: str, *, repo: str, params: Mapping[str, Any] | None = None) -> Iterator[Any]:
-        """The items of a paginated list, page after page (``Link: rel=next``, else ``X-Next-Page``)."""
+    def pages(
+        self, path: str, *, repo: str, params: Mapping[str, Any] | None = None, item: Any = None
+    ) -> Iterator[Any]:
+        """The items of a paginated list, page after page (``Link: rel=next``, else ``X-Next-Page``),
+        each of the shape ``item`` when given (else ``ForgeError``, naming the call)."""
         call = f"GET {path}"
         url, query = self.url(path), dict(params or {})
         for _ in range(MAX_PAGES):
             answer = self._send("GET", url, repo=repo, call=call, params=query)
             if not isinstance(answer.data, list):
-                raise self._fail(repo, call, "expected a list in the answer", answer.status)
+                raise self._fail(
+                    repo,
+                    call,
+                    f"unexpected answer: expected a list, got {what_kind(answer.data)}",
+                    answer.status,
+                )
+            if item is not None and (problem := shape_problem(list[item], answer.data)) is not None:
+                raise self._fail(repo, call, problem, answer.status)
             yield from answer.data
             following = next_link(answer.headers)
             if following is not None:

@@ -209,6 +209,18 @@ class LiveStore(EventStore, Protocol):
         run's fold asks first (``workers.runtime.read_state``), in one round trip."""
         ...
 
+    def reap_digests(self, slugs: Sequence[str]) -> list[dict[str, Any] | None]:
+        """For each run, in order, read at once: the ``reap`` digest of its snapshot (``workers.reaping``)
+        when the snapshot is of this log and nothing was appended after its position, else None."""
+        ...
+
+    def read_from_snapshots(
+        self, slugs: Sequence[str]
+    ) -> list[tuple[str | None, dict[str, Any] | None, Tail]]:
+        """``read_from_snapshot`` of each run, in order, read at once (the reaper reads every active run
+        each period: one round trip a batch of runs, not one a run)."""
+        ...
+
     def put_alive(self, slug: str, event: AgentAlive) -> None:
         """Keep ``event`` as the latest liveness tick of its agent (by ``key``, else agent and round), beside
         the log instead of in it: ticks come every few seconds for as long as an agent runs."""
@@ -259,6 +271,11 @@ class LiveStore(EventStore, Protocol):
         actions end or reapers look at it meanwhile."""
         ...
 
+    def claim_kicks(self, slugs: Sequence[str], ttl: float) -> list[bool]:
+        """``claim_kick`` of each run, in order, at once (the reaper's batch of runs with nothing in
+        flight)."""
+        ...
+
     def clear_kick(self, slug: str) -> None:
         """A coordinate pass of the run starts: whatever happens from now on needs another pass."""
         ...
@@ -287,6 +304,10 @@ class LiveStore(EventStore, Protocol):
         """``sent_mark`` of each of the run's ``action_keys``, in their order, read at once (the reaper
         reads every action in flight of every active run each period: one round trip a run, not one an
         action)."""
+        ...
+
+    def sent_marks_of(self, wanted: Sequence[tuple[str, Sequence[str]]]) -> list[list[SentMark | None]]:
+        """``sent_marks`` of each (run, its action keys), in order, read at once: the reaper's batch."""
         ...
 
     def sent_age(self, slug: str, key: str) -> float | None:

@@ -226,6 +226,24 @@ class MemoryStore:
             raw = run.snapshot if run is not None else None
         return json.loads(raw) if raw is not None else None
 
+    def reap_digests(self, slugs: Sequence[str]) -> list[dict[str, Any] | None]:
+        """Each run's snapshot's ``reap`` digest when nothing was appended after the snapshot."""
+        found: list[dict[str, Any] | None] = []
+        with self._cond:
+            for slug in slugs:
+                origin, doc, tail = self.read_from_snapshot(slug)
+                ok = doc is not None and tail == [] and origin is not None and doc.get("origin") == origin
+                digest = doc.get("reap") if ok and doc is not None else None
+                found.append(digest if isinstance(digest, dict) else None)
+        return found
+
+    def read_from_snapshots(
+        self, slugs: Sequence[str]
+    ) -> list[tuple[str | None, dict[str, Any] | None, Tail]]:
+        """``read_from_snapshot`` of each run, under one hold of the lock."""
+        with self._cond:
+            return [self.read_from_snapshot(slug) for slug in slugs]
+
     def read_from_snapshot(self, slug: str) -> tuple[str | None, dict[str, Any] | None, Tail]:
         """``origin``, ``read_snapshot`` and the events after the snapshot's ``position``."""
         origin, doc = self.origin(slug), self.read_snapshot(slug)
@@ -399,6 +417,11 @@ class MemoryStore:
             self._kicks[slug] = now + ttl
             return True
 
+    def claim_kicks(self, slugs: Sequence[str], ttl: float) -> list[bool]:
+        """``claim_kick`` of each run, under one hold of the lock."""
+        with self._cond:
+            return [self.claim_kick(slug, ttl) for slug in slugs]
+
     def clear_kick(self, slug: str) -> None:
         check_slug(slug)
         with self._cond:
@@ -448,6 +471,11 @@ class MemoryStore:
         check_slug(slug)
         with self._cond:
             return [self.sent_mark(slug, key) for key in action_keys]
+
+    def sent_marks_of(self, wanted: Sequence[tuple[str, Sequence[str]]]) -> list[list[SentMark | None]]:
+        """``sent_marks`` of each run, under one hold of the lock."""
+        with self._cond:
+            return [self.sent_marks(slug, action_keys) for slug, action_keys in wanted]
 
     def sent_age(self, slug: str, key: str) -> float | None:
         """Seconds of the clock since the action's task was sent and due (0 while its countdown runs);

@@ -36,6 +36,7 @@ from orchestrator.store.redis_codec import (
     Entries,
     as_bytes,
     json_object,
+    reap_digest,
     script_entries,
     snapshot_doc,
     snapshot_record,
@@ -49,9 +50,11 @@ from orchestrator.store.redis_scripts import (
     APPEND_LUA,
     EXPIRE_LUA,
     KEEP_WITH_RUN_LUA,
+    LIST_RUNS_LUA,
     PERSIST_LUA,
     PRUNE_LUA,
     READ_FROM_SNAPSHOT_LUA,
+    REAP_DIGEST_LUA,
     START_SWEPT_LUA,
 )
 from orchestrator.store.urls import normalize_url, redact_url, scrub
@@ -62,6 +65,7 @@ XRANGE_PAGE = 1000
 STREAM_ID_RE = re.compile(r"[0-9]{1,20}-[0-9]{1,20}")
 
 SCAN_COUNT = 5000
+PRUNE_BATCH = 1000  # the most expired runs one prune call forgets: each call is short, they loop until done
 SWEEP_HISTORY = 20  # a PR's swept runs a lookup returns, newest first
 
 
@@ -79,11 +83,13 @@ class RedisStore(RedisMarks):
         self.observers: list[Callable[[str, list[Event]], None]] = []
         self._append_script = client.register_script(APPEND_LUA)
         self._prune_script = client.register_script(PRUNE_LUA)
+        self._list_runs_script = client.register_script(LIST_RUNS_LUA)
         self._expire_script = client.register_script(EXPIRE_LUA)
         self._persist_script = client.register_script(PERSIST_LUA)
         self._start_swept_script = client.register_script(START_SWEPT_LUA)
         self._keep_with_run_script = client.register_script(KEEP_WITH_RUN_LUA)
         self._read_from_snapshot_script = client.register_script(READ_FROM_SNAPSHOT_LUA)
+        self._reap_digest_script = client.register_script(REAP_DIGEST_LUA)
         socket_timeout = client.connection_pool.connection_kwargs.get("socket_timeout")
         # A blocking XREAD must return before the socket times out; None: block as long as asked.
         self._block_cap: float | None = socket_timeout / 2 if socket_timeout else None
@@ -121,25 +127,47 @@ class RedisStore(RedisMarks):
 
     def create_run(self, slug: str) -> bool:
         """Add the run to the index (score: server time); False if it was there."""
-        with store_errors("create run", check_slug(slug)):
+        with store_errors("create", check_slug(slug)):
             return self._run_script(slug, [])[0] == 1
 
-    def _prune(self) -> None:
-        """Drop the runs whose keys have expired from the index."""
-        self._prune_script(keys=[keys.runs_index(self.prefix), keys.expiring_runs(self.prefix)])
+    def prune(self, batch: int = PRUNE_BATCH) -> int:
+        """Forget every run whose keys have expired (out of the index and the expiry set), ``batch`` at a
+        time, each batch one short script, until a batch comes back short. Returns how many were forgotten.
+        Listings call it; so does every reaper pass, so the index shrinks even when nobody lists."""
+        index, expiring = keys.runs_index(self.prefix), keys.expiring_runs(self.prefix)
+        forgotten = 0
+        with store_errors("forget the expired runs", "*"):
+            while True:
+                gone = int(cast(int, self._prune_script(keys=[index, expiring], args=[batch])))
+                forgotten += gone
+                if gone < batch:
+                    return forgotten
 
     def runs(self) -> list[str]:
-        """Slugs from the index, newest first (runs whose keys expired are forgotten first)."""
+        """Slugs from the index, newest first: expired runs are forgotten first (``prune``), and one that
+        expires between the prune and the listing is left out (``LIST_RUNS_LUA``), so none is ever listed."""
         with store_errors("list runs", "*"):
-            self._prune()
-            members = cast(list[bytes], self.client.zrevrange(keys.runs_index(self.prefix), 0, -1))
-        return [text(m) for m in members]
+            self.prune()
+            members, expired = cast(
+                list[list[bytes]],
+                self._list_runs_script(keys=[keys.runs_index(self.prefix), keys.expiring_runs(self.prefix)]),
+            )
+        gone = set(expired)
+        return [text(m) for m in members if m not in gone]
+
+    def _live_scores(self, pipe: redis.client.Pipeline, slug: str) -> None:
+        """Queue the run's index score and retention deadline, after the pipeline's ``TIME``."""
+        pipe.zscore(keys.runs_index(self.prefix), slug)
+        pipe.zscore(keys.expiring_runs(self.prefix), slug)
 
     def exists(self, slug: str) -> bool:
-        """Whether the run is in the index (and its keys have not expired)."""
-        with store_errors("look up run", check_slug(slug)):
-            self._prune()
-            return self.client.zscore(keys.runs_index(self.prefix), slug) is not None
+        """Whether the run is in the index and its keys have not expired (pruned or not yet)."""
+        with store_errors("look up", check_slug(slug)):
+            pipe = self.client.pipeline(transaction=True)
+            pipe.time()
+            self._live_scores(pipe, slug)
+            (now, _), score, deadline = pipe.execute()
+        return is_live(score, deadline, now)
 
     # -- events --------------------------------------------------------------------------------------------
 
@@ -239,6 +267,41 @@ class RedisStore(RedisMarks):
             origin = text(first[0][0]) if first else None
             doc = snapshot_doc(slug, raw)
             return origin, doc, None if page is None else self._from_page(slug, script_entries(page))
+
+    def read_from_snapshots(
+        self, slugs: Sequence[str]
+    ) -> list[tuple[str | None, dict[str, Any] | None, Tail]]:
+        """``read_from_snapshot`` of each run: the scripts in one pipeline, one round trip for all (a tail
+        longer than a page is read on by XRANGE, run by run)."""
+        for slug in slugs:
+            check_slug(slug)
+        if not slugs:
+            return []
+        with store_errors("read the snapshots of", "*"):
+            pipe = self.client.pipeline(transaction=False)
+            for slug in slugs:
+                self._read_from_snapshot_script(
+                    keys=[keys.events(self.prefix, slug), keys.snapshot(self.prefix, slug)],
+                    args=[XRANGE_PAGE],
+                    client=pipe,
+                )
+            answers = cast(list[list[Any]], pipe.execute())
+            found: list[tuple[str | None, dict[str, Any] | None, Tail]] = []
+            for slug, (first, raw, page) in zip(slugs, answers, strict=True):
+                tail = None if page is None else self._from_page(slug, script_entries(page))
+                found.append((text(first[0][0]) if first else None, snapshot_doc(slug, raw), tail))
+        return found
+
+    def reap_digests(self, slugs: Sequence[str]) -> list[dict[str, Any] | None]:
+        """Each run's reaper digest (``REAP_DIGEST_LUA``): one script call, one round trip, for them all."""
+        names: list[str] = []
+        for slug in slugs:
+            names += [keys.events(self.prefix, check_slug(slug)), keys.snapshot(self.prefix, slug)]
+        if not slugs:
+            return []
+        with store_errors("read the digests of", "*"):
+            answers = cast(list[list[bytes] | None], self._reap_digest_script(keys=names))
+        return [reap_digest(slug, answer) for slug, answer in zip(slugs, answers, strict=True)]
 
     def _from_page(self, slug: str, page: Entries) -> list[tuple[str, Event]]:
         """The events of ``page``, the first page of the log after a position, and of the pages after it
@@ -372,7 +435,7 @@ class RedisStore(RedisMarks):
         keeps folds tells an unchanged log (same ends) from one that grew or began again."""
         for slug in slugs:
             check_slug(slug)
-        with store_errors("read the ends of", "*"):
+        with store_errors("read the ends of runs", "*"):
             pipe = self.client.pipeline(transaction=False)
             for slug in slugs:
                 key = keys.events(self.prefix, slug)
@@ -468,7 +531,7 @@ class RedisStore(RedisMarks):
         for h in heads:
             pipe.get(keys.sweep_head(self.prefix, h.forge, h.repo, h.number, h.sha))
             pipe.zrevrange(keys.sweep_runs(self.prefix, h.forge, h.repo, h.number), 0, SWEEP_HISTORY - 1)
-        with store_errors("look up the swept heads of", "*"):
+        with store_errors("look up the swept heads", "*"):
             answers = pipe.execute() if heads else []
         pairs = zip(answers[::2], answers[1::2], strict=True)
         return [SweptPR(None if h is None else text(h), [text(r) for r in runs]) for h, runs in pairs]
@@ -496,24 +559,34 @@ class RedisStore(RedisMarks):
                 args=args,
                 client=pipe,
             )
-        with store_errors("start swept runs in", "*"):
+        with store_errors("start swept runs", "*"):
             answers = cast(list[list[bytes]], pipe.execute()) if starts else []
         return [sweep_claim(outcome, holder) for outcome, holder in answers]
 
     def run_states(self, slugs: Sequence[str]) -> dict[str, str | None]:
-        """One pipeline: each run's index entry and its fold's ``target.state``."""
+        """One transaction: the server's time, then each run's index entry, retention deadline and fold's
+        ``target.state`` (None for a run not in the index or whose keys have expired)."""
         wanted = list(dict.fromkeys(slugs))
         for slug in wanted:
             check_slug(slug)
-        with store_errors("read the states of", "*"):
-            self._prune()
-            pipe = self.client.pipeline(transaction=False)
+        with store_errors("read the states of runs", "*"):
+            pipe = self.client.pipeline(transaction=True)
+            pipe.time()
             for slug in wanted:
-                pipe.zscore(keys.runs_index(self.prefix), slug)
+                self._live_scores(pipe, slug)
                 pipe.get(keys.state(self.prefix, slug))
-            answers = pipe.execute() if wanted else []
-        rows = zip(wanted, answers[::2], answers[1::2], strict=True)
-        return {slug: None if score is None else target_state(slug, raw) for slug, score, raw in rows}
+            (now, _), *answers = pipe.execute()
+        rows = zip(wanted, answers[::3], answers[1::3], answers[2::3], strict=True)
+        return {
+            slug: target_state(slug, raw) if is_live(score, deadline, now) else None
+            for slug, score, deadline, raw in rows
+        }
+
+
+def is_live(score: float | None, deadline: float | None, now: int) -> bool:
+    """A run is listed while it is in the index (``score``) and its retention ``deadline``, if it has one,
+    is still ahead of the server's clock ``now``: the rule ``PRUNE_LUA`` forgets runs by."""
+    return score is not None and (deadline is None or deadline > now)
 
 
 def from_url(url: str, prefix: str = keys.PREFIX) -> RedisStore:

@@ -39,16 +39,34 @@ def json_object(slug: str, raw: bytes | None, warning: str) -> dict[str, Any] | 
 
 def snapshot_record(doc: dict[str, Any]) -> bytes:
     """A snapshot as it is stored: its position, a newline, its JSON (printed by pydantic-core), so
-    ``READ_FROM_SNAPSHOT_LUA`` reads the position without parsing the JSON."""
-    return f"{doc.get('position') or ''}\n".encode() + to_json(doc)
+    ``READ_FROM_SNAPSHOT_LUA`` reads the position without parsing the JSON. A snapshot with a reaper's
+    digest (``doc["reap"]``: ``workers.reaping``) has it, with the log's origin, on a line of its own
+    between the two, so ``REAP_DIGEST_LUA`` hands it over without the body. Compact JSON holds no
+    newline, so the lines are the record's own."""
+    head = f"{doc.get('position') or ''}\n".encode()
+    if "reap" in doc:
+        head += to_json({"origin": doc.get("origin"), "reap": doc["reap"]}) + b"\n"
+    return head + to_json(doc)
 
 
 def snapshot_doc(slug: str, raw: bytes | None) -> dict[str, Any] | None:
-    """A stored snapshot (its position, a newline, its JSON: ``RedisStore.write_snapshot``; a snapshot
-    stored before the position led it is JSON alone), or None if absent or unreadable (logged)."""
+    """A stored snapshot (``snapshot_record``: its JSON is its last line; a snapshot stored before the
+    position led it is JSON alone), or None if absent or unreadable (logged)."""
     if raw is not None and not raw.startswith(b"{"):
-        raw = raw.partition(b"\n")[2]
+        raw = raw.rpartition(b"\n")[2]
     return json_object(slug, raw, "store.bad_snapshot")
+
+
+def reap_digest(slug: str, answer: list[bytes] | None) -> dict[str, Any] | None:
+    """The digest of ``REAP_DIGEST_LUA``'s answer when it is of this log (its origin), else None."""
+    if not answer:
+        return None
+    first, line = answer
+    found = json_object(slug, line, "store.bad_reap_digest")
+    if found is None or found.get("origin") != text(first):
+        return None
+    digest = found.get("reap")
+    return digest if isinstance(digest, dict) else None
 
 
 def script_entries(raw: Sequence[Any]) -> Entries:

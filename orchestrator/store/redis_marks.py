@@ -13,9 +13,11 @@ from typing import Any, cast
 
 import redis
 from redis.commands.core import Script
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from orchestrator.errors import StoreError
+from orchestrator.errors import StoreError, StoreUnreachable
 from orchestrator.store import keys
 from orchestrator.store.base import CANCEL_TTL, SENT_TTL, SentMark, check_slug
 from orchestrator.store.redis_codec import sent_marks, text
@@ -78,6 +80,19 @@ class RedisMarks:
         with store_errors("mark a kick of", check_slug(slug)):
             ms = max(1, int(ttl * 1000))
             return bool(self.client.set(keys.kick(self.prefix, slug), b"1", nx=True, px=ms))
+
+    def claim_kicks(self, slugs: Sequence[str], ttl: float) -> list[bool]:
+        """``claim_kick`` of each run: the SETs in one pipeline."""
+        for slug in slugs:
+            check_slug(slug)
+        if not slugs:
+            return []
+        ms = max(1, int(ttl * 1000))
+        with store_errors("mark kicks of", "*"):
+            pipe = self.client.pipeline(transaction=False)
+            for slug in slugs:
+                pipe.set(keys.kick(self.prefix, slug), b"1", nx=True, px=ms)
+            return [bool(answer) for answer in pipe.execute()]
 
     def clear_kick(self, slug: str) -> None:
         """DEL the pending-kick mark."""
@@ -148,6 +163,26 @@ class RedisMarks:
             values = cast(list[bytes | None], self.client.mget(marks))
         return sent_marks(slug, action_keys, values, time.time())
 
+    def sent_marks_of(self, wanted: Sequence[tuple[str, Sequence[str]]]) -> list[list[SentMark | None]]:
+        """One MGET of the sent, taken and resent marks of every action of every run given."""
+        names: list[str] = []
+        for slug, action_keys in wanted:
+            check_slug(slug)
+            names += [
+                family(self.prefix, f"{slug}:{key}")
+                for key in action_keys
+                for family in (keys.sent, keys.taken, keys.resent)
+            ]
+        if not names:
+            return [[] for _ in wanted]
+        with store_errors("read the sent marks of actions in", "*"):
+            values = cast(list[bytes | None], self.client.mget(names))
+        now, out, at = time.time(), [], 0
+        for slug, action_keys in wanted:
+            out.append(sent_marks(slug, action_keys, values[at : at + 3 * len(action_keys)], now))
+            at += 3 * len(action_keys)
+        return out
+
     def sent_age(self, slug: str, key: str) -> float | None:
         """Seconds since the sent mark's time, None without a mark (or with one that does not parse); never
         below 0 (a countdown runs, the mark is rounded to the millisecond, another host's clock may run
@@ -186,7 +221,14 @@ def execute_multi(
 
 @contextmanager
 def store_errors(what: str, slug: str) -> Iterator[None]:
+    """A Redis failure as a StoreError saying what was being done to which run (``*``: to the runs at
+    large); a server that does not answer as ``StoreUnreachable``, which names Redis and its setting."""
     try:
         yield
     except RedisError as exc:
-        raise StoreError(f"cannot {what} run {slug!r}: {exc}") from exc
+        which = "" if slug == "*" else f" run {slug!r}"
+        if isinstance(exc, RedisConnectionError | RedisTimeoutError):
+            raise StoreUnreachable(
+                f"cannot {what}{which}: Redis does not answer ({exc}); check the server JURY_REDIS_URL names"
+            ) from exc
+        raise StoreError(f"cannot {what}{which} in Redis: {exc}") from exc

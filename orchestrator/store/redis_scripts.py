@@ -99,17 +99,28 @@ return {created, appended, unpack(positions)}
 """
 )
 
-# Forget the runs whose keys have expired: out of the index and of the expiry set.
+# Forget the runs whose keys have expired: out of the index and of the expiry set, one bounded batch.
 #   KEYS[1]  the index of runs (keys.runs_index)      KEYS[2]  the expiry set (keys.expiring_runs)
-# Returns how many runs were forgotten (at most 1000 a call).
+#   ARGV[1]  the most runs to forget in this call (a batch: one call never blocks the server long)
+# Returns how many runs were forgotten; fewer than ARGV[1] means none is left (the caller loops until then).
 PRUNE_LUA = """
 local now = redis.call('TIME')[1]
-local gone = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, 1000)
+local gone = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))
 for _, slug in ipairs(gone) do
   redis.call('ZREM', KEYS[1], slug)
   redis.call('ZREM', KEYS[2], slug)
 end
 return #gone
+"""
+
+# The runs of the index, newest first, and, at the same instant of the server's clock, those of them whose
+# keys have expired and that no prune has forgotten yet: the lister leaves the second out, so an expired
+# run is never listed, whether or not it was pruned (a prune cut short, another host's listing between).
+#   KEYS[1]  the index of runs (keys.runs_index)      KEYS[2]  the expiry set (keys.expiring_runs)
+# Returns {the index's slugs newest first, the expired slugs}.
+LIST_RUNS_LUA = """
+local now = redis.call('TIME')[1]
+return {redis.call('ZREVRANGE', KEYS[1], 0, -1), redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)}
 """
 
 # An ended run: every key of it expires at one deadline, ``retention`` seconds after the run first ended.
@@ -195,4 +206,34 @@ if #redis.call('XRANGE', KEYS[1], position, position, 'COUNT', 1) == 0 then
   return {first, snapshot, false}
 end
 return {first, snapshot, redis.call('XRANGE', KEYS[1], '(' .. position, '+', 'COUNT', ARGV[1])}
+"""
+
+
+# What the reaper reads of runs instead of their folds: the digest the coordinator wrote in each run's
+# snapshot (stored as its position, a newline, the digest's JSON, a newline, the snapshot's JSON:
+# ``redis_codec.snapshot_record``), only when it is the log's whole truth: the log's last entry is the
+# snapshot's position (nothing was appended after the pass that wrote it). One call for a batch of runs;
+# it reads the record's first REAP_HEAD_BYTES (GETRANGE), never the snapshot's body.
+#   KEYS[2i-1]  run i's event stream (keys.events)     KEYS[2i]  run i's snapshot (keys.snapshot)
+# Returns, for each run in order, {its log's first entry id, the digest line}, or false (no log, no
+# snapshot or no digest in it, or events after its position: then the reader folds the run).
+REAP_HEAD_BYTES = 8192  # the record's head the reaper reads: a longer digest line means the run is folded
+REAP_DIGEST_LUA = f"""
+local REAP_HEAD_BYTES = {REAP_HEAD_BYTES}
+local found = {{}}
+for i = 1, #KEYS, 2 do
+  local answer = false
+  local first = redis.call('XRANGE', KEYS[i], '-', '+', 'COUNT', 1)
+  local snapshot = redis.call('GETRANGE', KEYS[i + 1], 0, REAP_HEAD_BYTES - 1)
+  if first[1] and snapshot ~= '' then
+    local last = redis.call('XREVRANGE', KEYS[i], '+', '-', 'COUNT', 1)
+    local a = string.find(snapshot, '\\n', 1, true)
+    local b = a and string.find(snapshot, '\\n', a + 1, true)
+    if b and string.sub(snapshot, 1, a - 1) == last[1][1] then
+      answer = {{first[1][1], string.sub(snapshot, a + 1, b - 1)}}
+    end
+  end
+  found[#found + 1] = answer
+end
+return found
 """

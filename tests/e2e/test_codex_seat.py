@@ -213,12 +213,19 @@ def codex_env(
     return {**env, "CODEX_HOME": str(where)} if codex_home else env
 
 
+def codex_egress(server: ResponsesServer) -> str:
+    """The codex entry's ``egress``: its model server on the host's loopback, its only way out of the
+    sandbox (``workers.egress``); without it codex cannot reach its model at all."""
+    host, port = server.httpd.server_address[:2]
+    return f'[agents.codex]\negress = ["{host}:{port}"]\n'
+
+
 def test_codex_reviews_through_its_own_sandbox_and_its_review_counts(
     jury, codex_bin, home_outside_tmp, sample_repo, write_config, state_dir
 ) -> None:
-    config = write_config(fake_agent("judge", "clean", "fix"))
     (home_outside_tmp / "not-for-agents.txt").write_text("a secret in the worker's HOME\n")
     with ResponsesServer(reviewer_brain) as server:
+        config = write_config(fake_agent("judge", "clean", "fix"), codex_egress(server))
         r = jury(*review(sample_repo, config, "codex"), env=codex_env(codex_bin, home_outside_tmp, server))
         asked = server.model_requests()
     assert r.code == 0, r.out + r.err
@@ -250,8 +257,8 @@ def test_codex_whose_sandbox_helpers_are_missing_is_not_a_clean_review(
         pytest.skip("codex only needs its helpers with a system bubblewrap: apt-get install bubblewrap")
     home = tmp_path / "home"
     assert str(home).startswith(tempfile.gettempdir())
-    config = write_config(fake_agent("judge", "clean", "fix"))
     with ResponsesServer(reviewer_brain) as server:
+        config = write_config(fake_agent("judge", "clean", "fix"), codex_egress(server))
         # no CODEX_HOME: codex's default, ~/.codex, where Jury also looks for its session file
         env = codex_env(codex_bin, home, server, codex_home=False)
         r = jury(*review(sample_repo, config, "codex"), env=env)
@@ -274,8 +281,8 @@ def test_codex_whose_model_fails_says_why(
     def down(request: Recorded, index: int) -> list[Event]:
         raise RuntimeError("the model is down")  # the server answers 500
 
-    config = write_config(fake_agent("judge", "clean", "fix"))
     with ResponsesServer(down) as server:
+        config = write_config(fake_agent("judge", "clean", "fix"), codex_egress(server))
         r = jury(*review(sample_repo, config, "codex"), env=codex_env(codex_bin, home_outside_tmp, server))
     assert r.code == 1, r.out + r.err
     doc = json.loads((run_dir(state_dir) / "run.json").read_text())

@@ -32,6 +32,7 @@ from tests.e2e.test_fleet import PrivateRedis, git, stop_group, wait_for
 from tests.fakes.forge_server import FakePR, ForgeServer
 
 PRS = range(1, 11)
+TOKEN = "ghp_NOSHAREDdiskTOKEN0123456789"
 PUSHED = 10  # the PR whose run is started with --push; the others are swept by the schedule
 IDENTITY = ["-c", "user.name=Test", "-c", "user.email=test@jury.invalid", "-c", "commit.gpgsign=false"]
 
@@ -68,11 +69,13 @@ def test_two_workers_with_their_own_dirs_review_ten_prs(
     gitconfig.write_text(f'[url "file://{tmp_path}/remotes/"]\n\tinsteadOf = https://github.com/\n')
     # The operator's file: the agents, and the schedule the scheduler fires (the runs it starts read it too).
     schedule = (
-        '[[schedules]]\nname = "prs"\ncron = "* * * * * */2"\nkind = "review"\nrepos = ["acme/sample"]\n'
+        '[[schedules]]\nname = "prs"\ncron = "* * * * *"\nseconds = "*/2"\n'
+        'kind = "review"\nrepos = ["acme/sample"]\n'
         'label = "jury"\nreviewers = ["finder"]\njudge = "judge"\n'
     )
     config = write_config(fake_agent("finder", "find"), fake_agent("judge", "clean", "fix"), schedule)
     forge = ForgeServer()
+    forge.user(TOKEN, "jury-bot")  # the push asks the forge whether the PR's head is from acme/sample
     pulls = forge.github_repo("acme/sample")
     for n in PRS:
         head = git(remote, "rev-parse", f"refs/pull/{n}/head").strip()
@@ -92,6 +95,7 @@ def test_two_workers_with_their_own_dirs_review_ten_prs(
                 "FAKE_STATE": str(dirs[name]),
                 "GIT_CONFIG_GLOBAL": str(gitconfig),
                 "JURY_GITHUB_API": forge.github_api,
+                "GITHUB_TOKEN": TOKEN,
                 "NO_COLOR": "1",
                 "JURY_LOG_LEVEL": "INFO",
                 "JURY_LOG_JSON": "true",

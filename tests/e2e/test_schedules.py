@@ -30,7 +30,7 @@ import redis
 
 from orchestrator.config import Settings
 from orchestrator.domain import JuryConfigEvent
-from orchestrator.schedules import Schedule, parse_schedules, slot_after
+from orchestrator.schedules import Schedule, next_slots, parse_schedules, slot_after
 from orchestrator.store import keys
 from orchestrator.store.redis import from_url
 from tests.conftest import outside_env
@@ -60,10 +60,22 @@ def store(shared_redis: str) -> Iterator[ScheduleStore]:
     client.close()
 
 
-def config_file(tmp_path: Path, cron: str, repo: Path | str) -> Path:
+def test_a_six_field_cron_is_refused_when_the_config_loads(jury, tmp_path: Path) -> None:
+    """``*/20 * * * * *`` looks like every 20 seconds and croniter fires it every second of minutes 0, 20
+    and 40: ``jury schedules`` and ``jury scheduler`` refuse the file, naming croniter's order (exit 2)."""
+    config = config_file(tmp_path, "*/20 * * * * *", "acme/tools")
+    for args in (("schedules",), ("scheduler",)):
+        r = jury(*args, "--config", str(config), env={"JURY_REDIS_URL": "redis://127.0.0.1:1/0"})
+        assert r.code == 2, r.out + r.err
+        assert "[[schedules]] 'tick': cron: '*/20 * * * * *' has 6 fields" in r.err, r.err
+        assert "('minute hour day month weekday second')" in r.err and "Traceback" not in r.err
+
+
+def config_file(tmp_path: Path, cron: str, repo: Path | str, seconds: str | None = None) -> Path:
     path = tmp_path / "config.toml"
+    every = f'seconds = "{seconds}"\n' if seconds else ""
     path.write_text(
-        f'[[schedules]]\nname = "tick"\ncron = "{cron}"\nkind = "verify"\nrepos = ["{repo}"]\n'
+        f'[[schedules]]\nname = "tick"\ncron = "{cron}"\n{every}kind = "verify"\nrepos = ["{repo}"]\n'
         f'\n[[schedules]]\nname = "nightly"\ncron = "0 2 * * *"\ntimezone = "Europe/Paris"\nkind = "review"\n'
         f'repos = ["acme/app", "acme/lib"]\nlabel = "jury"\n'
     )
@@ -115,7 +127,7 @@ def test_two_schedulers_fire_each_slot_once_and_the_survivor_takes_over(
 ) -> None:
     repo = tmp_path / "repo"
     repo.mkdir()
-    config = config_file(tmp_path, f"* * * * * */{EVERY}", repo)
+    config = config_file(tmp_path, "* * * * *", repo, seconds=f"*/{EVERY}")
     # a: `jury scheduler`; b: a worker running the scheduler's loop in a thread (`jury worker --scheduler`)
     procs = {name: spawn(name, tmp_path, shared_redis, config, worker=name == "b") for name in ("a", "b")}
     pid_of = {p.pid: name for name, p in procs.items()}
@@ -138,6 +150,12 @@ def test_two_schedulers_fire_each_slot_once_and_the_survivor_takes_over(
         for name in procs:
             wait_for(f"scheduler {name} to start", lambda: up(name), 60, why)  # noqa: B023 (waited here)
         started = time.time()
+        # `jury scheduler` says at its start what each cron means: its next three firings
+        said = (tmp_path / "scheduler-a.log").read_text()
+        assert f"  tick (* * * * * at seconds */{EVERY}): next " in said, said[-2000:]
+        assert "  nightly (0 2 * * * (Europe/Paris)): next " in said and said.count(" UTC, ") >= 4, said[
+            -2000:
+        ]
 
         def three_slots() -> list[FiringRecord] | None:
             found = [r for r in firings() if r.slot >= started]
@@ -219,7 +237,7 @@ def test_two_celery_beats_fire_each_slot_once_and_the_survivor_takes_over(
     and the next slot is fired by the other."""
     repo = tmp_path / "repo"
     repo.mkdir()
-    config = config_file(tmp_path, f"* * * * * */{EVERY}", repo)
+    config = config_file(tmp_path, "* * * * *", repo, seconds=f"*/{EVERY}")
     procs = {name: spawn_beat(name, tmp_path, shared_redis, config) for name in ("a", "b")}
     pid_of = {p.pid: name for name, p in procs.items()}
 
@@ -380,7 +398,7 @@ def test_jury_schedules_lists_last_and_next_firings(
     )
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()
-    assert lines[0].split() == ["schedule", "kind", "cron", "repos", "last", "firing", "next", "firing"]
+    assert lines[0].split() == ["schedule", "kind", "cron", "repos", "last", "firing", "next", "3", "firings"]
     tick = next(line for line in lines if line.split()[0] == "tick")
     assert tick.split()[1:7] == ["verify", "*/5", "*", "*", "*", "*"]
     assert "never" in tick and "acme/tools" in tick
@@ -391,6 +409,11 @@ def test_jury_schedules_lists_last_and_next_firings(
         slot_time(slot_after(tick_schedule, before)) in tick
         or slot_time(slot_after(tick_schedule, time.time())) in tick
     )
+    # the next three firings, one a line under the first: what */5 means, not what it looks like
+    at = lines.index(tick)
+    shown = "\n".join(lines[at : at + 3])
+    expected = [next_slots(tick_schedule, t) for t in (before, time.time())]
+    assert any(all(slot_time(slot) in shown for slot in slots) for slots in expected), shown
     row = next(line for line in lines if line.split()[0] == "nightly")
     assert "review" in row and "0 2 * * * (Europe/Paris)" in row and "acme/app, acme/lib" in row
     assert f"{slot_time(slot)} ok by host-1:42: enqueued 3, skipped 1" in row
@@ -440,7 +463,8 @@ def test_a_review_schedule_sweeps_and_its_next_firing_enqueues_nothing_again(
     gitconfig.write_text(f'[url "file://{tmp_path}/remotes/"]\n\tinsteadOf = https://github.com/\n')
     config = tmp_path / "config.toml"
     config.write_text(
-        '[[schedules]]\nname = "prs"\ncron = "* * * * * */2"\nkind = "review"\nrepos = ["acme/sample"]\n'
+        '[[schedules]]\nname = "prs"\ncron = "* * * * *"\nseconds = "*/2"\n'
+        'kind = "review"\nrepos = ["acme/sample"]\n'
         'base = "main"\nreviewers = ["codex"]\njudge = "codex"\nrounds = 2\npush = true\n'
     )
     with ForgeServer() as forge:

@@ -77,7 +77,7 @@ def test_jury_budget_is_the_runs_ceiling(jury, sample_repo: Path, write_config, 
     assert r.code == 1, r.out + r.err
     d = run_dir(state_dir)
     shown = jury("show", d.name).out
-    assert re.search(r"budget exhausted: run ceiling: .* > ceiling \$?0\.1", shown), shown
+    assert re.search(r"budget exhausted: run ceiling: .* > ceiling \$0\.10 \(projected: ", shown), shown
     events = events_of(d)
     assert [e for e in events if e["t"] == "budget.refused"]
     assert not [e for e in events if e["t"] == "agent.launch"], "an agent ran past the ceiling"
@@ -91,5 +91,7 @@ def test_jury_call_ceiling_refuses_a_call_projected_over_it(
     assert r.code == 1, r.out + r.err
     d = run_dir(state_dir)
     shown = jury("show", d.name).out
-    assert re.search(r"budget exhausted: call ceiling: projection .* > ceiling \$?0\.1", shown), shown
+    assert re.search(
+        r"budget exhausted: call ceiling: this call.s projected cost \$0\.\d\d > ceiling \$0\.10", shown
+    ), shown
     assert not [e for e in events_of(d) if e["t"] == "agent.launch"]

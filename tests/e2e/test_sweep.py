@@ -47,6 +47,9 @@ def publish_pr(remote: Path, work: Path, number: int, sha: str) -> None:
     git(work, "push", "--quiet", "--force", str(remote), f"{sha}:refs/pull/{number}/head")
 
 
+PUSH_TOKEN = "ghp_SWEEPpushTOKEN0123456789"
+
+
 @pytest.fixture
 def forge() -> Iterator[ForgeServer]:
     with ForgeServer() as server:
@@ -248,9 +251,11 @@ def test_the_sweeps_options_reach_the_runs_it_starts(
 
 
 @pytest.fixture
-def git_worker(shared_redis, state_dir, fake_state, tmp_path) -> Iterator[Path]:
+def git_worker(shared_redis, state_dir, fake_state, tmp_path, forge) -> Iterator[Path]:
     """One ``jury worker`` on the shared Redis that reaches github.com/acme/* as the local bare
-    repositories (git's insteadOf, for its fetches and its pushes); its log's path."""
+    repositories (git's insteadOf, for its fetches and its pushes), with a token for the fake GitHub
+    (a push asks it whether the PR's head is from the base repository); its log's path."""
+    forge.user(PUSH_TOKEN, "jury-bot")
     gitconfig = tmp_path / "gitconfig"
     gitconfig.write_text(f'[url "file://{tmp_path}/remotes/"]\n\tinsteadOf = https://github.com/\n')
     env = outside_env()
@@ -260,6 +265,8 @@ def git_worker(shared_redis, state_dir, fake_state, tmp_path) -> Iterator[Path]:
             "JURY_DIR": str(state_dir),
             "FAKE_STATE": str(fake_state),
             "GIT_CONFIG_GLOBAL": str(gitconfig),
+            "JURY_GITHUB_API": forge.github_api,
+            "GITHUB_TOKEN": PUSH_TOKEN,
         }
     )
     log = tmp_path / "worker.log"

@@ -12,7 +12,8 @@ inspect, and does what the forges do that a client must cope with:
 - refusals: writes without a known token (401), check runs for a token that is not an app (403), inline
   comments on lines outside the diff (422 on GitHub, 400 on GitLab);
 - scripted faults (``fail_next``): 429/403/5xx with any headers and message, for the next N requests
-  whose path contains a string.
+  whose path contains a string; and malformed answers (``garble_next``): a 200 whose body is whatever
+  the test says (a list where an object belongs, a string), for the next request of a method and path.
 
 Routes live in ``forge_server_github`` and ``forge_server_gitlab``; every request is recorded.
 """
@@ -101,6 +102,13 @@ class Fault:
 
 
 @dataclass
+class Garble:
+    method: str
+    pattern: str  # searched in the request's path
+    data: Any
+
+
+@dataclass
 class Recorded:
     method: str
     path: str  # without the query
@@ -142,6 +150,7 @@ class ForgeServer:
         self.full: Counter[str] = Counter()  # "GET /path" -> 200 answers with a body
         self.not_modified: Counter[str] = Counter()  # "GET /path" -> 304 answers
         self.faults: deque[Fault] = deque()
+        self.garbles: list[Garble] = []
         self.max_per_page = 100
         self.gitlab_links = True  # False: GitLab lists page by X-Next-Page alone
         self.gitlab_filters = True  # False: GitLab ignores the list filters (Jury must filter on its side)
@@ -198,6 +207,12 @@ class ForgeServer:
         """Answer the next ``count`` requests whose path contains ``match`` with ``status``."""
         with self.lock:
             self.faults.append(Fault(status, dict(headers or {}), message, match, count))
+
+    def garble_next(self, method: str, pattern: str, data: Any) -> None:
+        """Answer the next ``method`` request whose path matches ``pattern`` (``re.search``) with a 200
+        holding ``data``: a malformed answer, nothing done."""
+        with self.lock:
+            self.garbles.append(Garble(method, pattern, data))
 
     def next_id(self) -> int:
         with self.lock:
@@ -310,6 +325,11 @@ class ForgeServer:
             pass
 
     def _answer(self, request: Recorded) -> Reply:
+        with self.lock:
+            for garble in self.garbles:
+                if garble.method == request.method and re.search(garble.pattern, request.path):
+                    self.garbles.remove(garble)
+                    return Reply(200, garble.data)
         fault = self._fault(request.path)
         if fault is not None:
             return Reply(fault.status, {"message": fault.message}, fault.headers)

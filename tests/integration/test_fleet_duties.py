@@ -28,7 +28,14 @@ from orchestrator.store.redis import from_url
 from workers import shutdown
 from workers.lease import Lease, RedisLeases, renewal_client
 from workers.presence import Presence, WorkerPresence, live_workers
-from workers.reaper import FleetDuties, reaper_holder, take_reaper_lock
+from workers.reaper import (
+    BEATS_PER_PERIOD,
+    PASS_AT_MOST,
+    FleetDuties,
+    ReaperHeartbeat,
+    reaper_holder,
+    take_reaper_lock,
+)
 from workers.runtime import Runtime
 
 PATIENCE = 30.0  # a deadline only a failing test reaches
@@ -106,7 +113,7 @@ def test_fleet_duties_reap_in_turn_and_keep_presence(shared_redis: str, tmp_path
         FleetDuties(
             rt,
             Presence(store.client, me(name, time.time()), ttl=600, prefix=prefix),
-            reap=lambda rt, name=name: reaped.append(name),  # type: ignore[misc]
+            reap=lambda rt, holding, name=name: reaped.append(name),  # type: ignore[misc]
             presence_every=0.05,
         )
         for name in ("a", "b")
@@ -132,6 +139,102 @@ def test_fleet_duties_reap_in_turn_and_keep_presence(shared_redis: str, tmp_path
     assert live_workers(store.client, prefix) == []  # a clean exit removes the record
     store.client.delete(keys.reaper(prefix))
     store.close()
+
+
+def reaper_pair(
+    shared_redis: str, tmp_path: Path, period: float, reap: Callable[..., object]
+) -> tuple[FleetDuties, FleetDuties, Runtime, str]:
+    """Two workers' duties on one Redis with a short, test-only reap period: ``a`` reaps with ``reap``,
+    ``b`` with one that must never run while ``a``'s pass does."""
+    prefix = f"t{uuid.uuid4().hex[:8]}"
+    store = from_url(shared_redis, prefix=prefix)
+    settings = Settings(dir=tmp_path, reap_every=period)
+    rt = Runtime(settings=settings, store=store, files=FileStore(tmp_path), send=lambda *a: None, kick=print)
+    a = FleetDuties(rt, Presence(store.client, me("a", time.time()), ttl=600, prefix=prefix), reap=reap)
+    b = FleetDuties(rt, Presence(store.client, me("b", time.time()), ttl=600, prefix=prefix), reap=reap)
+    return a, b, rt, prefix
+
+
+def test_two_reapers_never_overlap_when_a_pass_outlasts_the_lock_period(
+    shared_redis: str, tmp_path: Path
+) -> None:
+    """A's pass blocks (on an Event) for many lock periods; its heartbeat extends the lock meanwhile, so B,
+    trying after every extension, never takes it while A's pass runs. B reaps once A is done and the lock
+    has lapsed."""
+    period = 0.3
+    in_pass, release = threading.Event(), threading.Event()
+    passes: list[str] = []  # who is in a pass now: appended on entry, removed on exit
+    overlaps: list[list[str]] = []
+
+    def reap(rt: Runtime, holding: Callable[[], bool]) -> list[str]:
+        me_ = threading.current_thread().name
+        passes.append(me_)
+        if len(passes) > 1:
+            overlaps.append(list(passes))
+        if me_ == "a-pass":
+            in_pass.set()
+            release.wait(PATIENCE)
+        passes.remove(me_)
+        return []
+
+    a, b, rt, prefix = reaper_pair(shared_redis, tmp_path, period, reap)
+    started = time.monotonic()
+    first = threading.Thread(target=a.reap_turn, name="a-pass")
+    first.start()
+    try:
+        assert in_pass.wait(PATIENCE)
+        heartbeat = a.heartbeat
+        assert heartbeat is not None
+        wanted = 3 * BEATS_PER_PERIOD  # three periods' worth of extensions: the pass outlives the lock thrice
+        for beats in range(1, wanted + 1):
+            with heartbeat.beat:
+                assert heartbeat.beat.wait_for(lambda n=beats: heartbeat.beats >= n, PATIENCE)
+            assert b.reap_turn() is False, "a second reaper took the lock during the first's pass"
+            assert reaper_holder(rt.client, prefix) == "a"
+        assert time.monotonic() - started > 2 * period  # the pass did outlast the lock's period
+        assert heartbeat.holding()
+    finally:
+        release.set()
+        first.join(PATIENCE)
+    assert not first.is_alive() and overlaps == []
+    # A's pass is over: its heartbeat stops, the lock lapses within a period, and B takes its turn.
+    assert wait_until(b.reap_turn)
+    assert reaper_holder(rt.client, prefix) == "b" and overlaps == []
+    rt.client.delete(keys.reaper(prefix))
+    rt.store.close()
+
+
+def test_a_pass_past_its_bound_is_told_to_stop_and_the_lock_then_lapses(
+    shared_redis: str, tmp_path: Path
+) -> None:
+    """A pass that runs ``PASS_AT_MOST`` periods is told to stop (``holding`` turns False) and is no
+    longer extended: the lock lapses, so a pass that never checks cannot hold the fleet's reaping."""
+    period = 0.2
+    told_to_stop = threading.Event()
+
+    def reap(rt: Runtime, holding: Callable[[], bool]) -> list[str]:
+        if wait_until(lambda: not holding()):
+            told_to_stop.set()
+        return []
+
+    a, b, rt, prefix = reaper_pair(shared_redis, tmp_path, period, reap)
+    started = time.monotonic()
+    assert a.reap_turn() is True
+    assert told_to_stop.is_set() and time.monotonic() - started >= PASS_AT_MOST * period
+    assert wait_until(lambda: reaper_holder(rt.client, prefix) is None)
+    rt.store.close()
+
+
+def test_a_heartbeat_that_finds_another_holder_says_the_lock_is_lost(client: redis.Redis) -> None:
+    prefix = f"t{uuid.uuid4().hex[:8]}"
+    assert take_reaper_lock(client, "a", 0.3, prefix)
+    with ReaperHeartbeat(client, "a", 0.3, prefix) as heartbeat:
+        with heartbeat.beat:
+            assert heartbeat.beat.wait_for(lambda: heartbeat.beats >= 1, PATIENCE)
+        client.set(keys.reaper(prefix), "b", px=60_000)  # the lock lapsed and b took it (a stalled Redis)
+        assert wait_until(lambda: not heartbeat.holding())
+    assert reaper_holder(client, prefix) == "b"  # a's heartbeat never overwrote b's lock
+    client.delete(keys.reaper(prefix))
 
 
 def test_a_renewal_on_a_silent_connection_fails_in_time_instead_of_hanging() -> None:

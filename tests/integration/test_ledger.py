@@ -4,6 +4,7 @@ Then each one's own details."""
 
 from __future__ import annotations
 
+import re
 import threading
 
 import pytest
@@ -12,7 +13,16 @@ from structlog.testing import capture_logs
 
 from orchestrator.store import keys
 from orchestrator.store.memory import ManualClock
-from workers.ledger import Ledger, LedgerError, LedgerTotals, MemoryLedger, Reservation, to_micro, utc_day
+from workers.ledger import (
+    PROJECTION_NOTE,
+    Ledger,
+    LedgerError,
+    LedgerTotals,
+    MemoryLedger,
+    Reservation,
+    to_micro,
+    utc_day,
+)
 
 DAY = "20990101"
 
@@ -91,20 +101,20 @@ def test_untouched_totals_are_zero(ledger: AnyLedger) -> None:
 @pytest.mark.parametrize(
     ("projection", "ceilings", "ok", "names"),
     [
-        (2.0, {"call": 1.0}, False, ("call ceiling", "projection 2.000000", "ceiling 1.000000")),
+        (2.0, {"call": 1.0}, False, ("call ceiling: this call's projected cost $2.00 > ceiling $1.00",)),
         (1.0, {"call": 1.0}, True, ()),
         (
             2.0,
             {"run": 3.0},
             False,
-            ("run ceiling", "spent 1.000000", "reserved 0.500000", "projection 2.000000", "ceiling 3.000000"),
+            ("run ceiling: spent $1.00 + reserved $0.50 + this call's projected cost $2.00 > ceiling $3.00",),
         ),
         (1.5, {"run": 3.0}, True, ()),
         (
             2.0,
             {"day": 3.0},
             False,
-            ("day ceiling", "spent 1.000000", "reserved 0.750000", "projection 2.000000", "ceiling 3.000000"),
+            ("day ceiling: spent $1.00 + reserved $0.75 + this call's projected cost $2.00 > ceiling $3.00",),
         ),
         (1.25, {"day": 3.0}, True, ()),
         (2.0, {"call": 1.0, "run": 0.1, "day": 0.1}, False, ("call ceiling",)),  # checked in this order
@@ -132,6 +142,9 @@ def test_ceilings_refuse_with_a_reason(
         assert got.reason is not None
         for name in names:
             assert name in got.reason
+        # every refusal says what the projection is, and no amount has more than cents
+        assert got.reason.endswith(PROJECTION_NOTE) and "projected: what the call may cost" in got.reason
+        assert not re.search(r"\d\.\d{3}", got.reason), got.reason
         assert ledger.spent("run-a") == before_run  # a refusal reserves nothing
         assert ledger.day_totals(DAY) == before_day
         assert ledger.call("new")["state"] == "refused"

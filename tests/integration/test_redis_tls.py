@@ -264,10 +264,11 @@ def test_cli_over_tls_and_its_errors(tls_redis: TlsRedis, tmp_path: Path) -> Non
     assert ok.returncode == 0, ok.stderr
     wrong = "Wr0ng-pa55word-777"
     cases = {
-        "wrong password": ({**base, "JURY_REDIS_URL": tls_redis.url(password=wrong)}, 1, wrong),
+        # a server that refuses the password or the CA: a setting to fix, said at once (exit 2)
+        "wrong password": ({**base, "JURY_REDIS_URL": tls_redis.url(password=wrong)}, 2, wrong),
         "unverified CA": (
             {**base, "JURY_REDIS_TLS_CA": str(tls_redis.other_ca), "JURY_REDIS_URL": tls_redis.url()},
-            1,
+            2,
             PASSWORD,
         ),
         "no verification": (
@@ -286,3 +287,7 @@ def test_cli_over_tls_and_its_errors(tls_redis: TlsRedis, tmp_path: Path) -> Non
         assert r.returncode == code, (name, r.stdout, r.stderr)
         assert secret not in r.stdout + r.stderr, name
         assert r.stderr.startswith("jury: "), (name, r.stderr)
+        if name in ("wrong password", "unverified CA"):
+            assert "cannot reach Redis at rediss://:***@" in r.stderr and "(JURY_REDIS_URL)" in r.stderr, (
+                r.stderr
+            )

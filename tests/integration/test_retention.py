@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -391,3 +392,75 @@ def test_a_live_run_keeps_what_it_writes(client: redis.Redis, prefix: str, tmp_p
     live(rt)
     made = write_unexpiring_keys(rt, SLUG, "round-1.codex.stdout.txt")
     assert [client.ttl(k) for k in made] == [-1, -1, -1]
+
+
+# -- prune: thousands of expired runs, forgotten in bounded batches and never listed -----------------------
+
+
+def seed_runs(client: redis.Redis, prefix: str, slugs: list[str], deadline: float | None) -> None:
+    """Register the runs as ``create_run`` does and, with a ``deadline``, set them to expire then (as
+    ``expire_run`` does: keys.expiring_runs), in one pipeline."""
+    store = RedisStore(client, prefix=prefix)
+    pipe = client.pipeline(transaction=False)
+    for slug in slugs:
+        store._append_script(  # the registration itself, in one round trip for all
+            keys=[
+                keys.events(prefix, slug),
+                keys.eids(prefix, slug),
+                keys.runs_index(prefix),
+                keys.expiring_runs(prefix),
+                keys.run_index(prefix, slug),
+            ],
+            args=[slug],
+            client=pipe,
+        )
+    pipe.execute()
+    if deadline is not None:
+        client.zadd(keys.expiring_runs(prefix), dict.fromkeys(slugs, deadline))
+
+
+def test_thousands_of_expired_runs_are_never_listed_and_all_pruned_in_bounded_batches(
+    client: redis.Redis, prefix: str, tmp_path: Path
+) -> None:
+    rt = make_rt(client, prefix, tmp_path)
+    store = rt.store
+    assert isinstance(store, RedisStore)
+    now = float(client.time()[0])
+    expired = [f"old-{i}" for i in range(2500)]
+    kept = [f"kept-{i}" for i in range(20)]  # ended, retention still running
+    running = [f"live-{i}" for i in range(5)]  # never ended
+    seed_runs(client, prefix, expired, deadline=now - 5)
+    seed_runs(client, prefix, kept, deadline=now + 3600)
+    seed_runs(client, prefix, running, deadline=None)
+    assert client.zcard(keys.runs_index(prefix)) == 2525  # nobody pruned yet
+
+    # Before any prune: a look-up and a state read already leave the expired out.
+    assert not store.exists("old-7") and store.exists("kept-3") and store.exists("live-0")
+    client.set(keys.state(prefix, "old-7"), b'{"target": {"state": "cancelled"}}')
+    client.set(keys.state(prefix, "kept-3"), b'{"target": {"state": "cancelled"}}')
+    assert store.run_states(["old-7", "kept-3"]) == {"old-7": None, "kept-3": "cancelled"}
+    assert client.zcard(keys.runs_index(prefix)) == 2525  # a look-up prunes nothing
+
+    # A prune cut short after one batch (a lister that died, another host between): the rest stay unlisted.
+    calls: list[int] = []
+    script = store._prune_script
+
+    def one_batch(**call: list[Any]) -> int:
+        calls.append(int(call["args"][0]))
+        return int(script(**call))
+
+    assert one_batch(keys=[keys.runs_index(prefix), keys.expiring_runs(prefix)], args=[1000]) == 1000
+    full_prune = store.prune
+    store.prune = lambda batch=1000: 0  # type: ignore[method-assign]  # this listing prunes nothing
+    listed = store.runs()
+    assert client.zcard(keys.runs_index(prefix)) == 1525  # 1,500 expired still in the index ...
+    assert sorted(listed) == sorted(kept + running)  # ... and none of them listed
+
+    # The whole prune: batches of at most 1,000 until a short one; every expired run gone from both sets.
+    store.prune = full_prune  # type: ignore[method-assign]
+    store._prune_script = one_batch  # type: ignore[assignment]
+    assert store.prune() == 1500
+    assert calls == [1000, 1000, 1000]  # the cut-short one, then 1,000 and 500 (short: none left)
+    assert sorted(store.runs()) == sorted(kept + running)
+    assert client.zcard(keys.runs_index(prefix)) == 25
+    assert client.zrange(keys.expiring_runs(prefix), 0, -1) == sorted(s.encode() for s in kept)

@@ -518,6 +518,31 @@ class TestLiveContract:
         assert [None if m is None else m[1:] for m in marks] == [(True, 1), None, (False, 0), None]
         assert s.sent_marks(SLUG, []) == [] and s.sent_marks("other", ["review:r1:a"]) == [None]
 
+    def test_the_sent_marks_of_many_runs_are_each_runs_sent_marks_in_order(self, live: Live) -> None:
+        """The reaper's batch: one read for the actions in flight of many runs."""
+        s = live.store
+        s.mark_sent(SLUG, "review:r1:a")
+        s.mark_sent("other", "review:r1:a")
+        s.mark_taken("other", "review:r1:a")
+        wanted: list[tuple[str, list[str]]] = [
+            ("other", ["review:r1:a", "review:r1:b"]),
+            ("empty", []),
+            (SLUG, ["review:r1:a"]),
+        ]
+        got = s.sent_marks_of(wanted)
+        assert [[None if m is None else m[1:] for m in run] for run in got] == [
+            [(True, 0), None],
+            [],
+            [(False, 0)],
+        ]
+        assert s.sent_marks_of([]) == [] and s.sent_marks_of([("empty", [])]) == [[]]
+
+    def test_claim_kicks_is_each_runs_claim_kick(self, live: Live) -> None:
+        s = live.store
+        assert s.claim_kick("b", 60)
+        assert s.claim_kicks(["a", "b", "c"], 60) == [True, False, True]
+        assert s.claim_kicks(["a", "c"], 60) == [False, False] and s.claim_kicks([], 60) == []
+
     def test_a_put_back_task_is_due_when_its_countdown_ends(self, live: Live) -> None:
         s, key = live.store, "review:r1:codex"
         s.mark_sent(SLUG, key, delay=3600)

@@ -157,6 +157,47 @@ def test_read_from_snapshot_is_origin_snapshot_and_the_log_after_its_position(li
     assert live.read_from_snapshot(SLUG) == (origin, gone, None)  # a position not in the log
 
 
+def test_read_from_snapshots_is_each_runs_read_from_snapshot_in_order(live: LiveStore) -> None:
+    """The reaper's batch: one read for many runs, each answer what the run's own read answers, whatever
+    the run's case (no run, no snapshot, a tail, a position gone from the log)."""
+    live.append("a-1", [round_start(1), raised(1)])
+    live.append("b-1", [round_start(1), raised(1), raised(2)])
+    read = live.read_after("b-1", None)
+    assert read is not None
+    live.write_snapshot("b-1", {"version": 1, "position": read[0][0], "state": {}})
+    live.append("c-1", [round_start(1)])
+    gone = "999999999999999-0" if isinstance(live, RedisStore) else "99"
+    live.write_snapshot("c-1", {"version": 1, "position": gone, "state": {}})
+    slugs = ["c-1", "none-1", "b-1", "a-1", "b-1"]
+    assert live.read_from_snapshots(slugs) == [live.read_from_snapshot(slug) for slug in slugs]
+    assert live.read_from_snapshots([]) == []
+
+
+def test_a_reap_digest_is_given_only_while_nothing_follows_its_snapshot(live: LiveStore) -> None:
+    """The reaper reads a run's digest instead of its fold only while the digest is the log's whole truth:
+    the snapshot is of this log and nothing was appended after its position."""
+    digest = {"state": "review", "publishing": False, "inflight": [["review", "review:r1:a"]]}
+    assert live.reap_digests(["a-1"]) == [None]  # no run
+    live.append("a-1", [round_start(1), raised(1)])
+    read = live.read_after("a-1", None)
+    assert read is not None
+    origin, at_end = live.origin("a-1"), read[-1][0]
+    doc = {"version": 1, "position": at_end, "origin": origin, "state": {}}
+    live.write_snapshot("a-1", doc)
+    assert live.reap_digests(["a-1"]) == [None]  # a snapshot without a digest
+    live.write_snapshot("a-1", {**doc, "reap": digest})
+    assert live.read_from_snapshot("a-1") == (origin, {**doc, "reap": digest}, [])  # the body reads as ever
+    assert live.reap_digests(["a-1", "none-1", "a-1"]) == [digest, None, digest]
+    live.write_snapshot("a-1", {**doc, "reap": digest, "position": read[0][0]})
+    assert live.reap_digests(["a-1"]) == [None]  # an event after its position
+    live.write_snapshot("a-1", {**doc, "reap": digest, "origin": "1-1"})
+    assert live.reap_digests(["a-1"]) == [None]  # another log's
+    live.write_snapshot("a-1", {**doc, "reap": digest})
+    live.append("a-1", [raised(2)])
+    assert live.reap_digests(["a-1"]) == [None]  # a worker appended after the pass
+    assert live.reap_digests([]) == []
+
+
 def test_read_from_snapshot_pages_through_a_long_tail(live: LiveStore) -> None:
     live.append(SLUG, [round_start(1)])
     first = live.read_after(SLUG, None)

@@ -440,13 +440,18 @@ def concrete(path: str) -> str:
     return path
 
 
-def test_healthz_needs_no_token_and_says_only_ok_while_every_other_route_needs_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("loopback", [False, True], ids=["beyond-loopback", "loopback"])
+def test_healthz_needs_no_token_and_says_only_ok_while_every_other_route_needs_it(
+    tmp_path: Path, loopback: bool
+) -> None:
+    """Every route, the run list and the artifacts among them, on loopback too (``jury web``'s default
+    there): any process of the machine, a sandboxed agent's included, reaches loopback."""
     from starlette.routing import Mount, Route
 
     store = FileStore(tmp_path)
     store.append("acme-7", run.started())
     store.put_artifact("acme-7", "round-1.alpha.stdout.txt", b"FINDING: x\n")
-    app = create_app(Settings(dir=tmp_path, redis_url=None), store, Guard(TOKEN, True), loopback=False)
+    app = create_app(Settings(dir=tmp_path, redis_url=None), store, Guard(TOKEN, True), loopback=loopback)
     requests: list[tuple[str, str]] = []
     for route in app.app.routes:  # type: ignore[attr-defined]
         if isinstance(route, Mount):
@@ -558,9 +563,12 @@ def test_jury_web_binds_loopback_prints_the_token_url_and_refuses_other_addresse
                 url, token = m.group(1), m.group(2)
         assert url is not None, "jury web printed no URL"
         with httpx.Client(base_url=url) as client:
-            assert client.get("api/runs").json()["runs"][0]["slug"] == "acme-7"  # reads: open on loopback
-            assert client.post("api/runs/acme-7/cancel").status_code == 403
+            for path in ("api/runs", "api/runs/acme-7", "api/session", "api/runs/acme-7/artifacts/run.json"):
+                r = client.get(path)  # reads need the token on loopback too
+                assert r.status_code == 401 and "acme" not in r.text, (path, r.status_code)
+            assert client.post("api/runs/acme-7/cancel").status_code == 401
             client.get(f"?token={token}")  # the cookie
+            assert client.get("api/runs").json()["runs"][0]["slug"] == "acme-7"
             assert client.get("api/session").json()["canAct"] is True
     finally:
         p.terminate()
@@ -568,6 +576,53 @@ def test_jury_web_binds_loopback_prints_the_token_url_and_refuses_other_addresse
         if p.stdout is not None:
             p.stdout.close()
     assert os.path.exists(tmp_path / "runs" / "acme-7")
+
+
+def test_jury_web_no_token_is_an_explicit_choice_said_and_logged_and_loopback_only(tmp_path: Path) -> None:
+    env = {**outside_env(), "JURY_DIR": str(tmp_path), "NO_COLOR": "1"}
+    beyond = subprocess.run(
+        [sys.executable, "-m", "jury_cli", "web", "--no-token", "--host", "0.0.0.0", "--port", "0"],
+        capture_output=True,
+        text=True,
+        env={**env, "JURY_WEB_TOKEN": "an-operator-token-0123456789"},
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert beyond.returncode == 2 and "--no-token is for a console on loopback only" in beyond.stderr
+    FileStore(tmp_path).append("acme-7", run.started())
+    p = subprocess.Popen(
+        [sys.executable, "-m", "jury_cli", "web", "--port", "0", "--no-token"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
+    said: list[str] = []
+    try:
+        assert p.stdout is not None
+        deadline = time.monotonic() + 60
+        url = None
+        while url is None and time.monotonic() < deadline:
+            line = p.stdout.readline()
+            if not line:
+                break
+            said.append(line)
+            if m := re.search(r"(http://127\.0\.0\.1:\d+/)\?token=\S+", line):
+                url = m.group(1)
+        assert url is not None, "jury web printed no URL"
+        text = "".join(said)
+        assert "--no-token: every process on this machine can read every run" in text, text
+        assert "web.no_token" in text, text  # in the log too
+        with httpx.Client(base_url=url) as client:
+            assert client.get("api/runs").json()["runs"][0]["slug"] == "acme-7"  # the choice: reads open
+            assert client.post("api/runs/acme-7/cancel").status_code == 403  # actions still need it
+            assert client.get("api/session").json()["canAct"] is False
+    finally:
+        p.terminate()
+        p.wait(timeout=30)
+        if p.stdout is not None:
+            p.stdout.close()
 
 
 def test_jury_web_beyond_loopback_prints_addresses_a_browser_can_open_and_never_the_token(

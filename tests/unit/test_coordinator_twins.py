@@ -22,7 +22,7 @@ from orchestrator.fold import RunState, fold
 from orchestrator.spec import AgentSpec, JuryConfig, SandboxSettings, Target
 from orchestrator.store.files import FileStore
 from orchestrator.store.memory import ManualClock, MemoryStore
-from workers import coordinator, shutdown
+from workers import coordinator, reaping, shutdown
 from workers.lease import MemoryLeases
 from workers.ledger import MemoryLedger
 from workers.runtime import Job, Runtime, finish, load_job
@@ -295,6 +295,38 @@ def test_reap_kicks_only_a_run_with_nothing_in_flight(tw: Twins) -> None:
         tw.store.append(slug, [ActionDone(eid=f"{key}:done", key=key, ok=True)])
     assert tw.state().inflight() == []
     assert coordinator.reap(tw.rt) == [] and tw.kicked == [SLUG]
+
+
+def test_the_reapers_digest_is_what_the_full_fold_says(tw: Twins) -> None:
+    """What a pass reads of a run from the snapshot's digest equals what it would fold from the log, and a
+    run with events after its snapshot is folded instead (a digest would be stale)."""
+    start(tw)
+    folded = reaping.view_of(tw.state())
+    assert [d is not None for d in tw.store.reap_digests([SLUG])] == [True]
+    assert reaping.views(tw.rt, [SLUG]) == [folded] and folded.inflight  # the reviews in flight
+    (kind, slug, key), *_ = deliver(tw)
+    tw.store.append(slug, [ActionDone(eid=f"{key}:done", key=key, ok=True)])  # no coordinate pass yet
+    assert tw.store.reap_digests([SLUG]) == [None]
+    now = reaping.view_of(tw.state())
+    assert reaping.views(tw.rt, [SLUG]) == [now] and len(now.inflight) == len(folded.inflight) - 1
+
+
+def test_reap_goes_batch_by_batch_and_stops_when_told(tw: Twins, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pass reads its runs a batch at a time and asks ``holding`` before each (the reaper's lock is
+    still this worker's, the pass within its bound): told no, it stops, and the next pass starts at
+    another place, so every run is reached."""
+    monkeypatch.setattr(coordinator, "REAP_BATCH", 2)
+    slugs = [f"idle-{i}" for i in range(5)]
+    for slug in slugs:
+        tw.store.activate(slug)  # active, nothing in flight: a pass kicks each it reaches
+    answers = iter([True, True, False])  # two batches, then the lock is gone
+    assert coordinator.reap(tw.rt, lambda: next(answers)) == []
+    assert len(tw.kicked) == 4 and len(set(tw.kicked)) == 4  # two batches of two; the fifth waits
+    kicked_before = set(tw.kicked)
+    tw.clock.advance(2 * tw.rt.settings.reap_after + 1)  # the kick marks lapse
+    tw.kicked.clear()
+    assert coordinator.reap(tw.rt) == [] and sorted(tw.kicked) == slugs  # a whole pass reaches all
+    assert set(slugs) - kicked_before  # the one the cut-short pass left
 
 
 def test_reap_resends_an_action_whose_lease_expired_without_a_done_marker(

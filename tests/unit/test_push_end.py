@@ -85,3 +85,14 @@ def test_a_resumed_run_pushes_again() -> None:
 
 def test_without_push_nothing_is_pushed() -> None:
     assert ended(decide(fold(clean_run(push=False), SLUG)))[0] == "converged"
+
+
+def test_fixes_held_back_by_the_push_gate_converge_and_the_end_says_why() -> None:
+    """A refused push (a fork's head, orchestrator/pushgate.py) is no failure: the run converges and its
+    end note, which the PR's review and check quote, says why the fixes were not pushed."""
+    events = [*clean_run(), *pushed("push:c1", ok=True)]
+    held = "not pushed: the PR's head is not from the base repository (a fork)"
+    events.insert(-1, TargetEvent(eid="push:c1:held", target=Target(push_note=held)))
+    state, note = ended(decide(fold(events, SLUG)))
+    assert state == "converged"
+    assert note == f"all reviewers clean in round 1; 0 fix(es) accepted; {held}"

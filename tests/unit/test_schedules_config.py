@@ -12,7 +12,7 @@ import pytest
 
 from orchestrator.config import RepoFile, load_config, load_schedules
 from orchestrator.errors import ConfigError
-from orchestrator.schedules import Schedule, parse_schedules, slot_after, slot_at_or_before
+from orchestrator.schedules import Schedule, next_slots, parse_schedules, slot_after, slot_at_or_before
 
 SRC = "/etc/jury/config.toml"
 NOW = datetime(2026, 12, 1, 9, 0, tzinfo=UTC).timestamp()
@@ -92,7 +92,13 @@ def test_defaults_and_a_single_label() -> None:
         ({"cron": ""}, "cron", "non-empty string"),
         ({"cron": 5}, "cron", "non-empty string"),
         ({"cron": "0 0 30 2 *"}, "cron", "never fires again"),
-        ({"cron": "0 0 1 1 * 0 2020"}, "cron", "never fires again"),
+        ({"cron": "0 0 1 1 * 0 2020"}, "cron", "7 fields; a cron here is five"),
+        ({"cron": "0 2 * *"}, "cron", "4 fields"),
+        ({"cron": "*/20 * * * * *"}, "cron", "has 6 fields: croniter reads a sixth as seconds, last"),
+        ({"cron": "0 * * * * *"}, "cron", "('minute hour day month weekday second')"),
+        ({"seconds": "*/2 *"}, "seconds", "one cron field for the second"),
+        ({"cron": "@hourly", "seconds": "*/2"}, "seconds", "not an @ macro"),
+        ({"seconds": 5}, "seconds", "non-empty string"),
         ({"timezone": "Mars/Olympus"}, "timezone", "unknown time zone"),
         ({"kind": "deploy"}, "kind", "must be one of review, verify"),
         ({"repos": []}, "repos", "at least one"),
@@ -157,8 +163,34 @@ def test_a_repository_cannot_schedule() -> None:
 # --- slots ------------------------------------------------------------------------------------------------
 
 
+def test_a_six_field_cron_is_refused_with_croniters_order_and_the_trap() -> None:
+    """``*/20 * * * * *`` reads as "every 20 seconds" and croniter fires it every second of minutes 0, 20
+    and 40: refused, with croniter's order, the trap and the way to name seconds."""
+    message = refused([table(cron="*/20 * * * * *")])
+    assert "croniter reads a sixth as seconds, last ('minute hour day month weekday second')" in message
+    assert "fires every second of minutes 0, 20 and 40" in message and 'seconds = "..."' in message
+    assert one(cron="@daily").cron == "@daily"  # a macro is fine
+    assert one(cron="  */20  *  * * * ").cron == "*/20 * * * *"  # spacing is not a field
+
+
+def test_the_next_three_firings_say_what_a_cron_means() -> None:
+    base = at("2026-12-01T09:05:00")
+    every20 = one(cron="*/20 * * * *")
+    assert next_slots(every20, base) == [
+        at("2026-12-01T09:20:00"),
+        at("2026-12-01T09:40:00"),
+        at("2026-12-01T10:00:00"),
+    ]
+    paris = one(cron="0 3 * * *", timezone="Europe/Paris")
+    assert next_slots(paris, at("2026-03-28T12:00:00"), 2) == [
+        at("2026-03-29T01:00:00"),
+        at("2026-03-30T01:00:00"),
+    ]
+
+
 def test_slots_of_a_seconds_cron() -> None:
-    every3 = one(cron="* * * * * */3")
+    every3 = one(cron="* * * * *", seconds="*/3")
+    assert every3.cron_text() == "* * * * * at seconds */3"
     base = at("2026-12-01T09:00:00")
     assert slot_at_or_before(every3, base) == base  # on a slot: that slot
     assert slot_at_or_before(every3, base + 0.999) == base

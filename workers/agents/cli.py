@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import re
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import structlog
@@ -15,7 +17,8 @@ from orchestrator.parse import extract_report, find_session
 from orchestrator.spec import AgentSpec, SandboxSettings
 from orchestrator.transcript import codex_thread, codex_usage, commands_of
 from workers.agents.run import AgentRun
-from workers.sandbox import Jail, git_dirs_of, jail_env
+from workers.egress import egress_proxy
+from workers.sandbox import Jail, git_dirs_of, jail_env, program_visible
 from workers.supervise import Interrupted, run_supervised
 
 log = structlog.get_logger()
@@ -109,6 +112,21 @@ def codex_rollout_text(env: Mapping[str, str], thread: str | None) -> str | None
     return text.split("\n", 1)[-1] if size > ROLLOUT_MAX_BYTES else text  # drop a torn first line
 
 
+@contextmanager
+def confined_network(
+    spec: AgentSpec, jail: Jail, argv: list[str], worktree: Path, base: Mapping[str, str]
+) -> Iterator[tuple[Jail, list[str]]]:
+    """The jail and argv an agent runs with: confined, in its own network namespace whose only way out is
+    an egress proxy allowing the entry's ``egress`` (``workers.egress``), running for the length of the
+    block, the agent started by the in-sandbox forwarder. Unconfined, or a program the sandbox cannot
+    run (``run_supervised`` says so, as it does for any jail), as they are."""
+    if not jail.confined or not argv or not program_visible(jail, argv[0], worktree, base):
+        yield jail, argv
+        return
+    with egress_proxy(spec.name, spec.egress) as egress:
+        yield replace(jail, egress=egress.mounts), egress.wrap(argv)
+
+
 def run_cli_agent(
     spec: AgentSpec,
     *,
@@ -155,13 +173,14 @@ def run_cli_agent(
         model_args=spec.model_args,
     )
     base = os.environ if base_env is None else base_env
-    # Network on (the agent calls its model), no rlimits (agents are big programs); a reviewer's worktree
-    # is read-only in the kernel's eyes, the judge's writable; of HOME only the entry's state_dirs.
+    # No network but the entry's ``egress`` (through Jury's proxy, ``confined_network``); no rlimits
+    # (agents are big programs); a reviewer's worktree is read-only in the kernel's eyes, the judge's
+    # writable; of HOME only the entry's state_dirs.
     jail = Jail(
         worktree=worktree,
         settings=sandbox or SandboxSettings(),
         writable=role == "judge",
-        network=True,
+        network=True,  # only where nothing is confined ([sandbox] mode = "none"): the host's network
         git_dirs=git_dirs_of(worktree),
         state_dirs=tuple(spec.state_dirs),
         ro_paths=(prompt_file,),
@@ -174,20 +193,21 @@ def run_cli_agent(
     stdout_path = out_dir / f"{name}.stdout.txt"
     stderr_path = out_dir / f"{name}.stderr.txt"
     log.info("agent.cli.start", agent=spec.name, role=role, name=name, resume=resume, session=session)
-    proc = run_supervised(
-        argv,
-        cwd=worktree,
-        env=dict(base),
-        stdout_path=stdout_path,
-        stderr_path=stderr_path,
-        timeout=timeout,
-        grace=grace,
-        tick_every=tick_every,
-        on_tick=on_tick,
-        interrupted=interrupted,
-        max_output=max_output,
-        jail=jail,
-    )
+    with confined_network(spec, jail, argv, worktree, base) as (run_jail, run_argv):
+        proc = run_supervised(
+            run_argv,
+            cwd=worktree,
+            env=dict(base),
+            stdout_path=stdout_path,
+            stderr_path=stderr_path,
+            timeout=timeout,
+            grace=grace,
+            tick_every=tick_every,
+            on_tick=on_tick,
+            interrupted=interrupted,
+            max_output=max_output,
+            jail=run_jail,
+        )
     stdout = stdout_path.read_bytes().decode("utf-8", errors="replace")
     stderr = stderr_path.read_bytes().decode("utf-8", errors="replace")
     report = extract_report(stdout, stderr, spec.report)

@@ -16,6 +16,7 @@ pays per call, ``request.event`` for what it reports).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,9 +24,11 @@ from typing import Any, Protocol
 
 from orchestrator.agent_kinds import AGENT_KINDS
 from orchestrator.domain import Role
+from orchestrator.logs import add_secrets, redactor
 from orchestrator.registry import Registry
 from orchestrator.spec import AgentSpec, SandboxSettings
 from workers.agents.run import AgentRun
+from workers.agents.secrets import agent_secrets, redact_files, redact_run
 from workers.supervise import Interrupted
 
 CALL_ENDED = "http.call"  # the event a seat that reserves per call sends as each call ends: {"cost_usd"}
@@ -69,9 +72,11 @@ class SeatRequest:
         return all(hook.before_call(self, amount) for hook in self.hooks)
 
     def event(self, name: str, fields: dict[str, Any]) -> None:
-        """Something the agent's run reports (``CALL_ENDED``, ``tool.refused``, ...)."""
+        """Something the agent's run reports (``CALL_ENDED``, ``tool.refused``, ...), its text redacted:
+        what an agent said reaches no hook (an event, a log line) with a secret in it."""
+        clean = redactor().redact_json(fields)
         for hook in self.hooks:
-            hook.on_event(self, name, fields)
+            hook.on_event(self, name, clean)
 
 
 class Seat(Protocol):
@@ -117,11 +122,19 @@ def register_seat(kind: str, seat: Seat) -> Seat:
 
 
 def run_seat(request: SeatRequest) -> AgentRun:
-    """Run ``request.spec`` in the seat of its kind, with the request's hooks around it."""
+    """Run ``request.spec`` in the seat of its kind, with the request's hooks around it.
+
+    The one door by which any agent's output enters the record: the agent's secrets are registered
+    before it starts (``agent_secrets``: so its own runner, and every log line, redact them too), and
+    what it returns and the files it wrote are redacted before any hook or caller sees them."""
     seat = SEATS[request.spec.kind]
+    add_secrets(agent_secrets(request.spec, os.environ))
     for hook in request.hooks:
         hook.before_run(seat, request)
     run = seat.run(request)
+    clean = redactor()
+    run = redact_run(run, clean)
+    redact_files(request.out_dir, request.name, clean)
     for hook in request.hooks:
         hook.after_run(seat, request, run)
     return run
