@@ -78,3 +78,12 @@ def test_version_says_the_installed_version() -> None:
 
     out, _ = loaded_by("version")
     assert out.strip() == f"jury {version('jury-review')}"
+
+
+def test_every_command_starts_writing_privately() -> None:
+    """``main`` sets the umask of ``workers.supervise.write_privately`` itself (importing the workers would
+    cost every command their start-up): the two must agree."""
+    from jury_cli.app import PRIVATE_UMASK
+    from workers.supervise import PRIVATE_UMASK as WORKERS_UMASK
+
+    assert PRIVATE_UMASK == WORKERS_UMASK == 0o077
