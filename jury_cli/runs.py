@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from jury_cli.context import DirOpt, out, settings_for
+from jury_cli import context
+from jury_cli.context import DirOpt, settings_for
 from orchestrator.errors import UsageError
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ def runs(dir: DirOpt = None) -> None:
     running = running_here(settings)
     slugs = store.runs()
     if not slugs:
-        out.print("no runs yet")
+        context.out.print("no runs yet")
         return
     for slug in slugs:
         try:
@@ -38,11 +39,11 @@ def runs(dir: DirOpt = None) -> None:
             if s.events == 0:
                 raise ValueError("no readable events")
         except Exception as exc:  # one unreadable run never blanks the list
-            out.print(f"{slug}  skipped: {exc}", markup=False)
+            context.out.print(f"{slug}  skipped: {exc}", markup=False)
             continue
         n_open = len(s.open_findings())
         stopped = running is not None and s.state not in TERMINAL_STATES and slug not in running
-        out.print(
+        context.out.print(
             f"{slug}  {s.state}  rounds={len(s.rounds)}  findings={len(s.findings)}  open={n_open}"
             + ("  (not running on this machine)" if stopped else ""),
             markup=False,
@@ -99,10 +100,10 @@ def show(
         sys.stdout.write(json.dumps(s.wire(), indent=2) + "\n")
         return
     record = settings.dir / "runs" / slug  # this host's files record, if it coordinated or started the run
-    summary(out, s, where=str(record) if record.is_dir() else None)
+    summary(context.out, s, where=str(record) if record.is_dir() else None)
     running = running_here(settings)
     if running is not None and s.state not in TERMINAL_STATES and slug not in running:
-        out.print(
+        context.out.print(
             f"  not running on this machine: no `jury review` here runs it now. Continue it with "
             f"`jury review --resume {slug}`; a run of the fleet shows live with JURY_REDIS_URL set",
             markup=False,
@@ -112,7 +113,7 @@ def show(
 def cancel(slug: str, dir: DirOpt = None) -> None:
     """Cancel a run: its running agents are killed and it ends ``cancelled``."""
     cancel_run(settings_for(dir), slug, os.environ.get("USER", "user"))
-    out.print(f"cancelling {slug}", markup=False)
+    context.out.print(f"cancelling {slug}", markup=False)
 
 
 def embedded_holding(settings: Settings, slug: str) -> Settings:

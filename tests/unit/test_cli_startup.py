@@ -27,9 +27,10 @@ LOADED_AFTER = (
     "sys.stderr.write('\\n' + json.dumps({'code': code, 'modules': sorted(sys.modules)}) + '\\n')\n"
 )
 HEAVY = ("celery", "kombu", "redis", "httpx", "orchestrator.domain")
-# Not forbidden as such, but most of what is left of the start-up when imported: typer coerces an unset
+# Not forbidden as such, but most of what is left of the start-up when imported: rich (the consoles of
+# jury_cli.context are made when first used), and pydantic: typer coerces an unset
 # --help (None) through pydantic unless it is False (``jury_cli.app.UnsetHelpIsFalse``).
-ALSO_HEAVY = ("pydantic",)
+ALSO_HEAVY = ("pydantic", "rich")
 
 
 def loaded_by(*args: str) -> tuple[str, set[str]]:
@@ -61,7 +62,8 @@ def test_light_commands_import_no_broker_store_client_or_domain(args: tuple[str,
     heavy = sorted(m for m in modules if any(m == h or m.startswith(f"{h}.") for h in HEAVY))
     assert not heavy, f"jury {' '.join(args)} imported {heavy}"
     assert "jury_cli.review" not in modules and "workers" not in modules  # no other command's module
-    assert not [m for m in modules if m.split(".")[0] in ALSO_HEAVY], f"jury {' '.join(args)}: pydantic"
+    also = sorted({m.split(".")[0] for m in modules} & set(ALSO_HEAVY))
+    assert not also, f"jury {' '.join(args)} imported {also}"
 
 
 def test_help_lists_every_command_with_its_own_docstring_without_importing_it() -> None:
