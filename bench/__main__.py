@@ -23,10 +23,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from bench import dispatch, eventlog, fairness, fleet, isolation, machine, parsers, reaper
+from bench import dispatch, eventlog, fairness, fleet, isolation, machine, parsers, reaper, startup
 from bench.stats import Figure
 
-SECTIONS = ("dispatch", "fleet", "fair share", "event log", "reaper", "isolation", "parsers")
+SECTIONS = ("dispatch", "fleet", "fair share", "event log", "reaper", "isolation", "parsers", "start-up")
 
 
 def quiet_logs() -> None:
@@ -104,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         "reaper": lambda: reaper.measure(client, runs=reaper.RUNS, repeat=repeat),
         "isolation": lambda: isolation.measure(quick=args.quick, repeat=repeat),
         "parsers": lambda: parsers.measure(repeat, size=100_000 if args.quick else parsers.MB),
+        "start-up": lambda: startup.measure(repeat=repeat),
     }
     runs = {
         "dispatch": lambda: dispatch.measure_dispatch(args.redis, quick=args.quick),

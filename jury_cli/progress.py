@@ -151,13 +151,40 @@ def live_view(s: RunState, started: float) -> Group:
     return Group(*lines)
 
 
+def as_it_happens(e: Event) -> bool:
+    """Whether the event is a milestone a terminal keeps above the live panel: a round begun, a finding
+    raised, settled or reopened, the run's state. The panel shows the rest (the agents, the counts)."""
+    match e:
+        case RoundStart() | FindingRaised() | FindingResolved() | FindingReopened() | RunCarried():
+            return True
+        case TargetEvent() if e.target.state:
+            return True
+    return False
+
+
 class Progress:
-    """Shows a run as its events arrive."""
+    """Shows a run as its events arrive: on a terminal, a live panel with the milestones printed above it
+    as they happen; otherwise one plain line per notable event (no panel, no escape sequences).
+
+    An agent launched again for the same action before it reported (its worker shut down and handed it
+    back to the fleet, or died, and another worker took it over) is said so, not as a second launch."""
 
     def __init__(self, console: Console, slug: str) -> None:
         self.console, self.slug = console, slug
         self.live: Live | None = None
         self.started = time.monotonic()
+        self.running: set[str] = set()  # action keys launched and not yet reported
+
+    def handed_back(self, e: Event) -> bool:
+        """Whether ``e`` launches again an action that was running (and keeps track of which are)."""
+        match e:
+            case AgentLaunch(key=str() as key):
+                again = key in self.running
+                self.running.add(key)
+                return again
+            case AgentReport(key=str() as key) | ActionDeferred(key=key):
+                self.running.discard(key)
+        return False
 
     def __enter__(self) -> Progress:
         if self.console.is_terminal:
@@ -170,12 +197,21 @@ class Progress:
             self.live.__exit__(*exc)
 
     def update(self, state: RunState, new: list[Event]) -> None:
+        for e in new:
+            if self.handed_back(e):
+                assert isinstance(e, AgentLaunch)
+                what = f" on {e.finding}" if e.finding else ""
+                line: str | None = (
+                    f"  {e.agent} ({e.role}{what}) handed back to the fleet; another worker runs it"
+                )
+            elif self.live is None or as_it_happens(e):
+                line = event_line(e)
+            else:
+                line = None  # the panel shows it
+            if line is not None:  # on a terminal, printed above the panel
+                self.console.print(line, highlight=False, markup=False, soft_wrap=True)
         if self.live is not None:
             self.live.update(live_view(state, self.started))
-            return
-        for e in new:
-            if (line := event_line(e)) is not None:
-                self.console.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
 def summary(console: Console, s: RunState, where: str | None = None) -> None:

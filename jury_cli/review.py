@@ -4,6 +4,7 @@ resume marker, appended to the live store; the coordinator kicked; the run follo
 from __future__ import annotations
 
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -21,6 +22,7 @@ from orchestrator.publishing import awaiting_publish, publish_key, wants_publish
 from orchestrator.spec import TERMINAL_STATES, Target
 from orchestrator.start import RunOptions, first_events, jury_config
 from orchestrator.store.base import RunVanished
+from orchestrator.store.files import FileStore
 
 
 def new_run(
@@ -37,11 +39,9 @@ def new_run(
         cfg.agents.update(extra_agents)
     jury = jury_config(settings, cfg, target, opts)
     base = make_slug(target.repo or "repo", target.id or "run", target.attempt or "")
-    slug, i = base, 1
-    while (settings.dir / "runs" / slug).exists():
-        i += 1
-        slug = f"{base}-{i}"
-    return slug, first_events(target, jury)
+    # Claimed in the state directory before anything is written: the commands started together on it
+    # (each with its own private Redis) never share a slug, nor so a record.
+    return FileStore(settings.dir).claim(base), first_events(target, jury)
 
 
 def resume_events(b: Backend, slug: str) -> list[Event]:
@@ -63,10 +63,14 @@ def resume_events(b: Backend, slug: str) -> list[Event]:
 
 
 def unique_slug(b: Backend, slug: str) -> str:
-    """``slug`` with the first ``-N`` suffix no run of the shared store has yet."""
+    """``slug`` with the first ``-N`` suffix no run of the shared store nor of the state directory has yet
+    (claimed in both); the claim of ``slug`` in the state directory is given back."""
+    b.files.unclaim(slug)
     for i in range(2, 1000):
-        if b.store.create_run(candidate := f"{slug}-{i}"):
-            return candidate
+        if b.files.create_run(candidate := f"{slug}-{i}"):
+            if b.store.create_run(candidate):
+                return candidate
+            b.files.unclaim(candidate)
     raise JuryError(f"cannot find a free run name after {slug}-999")
 
 
@@ -133,12 +137,18 @@ def run_review(
     concurrency: int,
     console: Console,
 ) -> int:
-    with backend(settings, concurrency) as b:
-        if detach and b.embedded:
-            raise UsageError("--detach needs JURY_REDIS_URL and workers started with `jury worker`")
-        events = resume_events(b, slug) if resume else (first or [])
-        if not b.store.create_run(slug) and not resume:
-            slug = unique_slug(b, slug)  # another host took this slug in the same minute
+    with ExitStack() as stack:
+        try:
+            b = stack.enter_context(backend(settings, concurrency))
+            if detach and b.embedded:
+                raise UsageError("--detach needs JURY_REDIS_URL and workers started with `jury worker`")
+            events = resume_events(b, slug) if resume else (first or [])
+            if not b.store.create_run(slug) and not resume:
+                slug = unique_slug(b, slug)  # another host took this slug in the same minute
+        except BaseException:
+            if not resume:  # the slug claimed for a run that never began is given back
+                FileStore(settings.dir).unclaim(slug)
+            raise
         if resume:  # the cancel it may have ended by is spent: the agents it starts now must run
             b.store.clear_cancel_flag(slug)
         b.store.append(slug, events)

@@ -1,32 +1,37 @@
-"""Reading and stopping runs: ``jury runs``, ``jury show``, ``jury cancel``."""
+"""Reading and stopping runs: ``jury runs``, ``jury show``, ``jury cancel``.
+
+What a command needs beyond its options is imported when it runs: ``jury runs --help`` imports none of the
+stores, the domain models or the broker (tests/unit/test_cli_startup.py)."""
 
 from __future__ import annotations
 
 import json
 import os
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from jury_cli.backend import reading_store, shared_store
-from jury_cli.context import DirOpt, out, settings_for
-from jury_cli.progress import summary
-from orchestrator.config import Settings
+from jury_cli import context
+from jury_cli.context import DirOpt, settings_for
 from orchestrator.errors import UsageError
-from orchestrator.fold import fold, tick
-from orchestrator.spec import TERMINAL_STATES
-from orchestrator.store.base import LiveStore, check_slug, read_run
+
+if TYPE_CHECKING:
+    from orchestrator.config import Settings
 
 
 def runs(dir: DirOpt = None) -> None:
     """List runs: slug, state, rounds, findings, open."""
+    from jury_cli.backend import reading_store
+    from orchestrator.fold import fold
+    from orchestrator.spec import TERMINAL_STATES
+
     settings = settings_for(dir)
     store = reading_store(settings)
     running = running_here(settings)
     slugs = store.runs()
     if not slugs:
-        out.print("no runs yet")
+        context.out.print("no runs yet")
         return
     for slug in slugs:
         try:
@@ -34,11 +39,11 @@ def runs(dir: DirOpt = None) -> None:
             if s.events == 0:
                 raise ValueError("no readable events")
         except Exception as exc:  # one unreadable run never blanks the list
-            out.print(f"{slug}  skipped: {exc}", markup=False)
+            context.out.print(f"{slug}  skipped: {exc}", markup=False)
             continue
         n_open = len(s.open_findings())
         stopped = running is not None and s.state not in TERMINAL_STATES and slug not in running
-        out.print(
+        context.out.print(
             f"{slug}  {s.state}  rounds={len(s.rounds)}  findings={len(s.findings)}  open={n_open}"
             + ("  (not running on this machine)" if stopped else ""),
             markup=False,
@@ -79,6 +84,12 @@ def show(
     dir: DirOpt = None,
 ) -> None:
     """Show one run."""
+    from jury_cli.backend import reading_store
+    from jury_cli.progress import summary
+    from orchestrator.fold import fold, tick
+    from orchestrator.spec import TERMINAL_STATES
+    from orchestrator.store.base import LiveStore, read_run
+
     settings = settings_for(dir)
     store = reading_store(settings)
     s = fold(read_run(store, slug, settings.dir if settings.redis_url else None), slug)  # gone: exit 1
@@ -89,10 +100,10 @@ def show(
         sys.stdout.write(json.dumps(s.wire(), indent=2) + "\n")
         return
     record = settings.dir / "runs" / slug  # this host's files record, if it coordinated or started the run
-    summary(out, s, where=str(record) if record.is_dir() else None)
+    summary(context.out, s, where=str(record) if record.is_dir() else None)
     running = running_here(settings)
     if running is not None and s.state not in TERMINAL_STATES and slug not in running:
-        out.print(
+        context.out.print(
             f"  not running on this machine: no `jury review` here runs it now. Continue it with "
             f"`jury review --resume {slug}`; a run of the fleet shows live with JURY_REDIS_URL set",
             markup=False,
@@ -102,7 +113,7 @@ def show(
 def cancel(slug: str, dir: DirOpt = None) -> None:
     """Cancel a run: its running agents are killed and it ends ``cancelled``."""
     cancel_run(settings_for(dir), slug, os.environ.get("USER", "user"))
-    out.print(f"cancelling {slug}", markup=False)
+    context.out.print(f"cancelling {slug}", markup=False)
 
 
 def embedded_holding(settings: Settings, slug: str) -> Settings:
@@ -116,6 +127,9 @@ def embedded_holding(settings: Settings, slug: str) -> Settings:
 
 def cancel_run(settings: Settings, slug: str, who: str) -> None:
     """Flag the run for cancelling, log who asked, and kick its coordinator (``jury cancel``, the console)."""
+    from orchestrator.spec import TERMINAL_STATES
+    from orchestrator.store.base import check_slug
+
     check_slug(slug)
     if not settings.redis_url:  # a run of a `jury review` on this machine: the embedded Redis that holds it
         settings = embedded_holding(settings, slug)
@@ -124,6 +138,7 @@ def cancel_run(settings: Settings, slug: str, who: str) -> None:
             "no Redis to reach the run through: set JURY_REDIS_URL, or cancel while the "
             "run's `jury review` is running on this machine"
         )
+    from jury_cli.backend import shared_store
     from orchestrator.domain import RunCancel, cancel_eid
     from orchestrator.fold import fold
     from workers.app import make_app

@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from jury_cli.backend import Backend, backend
 from jury_cli.context import DirOpt, RefuteOpt, RefuteRejectionsOpt, RefuterOpt, cells, err, out, settings_for
@@ -44,26 +46,51 @@ def table(report: SweepReport) -> Table:
     return t
 
 
-def follow_all(b: Backend, slugs: list[str], publish: bool) -> dict[str, str | None]:
+def tally(states: dict[str, str | None]) -> str:
+    """The runs' progress in a line: how many are queued, running and done."""
+    queued = sum(state == "queued" for state in states.values())
+    done = sum(state is None or state in TERMINAL_STATES for state in states.values())
+    return f"runs: {queued} queued, {len(states) - queued - done} running, {done} done of {len(states)}"
+
+
+def follow_all(
+    b: Backend, slugs: list[str], publish: bool, console: Console | None = None
+) -> dict[str, str | None]:
     """Wait until every run ends (and, with ``publish``, has published its end); say each one's end as
-    it comes."""
+    it comes. On a terminal, a live line below says how many are queued, running and done."""
+    from rich.live import Live
+
     from orchestrator.fold import fold
     from orchestrator.publishing import awaiting_publish
 
+    console = console or out
     left, ended = set(slugs), {}
-    while left:
-        states = b.store.run_states(sorted(left))
-        for slug, state in states.items():
-            if state in TERMINAL_STATES and publish and awaiting_publish(fold(b.store.read(slug), slug)):
-                continue
-            if state is None or state in TERMINAL_STATES:
-                ended[slug] = state
-                left.discard(slug)
-                if state is not None:
-                    b.sync(slug)
-                out.print(f"{slug}  {state or 'gone from the store'}", markup=False)
-        if left:
-            time.sleep(1.0)
+    latest: dict[str, str | None] = dict.fromkeys(slugs, "queued")
+    began = time.monotonic()
+    status = Live(console=console, refresh_per_second=4, transient=True) if console.is_terminal else None
+    if status is not None:
+        status.start()
+    try:
+        while left:
+            states = b.store.run_states(sorted(left))
+            latest |= states
+            for slug, state in states.items():
+                if state in TERMINAL_STATES and publish and awaiting_publish(fold(b.store.read(slug), slug)):
+                    latest[slug] = "publishing"  # ended, its publish still to come: not done
+                    continue
+                if state is None or state in TERMINAL_STATES:
+                    ended[slug] = state
+                    left.discard(slug)
+                    if state is not None:
+                        b.sync(slug)
+                    console.print(f"{slug}  {state or 'gone from the store'}", markup=False)
+            if status is not None:
+                status.update(Text(f"{tally(latest)}  {time.monotonic() - began:,.0f}s"), refresh=True)
+            if left:
+                time.sleep(1.0)
+    finally:
+        if status is not None:
+            status.stop()
     return ended
 
 
@@ -150,6 +177,9 @@ def sweep(
             dry_run=dry_run,
             # The fleet's Redis keeps the listings' ETags for the next sweep; an embedded one would not.
             etag_cache=fleet_etag_cache(b.store) if settings.redis_url else None,
+            # A private Redis is no one else's: slugs are claimed in the state directory too (a review
+            # or another sweep on it).
+            claim_in=b.files if b.embedded else None,
         )
         if as_json and (detach or dry_run):
             sys.stdout.write(report.model_dump_json(indent=2) + "\n")

@@ -118,6 +118,10 @@ class Target(Model):
     # Why a run's fixes were not pushed to the PR's repository (orchestrator/pushgate.py): a head from a
     # fork, CI configuration changed; said in the run's end note and so on the PR.
     push_note: str | None = None
+    # Unique to this run, whatever its slug (``first_events``): its checkouts and scratch folders are
+    # named by it, so two runs never share one even where their slugs could meet (two state directories
+    # of one host, a record put back by hand). Runs recorded before it had none: their slug stands in.
+    run_id: str | None = None
 
 
 class SandboxSettings(Model):

@@ -9,6 +9,7 @@ cap), it means it alike for both.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -106,6 +107,6 @@ def jury_config(settings: Settings, cfg: RepoConfig, target: Target, opts: RunOp
 
 
 def first_events(target: Target, jury: JuryConfig) -> list[Event]:
-    """The events every new run's log begins with."""
-    target = target.model_copy(update={"judge": jury.judge})
+    """The events every new run's log begins with; the target gets the run's unique id (``run_id``)."""
+    target = target.model_copy(update={"judge": jury.judge, "run_id": uuid.uuid4().hex[:12]})
     return [TargetEvent(eid="target:0", target=target), JuryConfigEvent(eid="config:0", config=jury)]

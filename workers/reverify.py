@@ -36,6 +36,7 @@ from orchestrator.store.base import EventStore
 from orchestrator.store.files import FileStore, mirror
 from workers.mirror import run_repo
 from workers.proof import fixed_problem, relevant
+from workers.runtime import run_key, safe_name
 from workers.testcommand import added_test_names, read_test_command
 from workers.verify import OUTPUT_TAIL, run_reported
 from workers.weakening import is_test_path, name_status
@@ -241,7 +242,7 @@ def check_finding(
         status, problem = "error", tc
     else:
         timeout = (cfg.timeout if cfg and cfg.timeout else None) or DEFAULT_TIMEOUT
-        name = f"{s.slug}.reverify.{f.id}.{uuid.uuid4().hex[:8]}"
+        name = f"{run_key(s)}.reverify.{safe_name(f.id)}.{uuid.uuid4().hex[:8]}"
         worktrees = host_worktrees(settings)
         with (
             worktrees.checkout(repo, sha, name) as wt,

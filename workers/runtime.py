@@ -265,21 +265,29 @@ def holder_of(job: Job) -> str:
     return interrupted.lease.token[:12] if isinstance(interrupted, TaskInterrupt) else uuid.uuid4().hex[:12]
 
 
+def run_key(state: RunState) -> str:
+    """What names the run's checkouts and scratch folders: its slug and its unique ``run_id``, so two runs
+    never share one, nor remove each other's as stale; a run recorded before ``run_id``: its slug."""
+    run_id = state.target.run_id
+    return f"{state.slug}.{safe_name(run_id)}" if run_id else state.slug
+
+
 def holder_name(job: Job, what: str) -> str:
     """A checkout name for ``what`` (verify, checks ...) that belongs to the job's current holder."""
-    return f"{job.slug}.{safe_name(job.action.key)}.{what}.{holder_of(job)}"
+    return f"{run_key(job.state)}.{safe_name(job.action.key)}.{what}.{holder_of(job)}"
 
 
 @contextmanager
 def agent_worktree(rt: Runtime, job: Job, sha: str) -> Iterator[Path]:
-    """The job's checkout, named after its action and its task's lease (``<slug>.<key>.<holder>``).
+    """The job's checkout, named after its run, its action and its task's lease
+    (``<slug>.<run id>.<key>.<holder>``).
 
     Two holders of one action (a worker frozen past its lease, then woken) never share a checkout, so the
     one that lost the action cannot remove the one its successor works in. Checkouts of the action left by
     earlier holders (dead, or gone since) are removed first: whoever holds the lease now is the only one
     entitled to one.
     """
-    base = f"{job.slug}.{safe_name(job.action.key)}"
+    base = f"{run_key(job.state)}.{safe_name(job.action.key)}"
     holder = holder_of(job)
     wts = rt.worktrees
     if wts.root.is_dir():

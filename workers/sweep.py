@@ -57,6 +57,7 @@ from orchestrator.forge.select import make_forge, parse_ref
 from orchestrator.spec import TERMINAL_STATES, Target
 from orchestrator.start import RunOptions, check_options, first_events, jury_config
 from orchestrator.store.base import LiveStore, PullHead, SweptStart, pull_head
+from orchestrator.store.files import FileStore
 from orchestrator.target import make_slug, parse_pr_url, resolve_pulls
 
 Outcome = Literal["enqueued", "would enqueue", "skipped", "error"]
@@ -173,12 +174,15 @@ def sweep(
     forge_settings: ForgeSettings | None = None,
     http: httpx.Client | None = None,
     etag_cache: ETagCache | None = None,
+    claim_in: FileStore | None = None,
 ) -> SweepReport:
     """Enqueue one run per matching open PR of ``repos`` whose head has no run yet, and cancel the PR's
     runs still in flight for an earlier head (see the module docstring); ``kick`` sends the coordinator
     of each run started or cancelled. ``dry_run``: say what would be enqueued, skipped and cancelled, and
     change nothing (no fetch, no claim, no run, no cancel). ``etag_cache``: where the listings' ETags
-    are kept between sweeps (``workers.forge_cache``; None: in memory, for this sweep only)."""
+    are kept between sweeps (``workers.forge_cache``; None: in memory, for this sweep only).
+    ``claim_in``: the state directory's files where each slug is claimed too (``FileStore.claim``), for a
+    sweep whose store is its own private Redis: other commands on that directory share no store with it."""
     t0 = time.monotonic()
     check_options(options.run)
     fs = forge_settings or load_forge_settings()
@@ -204,7 +208,7 @@ def sweep(
     plans, stale = _plan(store, listed, options, rows, dry_run=dry_run)
     if not dry_run and plans:
         _prepare(settings, plans, options.run, operator_file)
-        _start(settings, store, kick, [p for p in plans if p.events])
+        _start(settings, store, kick, [p for p in plans if p.events], claim_in)
     _supersede(store, kick, stale, dry_run=dry_run)
     return SweepReport(rows=rows, dry_run=dry_run, seconds=round(time.monotonic() - t0, 3))
 
@@ -356,28 +360,35 @@ def _prepare(settings: Settings, plans: list[_Plan], opts: RunOptions, operator_
         plan.events = [*first_events(target, jury), *([plan.carry] if plan.carry else [])]
 
 
-def _slugs(settings: Settings, plans: list[_Plan], taken: set[str]) -> None:
-    """A slug for each plan that no run of this state directory or of this sweep has."""
+def _slugs(settings: Settings, plans: list[_Plan], taken: set[str], claim_in: FileStore | None) -> None:
+    """A slug for each plan that no run of this state directory or of this sweep has; claimed in
+    ``claim_in`` (atomically, ``FileStore.create_run``) when given."""
     for plan in plans:
         t = plan.target or Target()
         base = make_slug(t.repo or "repo", t.id or "run", t.attempt or "")
         slug, i = base, 1
-        while slug in taken or (settings.dir / "runs" / slug).exists():
+        while (
+            slug in taken
+            or (settings.dir / "runs" / slug).exists()
+            or (claim_in is not None and not claim_in.create_run(slug))
+        ):
             i += 1
             slug = f"{base}-{i}"
         taken.add(slug)
         plan.slug = slug
 
 
-def _start(settings: Settings, store: LiveStore, kick: Kick, plans: list[_Plan]) -> None:
+def _start(
+    settings: Settings, store: LiveStore, kick: Kick, plans: list[_Plan], claim_in: FileStore | None = None
+) -> None:
     """Start the runs (one pipeline; a slug another host took meanwhile gets the next suffix) and kick
-    their coordinators."""
+    their coordinators. A slug claimed in ``claim_in`` for a run that did not start is given back."""
     taken: set[str] = set()
     todo, started = plans, []
     for _ in range(20):
         if not todo:
             break
-        _slugs(settings, todo, taken)
+        _slugs(settings, todo, taken, claim_in)
         starts = [
             SweptStart(_head(p.ref, p.pr, p.target.head if p.target else None), p.slug, p.events, p.replace)
             for p in todo
@@ -392,6 +403,8 @@ def _start(settings: Settings, store: LiveStore, kick: Kick, plans: list[_Plan])
                 plan.row.reason = f"in flight: run {claim.holder} (started meanwhile)"
             else:
                 again.append(plan)
+            if claim_in is not None and claim.outcome != "started":
+                claim_in.unclaim(plan.slug)
         todo = again
     for plan in todo:
         _fail(plan, "no free run name")

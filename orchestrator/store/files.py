@@ -125,6 +125,29 @@ class FileStore:
         _write_atomic(run_dir / CREATED_FILE, f"{time.time():.6f}\n".encode(), durable=False)
         return True
 
+    def claim(self, base: str, tries: int = 999) -> str:
+        """A slug of no run of this directory, claimed for a new run: ``base``, else the first ``base-N``
+        that ``create_run`` registers. The claim is the exclusive creation of the run's log file, so
+        commands started together on one directory (each with its own private Redis) never take the same
+        slug, and each may write its record knowing no other writes there."""
+        for i in range(1, tries + 1):
+            if self.create_run(slug := base if i == 1 else f"{base}-{i}"):
+                return slug
+        raise StoreError(f"no free run name after {base}-{tries} in {self._runs_dir}")
+
+    def unclaim(self, slug: str) -> None:
+        """Give back a claim nothing was written under (its log still empty): the command that made it
+        failed before its run began. A run with events is never touched."""
+        run_dir = self._run_dir(slug)
+        try:
+            if (run_dir / EVENTS_FILE).stat().st_size:
+                return
+            for name in (EVENTS_FILE, CREATED_FILE):
+                (run_dir / name).unlink(missing_ok=True)
+            run_dir.rmdir()
+        except OSError as exc:  # gone already, or something else was put there: leave it
+            log.info("store.unclaim_skipped", slug=slug, error=str(exc))
+
     def runs(self) -> list[str]:
         """Slugs of the directories holding ``events.ndjson``, newest first.
 

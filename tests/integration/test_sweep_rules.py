@@ -269,3 +269,45 @@ def test_two_sweeps_at_once_start_one_run_and_supersede_once(
     assert cancel.reason == f"superseded by {new}: the PR's head moved to {moved}"
     assert store.cancel_flagged(old) and not store.cancel_flagged(new)
     assert [s for r in rows for s in r.superseded] in ([old], [old, old])  # each one names it, at most
+
+
+def test_sweeps_with_private_stores_on_one_dir_claim_their_slugs_in_it(
+    setup: tuple[ForgeServer, Path, str], tmp_path: Path
+) -> None:
+    """Two embedded sweeps (each its own private store, so neither sees the other's runs) on one state
+    directory: each slug is claimed in the directory, so the second sweep's run of the same head gets a
+    slug of its own instead of writing into the first's record; a claim whose run did not start is
+    given back."""
+    from orchestrator.store.files import FileStore
+
+    server, config, _ = setup
+    files = FileStore(tmp_path / "state")
+    opts = SweepOptions(run=RunOptions(reviewers="finder", judge="judge", config=config))
+    fs = ForgeSettings.model_construct(
+        github_api="http://127.0.0.1:9/none",
+        gitlab_api=server.gitlab_api,
+        github_token=None,
+        gitlab_token=None,
+        github_login=None,
+        github_checks="auto",
+        gitlab_auth="private-token",
+        max_wait=0,
+        retries=0,
+    )
+    slugs = []
+    for _ in range(2):
+        report = sweep(
+            load_settings(),
+            [f"gitlab:{PROJECT}"],
+            SweepFilters(labels=("jury",)),
+            opts,
+            store=MemoryStore(),
+            kick=lambda _: None,
+            forge_settings=fs,
+            claim_in=files,
+        )
+        (row,) = [r for r in report.rows if r.outcome == "enqueued"]
+        slugs.append(row.slug)
+    first, second = slugs
+    assert first is not None and second == f"{first}-2", slugs
+    assert sorted(files.runs()) == sorted([first, second])

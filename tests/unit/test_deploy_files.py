@@ -42,8 +42,9 @@ CLI: click.Group = typer.main.get_command(app)  # type: ignore[assignment]
 def parses(argv: list[str]) -> None:
     """``jury ARGV`` parses with Jury's CLI (options and values), without running anything."""
     name, *args = argv
-    assert name in CLI.commands, f"jury {name}: no such command"
-    CLI.commands[name].make_context(name, list(args))
+    command = CLI.get_command(click.Context(CLI), name)  # the commands are loaded on demand (jury_cli.app)
+    assert command is not None, f"jury {name}: no such command"
+    command.make_context(name, list(args))
 
 
 def option(argv: list[str], name: str) -> str | None:

@@ -233,7 +233,7 @@ def test_an_old_log_with_ticks_in_it_still_folds() -> None:
 def test_jury_show_lays_the_latest_tick_over_the_fold(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from jury_cli import runs
+    from jury_cli import backend, runs
 
     store = MemoryStore()
     store.append(
@@ -246,7 +246,7 @@ def test_jury_show_lays_the_latest_tick_over_the_fold(
     store.put_alive(
         SLUG, AgentAlive(eid="k:alive:2", agent="a", round=1, seconds=60.0, quiet_seconds=9.0, key="k")
     )
-    monkeypatch.setattr(runs, "reading_store", lambda settings: store)
+    monkeypatch.setattr(backend, "reading_store", lambda settings: store)  # imported by show when it runs
     saved = structlog.get_config()  # the command configures logging onto the captured stdout
     try:
         runs.show(SLUG, as_json=True, dir=tmp_path)
