@@ -45,6 +45,15 @@ def number(x: float) -> str:
     return f"{x:.3g}"
 
 
+def report(info: dict[str, object], figures: list[Figure], *, as_json: bool) -> None:
+    """Every bench script's output: one JSON document (the machine and every figure), or the tables."""
+    if as_json:
+        json.dump({"machine": info, "figures": [f.as_dict() for f in figures]}, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print_tables(Console(width=None if sys.stdout.isatty() else 132), info, figures)
+
+
 def print_tables(console: Console, info: dict[str, object], figures: list[Figure]) -> None:
     console.print(
         f"[bold]{info['date']}[/bold]  {info['cpu']}, {info['cores']} cores (host {info['host_cores']}), "
@@ -122,11 +131,7 @@ def main(argv: list[str] | None = None) -> int:
             took[name] = round(time.perf_counter() - begun, 1)
     info["seconds"] = round(time.perf_counter() - started, 1)
     info["section_seconds"] = took
-    if args.json:
-        json.dump({"machine": info, "figures": [f.as_dict() for f in figures]}, sys.stdout, indent=2)
-        sys.stdout.write("\n")
-    else:
-        print_tables(Console(width=None if sys.stdout.isatty() else 132), info, figures)
+    report(info, figures, as_json=args.json)
     return 0
 
 

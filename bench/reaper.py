@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import cast
 
 import redis
-from rich.console import Console
 
 from bench.eventlog import head, runtime, scratch_prefix
 from bench.stats import Figure, figure, ratio, seconds_of
@@ -121,7 +120,7 @@ def measure(client: redis.Redis, *, runs: int = RUNS, repeat: int = 5) -> list[F
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench.__main__ import print_tables, quiet_logs
+    from bench.__main__ import quiet_logs, report
     from bench.machine import describe
 
     ap = argparse.ArgumentParser(prog="python -m bench.reaper", description=__doc__.splitlines()[0])
@@ -134,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     client.ping()
     figures = measure(client, runs=args.runs, repeat=args.repeat)
     info = describe(client) | {"quick": False, "seconds": "-"}
-    print_tables(Console(width=None if sys.stdout.isatty() else 132), info, figures)
+    report(info, figures, as_json=False)
     return 0 if figures[0].median < TARGET_SECONDS * 1e3 else 1
 
 

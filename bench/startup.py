@@ -10,7 +10,6 @@ for ``jury --help`` against 0.01 s for a bare Python. The commands are now impor
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import time
@@ -63,9 +62,8 @@ def measure(repeat: int = 10) -> list[Figure]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from rich.console import Console
 
-    from bench.__main__ import print_tables
+    from bench.__main__ import report
     from bench.machine import describe
 
     ap = argparse.ArgumentParser(prog="python -m bench.startup", description=__doc__.splitlines()[0])
@@ -75,11 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     began = time.perf_counter()
     figures = measure(max(1, args.repeat))
     info = describe(None) | {"seconds": round(time.perf_counter() - began, 1)}
-    if args.json:
-        json.dump({"machine": info, "figures": [f.as_dict() for f in figures]}, sys.stdout, indent=2)
-        sys.stdout.write("\n")
-    else:
-        print_tables(Console(width=None if sys.stdout.isatty() else 132), info, figures)
+    report(info, figures, as_json=args.json)
     return 0
 
 
