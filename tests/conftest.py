@@ -71,6 +71,16 @@ def fake_agent(name: str, mode: str, judge_mode: str | None = None) -> str:
     return entry
 
 
+@pytest.fixture(autouse=True)
+def ordinary_umask() -> Iterator[None]:
+    """Each test starts with the ordinary umask 022: a test that runs ``jury_cli.app.main`` in this process
+    leaves the private 077 behind it (as every jury command sets), and the files a later test makes for a
+    jail's own uid to read (a check agent's tool) would be its alone."""
+    before = os.umask(0o022)
+    yield
+    os.umask(before)
+
+
 @pytest.fixture
 def sample_repo(tmp_path: Path) -> Path:
     return make_sample_repo(tmp_path / "src")

@@ -71,6 +71,11 @@ READ_CHUNK = 64 * 1024
 DRAIN_SECONDS = 2.0
 PR_SET_PDEATHSIG = 1
 PRIVATE_UMASK = 0o077
+# A jail's processes write for their group too: an agent's state directory (``~/.codex``) is shared by the
+# jails running that agent through ``[sandbox] state_gid`` (workers.jailuid.share_state), and a file one
+# jail makes there must stay reachable by the jail beside it. Others get nothing; and everything a jail
+# writes lies in its own worktree, its tmpfs or those state directories, under Jury's 0700 directory.
+JAIL_UMASK = 0o007
 
 
 def write_privately() -> None:
@@ -423,6 +428,7 @@ def run_supervised(
     started = time.monotonic()
     program = argv[0]  # what the logs name: the command's own, not the sandbox's launcher
     limits = None
+    child_umask = -1  # the worker's own (private); a jail's: JAIL_UMASK
     release: Callable[[], None] | None = None  # the jail's, once every process of it is dead
     parent_death = parent_death_preexec()
     if jail is not None:
@@ -449,6 +455,7 @@ def run_supervised(
             )
         argv, env, limits = confined.argv, confined.env, set_limits(confined.limits)
         release = confined.release
+        child_umask = JAIL_UMASK
         if confined.dies_with_parent:
             parent_death = None  # bwrap's --die-with-parent: a sandboxed command needs no preexec_fn
     # No preexec_fn at all lets Popen vfork instead of forking the whole worker (rlimits.through_prlimit)
@@ -465,6 +472,7 @@ def run_supervised(
                 start_new_session=True,
                 close_fds=True,
                 preexec_fn=preexec,  # PDEATHSIG and rlimits, where bwrap and prlimit do not set them
+                umask=child_umask,
             )
         except OSError as exc:
             if release is not None:

@@ -17,6 +17,7 @@ import pytest
 from tests.conftest import fake_agent
 from tests.e2e.test_codex_seat import (  # noqa: F401 (fixtures)
     codex_bin,
+    codex_egress,
     codex_env,
     home_outside_tmp,
     reports,
@@ -45,8 +46,8 @@ def test_codex_with_codex_home_outside_home_keeps_its_sessions_there(
     state_dir,
 ) -> None:
     assert not codex_home_beside.is_relative_to(home_outside_tmp)
-    config = write_config(fake_agent("judge", "clean", "fix"))
     with ResponsesServer(reviewer_brain) as server:
+        config = write_config(fake_agent("judge", "clean", "fix"), codex_egress(server))
         env = codex_env(codex_bin, home_outside_tmp, server)
         shutil.rmtree(home_outside_tmp / ".codex")  # only the CODEX_HOME beside HOME holds codex's files
         env["CODEX_HOME"] = str(write_codex_home(codex_home_beside, server.url))

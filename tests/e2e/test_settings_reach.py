@@ -32,8 +32,8 @@ def started(state_dir: Path) -> dict[str, list[dict]]:
             if '"proc.started"' not in line:
                 continue
             fields = json.loads(line[line.index("{") :])
-            # <state>/worktrees/<slug>.<action key, made safe>[.verify].<holder>
-            name = Path(fields["cwd"]).name.split(".", 1)[1].rsplit(".", 1)[0]
+            # <state>/worktrees/<slug>.<run id>.<action key, made safe>[.verify].<holder>
+            name = Path(fields["cwd"]).name.split(".", 2)[2].rsplit(".", 1)[0]
             found.setdefault(name, []).append(fields)
     return found
 

@@ -113,6 +113,7 @@ def test_a_pr_branchs_jury_toml_never_takes_effect(jury, sample_repo, state_dir,
     assert CHANGED in jury("show", run.name).out
     # the secret reached no agent (the control variable did) and no file of the record
     assert files_holding(state_dir, "ENV DUMP_MARK=visible")
+    assert files_holding(state_dir, "ENV SECRET_TOKEN") == []  # not given at all, not only redacted
     assert files_holding(state_dir, SECRET) == []
 
 
@@ -192,7 +193,9 @@ def test_a_pr_urls_repository_sets_only_what_it_may(
     if trusted:
         assert config["agents"]["dump"]["env_pass"] == ["SECRET_TOKEN"]
         assert "read as trusted (listed in [trust] repos)" in notes and "ignored" not in notes
-        assert files_holding(state_dir, f"ENV SECRET_TOKEN={SECRET}")  # the control: it would pass
+        # the control: the agent was given it (and printed it, which the seat redacted on its way in)
+        assert files_holding(state_dir, "ENV SECRET_TOKEN=[redacted]")
+        assert files_holding(state_dir, SECRET) == []
         return
     assert config["agents"]["dump"]["env_pass"] == []
     assert "read as untrusted (not listed in [trust] repos)" in notes
@@ -201,6 +204,7 @@ def test_a_pr_urls_repository_sets_only_what_it_may(
     assert "agents.dump.env_pass: ignored" in jury("show", run.name).out
     assert "config.ignored" in r.err and "env_pass" in r.err  # the warning, as it happened
     assert files_holding(state_dir, "ENV DUMP_MARK=visible")
+    assert files_holding(state_dir, "ENV SECRET_TOKEN") == []  # not given at all, not only redacted
     assert files_holding(state_dir, SECRET) == []
 
 
