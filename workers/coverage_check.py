@@ -26,12 +26,15 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from workers.preimport_plugin import ENV as PREIMPORT_ENV
 from workers.source_lines import deletes_statements, function_body_lines, statement_lines
+from workers.testcommand import PREIMPORT_PLUGIN
 from workers.worktree import git
 
 __all__ = [
     "RCFILE",
     "IMPORT_ONLY",
+    "PREIMPORT_ENV",
     "FileCoverage",
     "changed_lines",
     "coverage_problem",
@@ -96,7 +99,8 @@ def deleted_lines(repo: Path, old: str, new: str, path: str) -> set[int]:
 
 def prepare(scratch: Path) -> tuple[Path, Path]:
     """(rcfile, PYTHONPATH directory) in ``scratch``: Jury's coverage configuration, and a directory that
-    holds only a link to Jury's ``coverage`` package."""
+    holds only a link to Jury's ``coverage`` package and the pytest plugin that imports the changed
+    modules before the tests run (``workers.preimport_plugin``)."""
     import coverage
 
     rc = scratch / "coveragerc"
@@ -106,6 +110,8 @@ def prepare(scratch: Path) -> tuple[Path, Path]:
     link = shim / "coverage"
     if not link.exists():
         link.symlink_to(Path(coverage.__file__).resolve().parent, target_is_directory=True)
+    # a copy, not a link: the sandbox need not see Jury's source
+    shutil.copyfile(Path(__file__).with_name("preimport_plugin.py"), shim / f"{PREIMPORT_PLUGIN}.py")
     return rc, shim
 
 
@@ -184,11 +190,16 @@ def read_coverage(
         statements = set(_ints(entry.get("executed_lines"))) | set(_ints(entry.get("missing_lines")))
         statements |= set(_ints(entry.get("excluded_lines")))
         contexts = entry.get("contexts")
-        by_test = {
-            int(n)
+        ctx_of = {
+            int(n): {c for c in ctx if isinstance(c, str) and c}
             for n, ctx in (contexts.items() if isinstance(contexts, dict) else [])
-            if str(n).isdigit() and isinstance(ctx, list) and any(c for c in ctx)
+            if str(n).isdigit() and isinstance(ctx, list)
         }
+        body = (inside or {}).get(path, set())
+        # a test in whose context a line outside every function ran executed the module itself (imported
+        # it first, reloaded it): whatever the module calls at import ran in that context too
+        importing = {c for n, ctx in ctx_of.items() if n not in body for c in ctx}
+        by_test = {n for n, ctx in ctx_of.items() if ctx - importing}
         executable = sorted(lines & statements)
         if not executable:
             note = "only comments, docstrings or blank lines changed"
@@ -196,7 +207,7 @@ def read_coverage(
                 FileCoverage(path=path, status="no executable change", note=note, deletes_code=deletes)
             )
             continue
-        ran = sorted(set(executable) & by_test & (inside or {}).get(path, set()))
+        ran = sorted(set(executable) & by_test & body)
         executed = set(_ints(entry.get("executed_lines")))
         on_import = IMPORT_ONLY if not ran and set(executable) & executed else None
         status: Status = "exercised" if ran else "not exercised"

@@ -78,11 +78,34 @@ CHANGED = {"calc.py": {3, 4, 9}, "data.json": {1}}
             {
                 "executed_lines": [1, 3, 4],
                 "missing_lines": [9],
-                "contexts": {"3": ["t.test_x"], "4": ["t.test_x"]},
+                "contexts": {"3": [""], "4": ["t.test_x"]},
             },
             "exercised",
             [4],  # line 3 is the def: running it says nothing
             id="run-by-a-test",
+        ),
+        pytest.param(
+            # the def line ran in the test's context: the test imported (or reloaded) the module, so the
+            # body line may have run because the module called it at import
+            {
+                "executed_lines": [1, 3, 4],
+                "missing_lines": [9],
+                "contexts": {"3": ["", "t.test_x"], "4": ["t.test_x"]},
+            },
+            "not exercised",
+            [],
+            id="run-while-a-test-imported-the-module",
+        ),
+        pytest.param(
+            # another test that ran the module's body does not taint one that only called the function
+            {
+                "executed_lines": [1, 3, 4],
+                "missing_lines": [9],
+                "contexts": {"3": ["t.test_import"], "4": ["t.test_import", "t.test_x"]},
+            },
+            "exercised",
+            [4],
+            id="called-by-a-test-that-did-not-import-it",
         ),
         pytest.param(
             {"executed_lines": [1, 2], "missing_lines": [3, 4, 9], "contexts": {"1": [""], "2": [""]}},

@@ -141,6 +141,8 @@ def test_instrument_pytest_under_coverage() -> None:
         "--junitxml=/s/junit.xml",
         "-o",
         "junit_family=xunit1",
+        "-p",
+        "jury_preimport",
     ]
     assert (inst.kind, inst.path, inst.coverage) == ("junit", "/s/junit.xml", "/s/coverage.data")
     plain = instrument(tc, "/s")
