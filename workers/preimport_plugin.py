@@ -1,4 +1,5 @@
-"""A pytest plugin Jury loads (``-p jury_preimport``) in the coverage run of the judge's named tests only.
+"""A pytest plugin Jury loads (``-p jury_preimport``) in the coverage run of the judge's named tests only,
+and for unittest a runner in its place (``-m jury_preimport ARGS`` runs as ``-m unittest ARGS`` would).
 
 It imports each changed non-test Python file (``JURY_PREIMPORT``: paths relative to the working directory,
 ``os.pathsep``-separated) once collection is done and before any test runs, so whatever the module runs
@@ -58,5 +59,22 @@ def preimport(paths: list[str]) -> None:
                 continue  # a module that will not import now is the test's own to import
 
 
+def _changed() -> list[str]:
+    return [p for p in os.environ.get(ENV, "").split(os.pathsep) if p]
+
+
 def pytest_collection_finish(session: object) -> None:
-    preimport([p for p in os.environ.get(ENV, "").split(os.pathsep) if p])
+    preimport(_changed())
+
+
+def main() -> None:
+    """``python -m unittest`` with the changed modules imported before it loads a test."""
+    import unittest
+
+    preimport(_changed())
+    sys.argv[0] = "python -m unittest"
+    unittest.main(module=None)
+
+
+if __name__ == "__main__":
+    main()

@@ -324,7 +324,8 @@ def _named(tc: TestCommand, changed: set[str], added: list[str]) -> TestCommand 
 
 # --- running with a report ---------------------------------------------------------------------------
 
-# the pytest plugin (``workers.preimport_plugin``) the coverage run loads from Jury's PYTHONPATH directory
+# the pytest plugin (``workers.preimport_plugin``) the coverage run loads from Jury's PYTHONPATH directory,
+# and the module that runs unittest there
 PREIMPORT_PLUGIN = "jury_preimport"
 
 
@@ -367,7 +368,9 @@ def instrument(
                 args += ["-p", PREIMPORT_PLUGIN]
             data = f"{scratch}/coverage.data"
             cov = [python, *tc.py_flags, "-m", "coverage", "run", f"--rcfile={rcfile}", f"--data-file={data}"]
-            return Instrumented([*cov, "-m", tc.runner, *args], kind, path, data, stream)
+            # unittest has no plugins: the module runs it, with the changed modules imported first
+            runner = PREIMPORT_PLUGIN if tc.runner == "unittest" else tc.runner
+            return Instrumented([*cov, "-m", runner, *args], kind, path, data, stream)
         return Instrumented([*tc.prefix, *args], kind, path, None, stream)
     if tc.runner == "go":
         return Instrumented([*tc.prefix, "-json", *(a for a in tc.args if a != "-json")], "go")

@@ -19,6 +19,7 @@ from tests.integration.test_verify import (
     CALC,
     CALC_FIXED,
     EVEN,
+    PY,
     PYTEST,
     PYTEST_CMD,
     pyrepo,
@@ -227,6 +228,35 @@ def test_a_real_fix_imported_inside_the_test_is_accepted(
     v = pyverify(pyrepo, wts, tmp_path, {"calc.py": CALC_FIXED, "tests/test_even.py": test}, PYTEST_CMD)
     assert v.ok, v.reason
     (cov,) = v.coverage
+    assert (cov.status, cov.executed) == ("exercised", [3, 4])
+
+
+UNITTEST_EVEN = (
+    "import unittest\n\n\nclass EvenTest(unittest.TestCase):\n    def test_even(self):\n"
+    "        import calc\n\n        self.assertEqual({check}, {expected})\n"
+)
+
+
+def test_under_unittest_the_modules_are_imported_before_the_tests_too(
+    pyrepo: Path, wts: Worktrees, tmp_path: Path
+) -> None:
+    cmd = f"{PY} -m unittest tests.test_even"
+    marker = {
+        "calc.py": WITH_MARK,
+        "tests/__init__.py": "",
+        "tests/test_even.py": UNITTEST_EVEN.format(check="calc.MARKER", expected="'fixed'"),
+    }
+    vacuous = pyverify(pyrepo, wts, tmp_path, marker, cmd)
+    assert not vacuous.ok
+    assert vacuous.reason is not None and vacuous.reason.startswith(MARK_ON_IMPORT), vacuous.reason
+    honest = {
+        "calc.py": CALC_FIXED,
+        "tests/__init__.py": "",
+        "tests/test_even.py": UNITTEST_EVEN.format(check="calc.median([4, 1, 3, 2])", expected="2.5"),
+    }
+    real = pyverify(pyrepo, wts, tmp_path, honest, cmd)
+    assert real.ok, real.reason
+    (cov,) = real.coverage
     assert (cov.status, cov.executed) == ("exercised", [3, 4])
 
 
