@@ -157,6 +157,7 @@ def read_coverage(
     statements are the ones its syntax tree has (``parsed``; without it, every changed line counts).
     """
     files: dict[str, dict[str, object]] = {}
+    own = _own_contexts(changed)
     if report is not None:
         try:
             doc = json.loads(report)
@@ -191,7 +192,7 @@ def read_coverage(
         statements |= set(_ints(entry.get("excluded_lines")))
         contexts = entry.get("contexts")
         ctx_of = {
-            int(n): {c for c in ctx if isinstance(c, str) and c}
+            int(n): {c for c in ctx if isinstance(c, str) and c and not own(c)}
             for n, ctx in (contexts.items() if isinstance(contexts, dict) else [])
             if str(n).isdigit() and isinstance(ctx, list)
         }
@@ -213,6 +214,30 @@ def read_coverage(
         status: Status = "exercised" if ran else "not exercised"
         out.append(FileCoverage(path=path, status=status, changed=executable, executed=ran, note=on_import))
     return out
+
+
+def _own_contexts(changed: dict[str, set[int]]) -> Callable[[str], bool]:
+    """Whether a context names a function of a file the fix changed: coverage starts a test's context at
+    any function whose name starts with ``test`` (``module.function`` or ``module.Class.method``), so a
+    ``test_mark()`` the fixed module calls at import would pass for a test. The module is known only up
+    to the ``sys.path`` entry it is imported from: any dotted tail of the path names it. A package's
+    ``__init__.py`` is matched as ``package.function`` only: ``package.x.test_y`` may be a test module's."""
+    modules: set[str] = set()
+    packages: set[str] = set()
+    for path in changed:
+        if not is_python(path):
+            continue
+        parts = PurePosixPath(path).with_suffix("").parts
+        init = parts[-1:] == ("__init__",)
+        parts = parts[:-1] if init else parts
+        for i in range(len(parts)):
+            (packages if init else modules).add(".".join(parts[i:]))
+
+    def own(context: str) -> bool:
+        head1, head2 = context.rsplit(".", 1)[0], context.rsplit(".", 2)[0]
+        return head1 in modules or head1 in packages or (head2 in modules and head2 != head1)
+
+    return own
 
 
 def _ints(value: object) -> list[int]:

@@ -121,6 +121,15 @@ STRIPPED = "the test does not pass once comments are stripped and the code re-fo
         ),
         pytest.param(
             {
+                # coverage starts a test's context at any function whose name starts with "test"
+                "calc.py": WITH_MARK.replace("_mark()", "test_mark()"),
+                "tests/test_even.py": MARK_TEST.format(body="    import calc\n"),
+            },
+            MARK_ON_IMPORT,
+            id="function-named-like-a-test-the-module-calls-at-import",
+        ),
+        pytest.param(
+            {
                 # the working directory comes first on sys.path: this empty module shadows Jury's plugin
                 "jury_preimport.py": "",
                 "calc.py": WITH_MARK,

@@ -108,6 +108,17 @@ CHANGED = {"calc.py": {3, 4, 9}, "data.json": {1}}
             id="called-by-a-test-that-did-not-import-it",
         ),
         pytest.param(
+            # calc calls its own test_mark() at import: coverage names that a test's context, it is none
+            {
+                "executed_lines": [1, 3, 4],
+                "missing_lines": [9],
+                "contexts": {"3": [""], "4": ["calc.test_mark", "calc.Marks.test_mark"]},
+            },
+            "not exercised",
+            [],
+            id="run-by-a-function-of-the-module-named-like-a-test",
+        ),
+        pytest.param(
             {"executed_lines": [1, 2], "missing_lines": [3, 4, 9], "contexts": {"1": [""], "2": [""]}},
             "not exercised",
             [],
@@ -150,6 +161,18 @@ def test_read_coverage(entry: dict[str, object], status: str, executed: list[int
     assert (calc.status, calc.executed) == (status, executed)
     data = next(f for f in files if f.path == "data.json")
     assert (data.status, data.note) == ("not measured", "not a Python file")
+
+
+def test_a_context_of_the_changed_package_is_no_test() -> None:
+    # src/pkg/__init__.py changed: pkg.test_mark is its own function; pkg.tests.test_x a test module's
+    entry = {"executed_lines": [4], "missing_lines": [], "contexts": {"4": ["pkg.test_mark"]}}
+    changed = {"src/pkg/__init__.py": {4}}
+    inside = {"src/pkg/__init__.py": {4}}
+    (own,) = read_coverage(cov_json({"src/pkg/__init__.py": entry}), changed, inside=inside)
+    assert own.status == "not exercised"
+    entry["contexts"] = {"4": ["pkg.tests.test_x"]}
+    (test,) = read_coverage(cov_json({"src/pkg/__init__.py": entry}), changed, inside=inside)
+    assert (test.status, test.executed) == ("exercised", [4])
 
 
 def test_a_deletion_has_no_executable_change() -> None:
