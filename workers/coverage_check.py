@@ -7,7 +7,12 @@ coverage at Jury's rcfile so the repository's configuration cannot omit files or
 recorded per test function (``dynamic_context = test_function``): a line counts only when a test ran it
 and it lies inside a function body (``source_lines.function_body_lines``), so nothing that merely
 importing a module executes — a ``def`` line, a module-level constant, an import — makes a test
-"exercise" a fix.
+"exercise" a fix. What the module runs at import runs before any test: Jury's pytest plugin (and, for
+unittest, its runner: ``workers.preimport_plugin``) imports the changed modules first, so an import
+inside a test finds them loaded. A test in whose context a module-level line of a file still ran
+executed that module itself (popped it, reloaded it, or the pre-import failed or was shadowed): none of
+its lines of that file count. Nor does a context that names a function of a changed file (coverage
+takes any ``test*`` function for a test, ``test_mark()`` called at import included).
 
 At least one changed executable line of each non-test Python file the fix touched must have run so, else
 the claim is refuted: "the test does not exercise the fix"; and a fix whose Python files change no
@@ -151,7 +156,8 @@ def read_coverage(
     A file's changed executable lines are the changed lines coverage counts as statements (run or not).
     The file is ``exercised`` when a test function ran one of them that lies inside a function body
     (``inside``: those lines per file; a file missing from it has none). A line outside any function runs
-    on import, and an import inside a test runs it in the test's context: it proves nothing. A file the
+    on import, and an import inside a test runs it in the test's context: it proves nothing, and neither
+    does any line of that file in that context (the module may have called it at import). A file the
     fix only deleted lines from has no executable change (``deletes_code``: some were statements). A
     Python file absent from the report was never imported by the tests: nothing of it ran, and its
     statements are the ones its syntax tree has (``parsed``; without it, every changed line counts).
