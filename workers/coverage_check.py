@@ -7,7 +7,12 @@ coverage at Jury's rcfile so the repository's configuration cannot omit files or
 recorded per test function (``dynamic_context = test_function``): a line counts only when a test ran it
 and it lies inside a function body (``source_lines.function_body_lines``), so nothing that merely
 importing a module executes — a ``def`` line, a module-level constant, an import — makes a test
-"exercise" a fix.
+"exercise" a fix. What the module runs at import runs before any test: Jury's pytest plugin (and, for
+unittest, its runner: ``workers.preimport_plugin``) imports the changed modules first, so an import
+inside a test finds them loaded. A test in whose context a module-level line of a file still ran
+executed that module itself (popped it, reloaded it, or the pre-import failed or was shadowed): none of
+its lines of that file count. Nor does a context that names a function of a changed file (coverage
+takes any ``test*`` function for a test, ``test_mark()`` called at import included).
 
 At least one changed executable line of each non-test Python file the fix touched must have run so, else
 the claim is refuted: "the test does not exercise the fix"; and a fix whose Python files change no
@@ -26,12 +31,15 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from workers.preimport_plugin import ENV as PREIMPORT_ENV
 from workers.source_lines import deletes_statements, function_body_lines, statement_lines
+from workers.testcommand import PREIMPORT_PLUGIN
 from workers.worktree import git
 
 __all__ = [
     "RCFILE",
     "IMPORT_ONLY",
+    "PREIMPORT_ENV",
     "FileCoverage",
     "changed_lines",
     "coverage_problem",
@@ -96,7 +104,8 @@ def deleted_lines(repo: Path, old: str, new: str, path: str) -> set[int]:
 
 def prepare(scratch: Path) -> tuple[Path, Path]:
     """(rcfile, PYTHONPATH directory) in ``scratch``: Jury's coverage configuration, and a directory that
-    holds only a link to Jury's ``coverage`` package."""
+    holds only a link to Jury's ``coverage`` package and the pytest plugin that imports the changed
+    modules before the tests run (``workers.preimport_plugin``)."""
     import coverage
 
     rc = scratch / "coveragerc"
@@ -106,6 +115,8 @@ def prepare(scratch: Path) -> tuple[Path, Path]:
     link = shim / "coverage"
     if not link.exists():
         link.symlink_to(Path(coverage.__file__).resolve().parent, target_is_directory=True)
+    # a copy, not a link: the sandbox need not see Jury's source
+    shutil.copyfile(Path(__file__).with_name("preimport_plugin.py"), shim / f"{PREIMPORT_PLUGIN}.py")
     return rc, shim
 
 
@@ -145,12 +156,14 @@ def read_coverage(
     A file's changed executable lines are the changed lines coverage counts as statements (run or not).
     The file is ``exercised`` when a test function ran one of them that lies inside a function body
     (``inside``: those lines per file; a file missing from it has none). A line outside any function runs
-    on import, and an import inside a test runs it in the test's context: it proves nothing. A file the
+    on import, and an import inside a test runs it in the test's context: it proves nothing, and neither
+    does any line of that file in that context (the module may have called it at import). A file the
     fix only deleted lines from has no executable change (``deletes_code``: some were statements). A
     Python file absent from the report was never imported by the tests: nothing of it ran, and its
     statements are the ones its syntax tree has (``parsed``; without it, every changed line counts).
     """
     files: dict[str, dict[str, object]] = {}
+    own = _own_contexts(changed)
     if report is not None:
         try:
             doc = json.loads(report)
@@ -184,11 +197,16 @@ def read_coverage(
         statements = set(_ints(entry.get("executed_lines"))) | set(_ints(entry.get("missing_lines")))
         statements |= set(_ints(entry.get("excluded_lines")))
         contexts = entry.get("contexts")
-        by_test = {
-            int(n)
+        ctx_of = {
+            int(n): {c for c in ctx if isinstance(c, str) and c and not own(c)}
             for n, ctx in (contexts.items() if isinstance(contexts, dict) else [])
-            if str(n).isdigit() and isinstance(ctx, list) and any(c for c in ctx)
+            if str(n).isdigit() and isinstance(ctx, list)
         }
+        body = (inside or {}).get(path, set())
+        # a test in whose context a line outside every function ran executed the module itself (imported
+        # it first, reloaded it): whatever the module calls at import ran in that context too
+        importing = {c for n, ctx in ctx_of.items() if n not in body for c in ctx}
+        by_test = {n for n, ctx in ctx_of.items() if ctx - importing}
         executable = sorted(lines & statements)
         if not executable:
             note = "only comments, docstrings or blank lines changed"
@@ -196,12 +214,36 @@ def read_coverage(
                 FileCoverage(path=path, status="no executable change", note=note, deletes_code=deletes)
             )
             continue
-        ran = sorted(set(executable) & by_test & (inside or {}).get(path, set()))
+        ran = sorted(set(executable) & by_test & body)
         executed = set(_ints(entry.get("executed_lines")))
         on_import = IMPORT_ONLY if not ran and set(executable) & executed else None
         status: Status = "exercised" if ran else "not exercised"
         out.append(FileCoverage(path=path, status=status, changed=executable, executed=ran, note=on_import))
     return out
+
+
+def _own_contexts(changed: dict[str, set[int]]) -> Callable[[str], bool]:
+    """Whether a context names a function of a file the fix changed: coverage starts a test's context at
+    any function whose name starts with ``test`` (``module.function`` or ``module.Class.method``), so a
+    ``test_mark()`` the fixed module calls at import would pass for a test. The module is known only up
+    to the ``sys.path`` entry it is imported from: any dotted tail of the path names it. A package's
+    ``__init__.py`` is matched as ``package.function`` only: ``package.x.test_y`` may be a test module's."""
+    modules: set[str] = set()
+    packages: set[str] = set()
+    for path in changed:
+        if not is_python(path):
+            continue
+        parts = PurePosixPath(path).with_suffix("").parts
+        init = parts[-1:] == ("__init__",)
+        parts = parts[:-1] if init else parts
+        for i in range(len(parts)):
+            (packages if init else modules).add(".".join(parts[i:]))
+
+    def own(context: str) -> bool:
+        head1, head2 = context.rsplit(".", 1)[0], context.rsplit(".", 2)[0]
+        return head1 in modules or head1 in packages or (head2 in modules and head2 != head1)
+
+    return own
 
 
 def _ints(value: object) -> list[int]:

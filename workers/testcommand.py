@@ -25,6 +25,7 @@ from orchestrator.refute.commands import MAX_COMMAND
 
 __all__ = [
     "NOT_A_TEST",
+    "PREIMPORT_PLUGIN",
     "Instrumented",
     "Runner",
     "TestCommand",
@@ -323,6 +324,10 @@ def _named(tc: TestCommand, changed: set[str], added: list[str]) -> TestCommand 
 
 # --- running with a report ---------------------------------------------------------------------------
 
+# the pytest plugin (``workers.preimport_plugin``) the coverage run loads from Jury's PYTHONPATH directory,
+# and the module that runs unittest there
+PREIMPORT_PLUGIN = "jury_preimport"
+
 
 @dataclass(frozen=True)
 class Instrumented:
@@ -343,7 +348,8 @@ def instrument(
 
     With ``python`` and ``rcfile`` (Python runners), the run goes under ``python -m coverage run`` with
     its data file in ``scratch``: the same interpreter the command uses, the repository's own coverage
-    configuration ignored (``rcfile`` is Jury's).
+    configuration ignored (``rcfile`` is Jury's); pytest loads ``PREIMPORT_PLUGIN`` from the directory
+    Jury puts on the run's PYTHONPATH beside its ``coverage`` package.
     """
     if tc.runner is None:
         return Instrumented(argv=tc.argv, kind="none")
@@ -358,9 +364,13 @@ def instrument(
             args, kind, path = ["-v", *tc.args], "unittest", None
         stream: Literal["stdout", "stderr"] = "stderr" if kind == "unittest" else "stdout"
         if python is not None and rcfile is not None:
+            if tc.runner == "pytest":
+                args += ["-p", PREIMPORT_PLUGIN]
             data = f"{scratch}/coverage.data"
             cov = [python, *tc.py_flags, "-m", "coverage", "run", f"--rcfile={rcfile}", f"--data-file={data}"]
-            return Instrumented([*cov, "-m", tc.runner, *args], kind, path, data, stream)
+            # unittest has no plugins: the module runs it, with the changed modules imported first
+            runner = PREIMPORT_PLUGIN if tc.runner == "unittest" else tc.runner
+            return Instrumented([*cov, "-m", runner, *args], kind, path, data, stream)
         return Instrumented([*tc.prefix, *args], kind, path, None, stream)
     if tc.runner == "go":
         return Instrumented([*tc.prefix, "-json", *(a for a in tc.args if a != "-json")], "go")

@@ -320,10 +320,12 @@ class _Verifier:
         self.python: str | None = None
         self.rcfile: Path | None = None
 
-    def under_coverage(self, tc: TestCommand) -> None:
+    def under_coverage(self, tc: TestCommand, modules: list[str]) -> None:
         """Python runners run under coverage.py: the command's own interpreter, Jury's coverage package
-        alone on PYTHONPATH after the command's own entries, Jury's rcfile."""
+        (and pytest plugin, which imports ``modules`` before the tests run) alone on PYTHONPATH after the
+        command's own entries, Jury's rcfile."""
         self.rcfile, shim = coverage_check.prepare(self.scratch)
+        self.env[coverage_check.PREIMPORT_ENV] = os.pathsep.join(modules)
         self.python = tc.python or coverage_check.interpreter_of(
             tc.prefix[0], self.wt, os.environ.get("PATH", "")
         )
@@ -501,7 +503,7 @@ def verify_fix(
         v = _Verifier(wt, Path(tmp), name, timeout, out_dir, sandbox)
         measured = tc.runner in ("pytest", "unittest")
         if measured:
-            v.under_coverage(tc)
+            v.under_coverage(tc, [p for s, p in code if s != "D" and coverage_check.is_python(p)])
         fixed = v.reported(tc, "fixed", fixed_tree, "fixed", coverage=measured)
         runs.append(fixed.run)
         table["tests"] = named_table(tc, fixed.report, None, tests, added)

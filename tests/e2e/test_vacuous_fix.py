@@ -39,7 +39,8 @@ def vacuous_judge(mode: str) -> str:
     ("mode", "why"),
     [
         ("comment", COMMENT),
-        ("constant-source", "the test does not exercise the fix: stats.py lines 16 not run"),
+        # Jury imports stats before the tests run: the constant ran, outside every test
+        ("constant-source", ON_IMPORT),
         ("constant-import", ON_IMPORT),
     ],
 )

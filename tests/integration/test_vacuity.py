@@ -19,6 +19,7 @@ from tests.integration.test_verify import (
     CALC,
     CALC_FIXED,
     EVEN,
+    PY,
     PYTEST,
     PYTEST_CMD,
     pyrepo,
@@ -39,6 +40,11 @@ READ_SOURCE = (
 WITH_CONSTANT = CALC + "\n\nMEDIAN_FIXED = True\n"
 NO_EXECUTABLE_LINE = "the fix changes no executable line (only comments, docstrings or blank lines: calc.py)"
 ON_IMPORT = "the test does not exercise the fix: calc.py lines 14 run only on import"
+# a function the module calls at import, and a test that imports the module inside its body: the function's
+# line runs while the test runs, and deleting it fails the test, yet the test calls nothing
+WITH_MARK = CALC + '\n\ndef _mark():\n    return "fixed"\n\n\nMARKER = _mark()\n'
+MARK_ON_IMPORT = "the test does not exercise the fix: calc.py lines 14-15, 18 run only on import"
+MARK_TEST = "def test_even():\n{body}\n    assert calc.MARKER == 'fixed' and calc.median([3, 1, 2]) == 2\n"
 STRIPPED = "the test does not pass once comments are stripped and the code re-formatted (calc.py)"
 
 
@@ -67,7 +73,7 @@ STRIPPED = "the test does not pass once comments are stripped and the code re-fo
                 "calc.py": WITH_CONSTANT,
                 "tests/test_even.py": READ_SOURCE.format(needle="MEDIAN_FIXED = True"),
             },
-            "the test does not exercise the fix: calc.py lines 14 not run",
+            ON_IMPORT,  # Jury imported calc before the tests ran: the constant ran, outside every test
             id="constant-the-test-reads-as-text",
         ),
         pytest.param(
@@ -87,6 +93,50 @@ STRIPPED = "the test does not pass once comments are stripped and the code re-fo
             },
             ON_IMPORT,
             id="constant-imported-by-the-test-module",
+        ),
+        pytest.param(
+            {"calc.py": WITH_MARK, "tests/test_even.py": MARK_TEST.format(body="    import calc\n")},
+            MARK_ON_IMPORT,
+            id="function-the-module-calls-at-import-imported-inside-the-test",
+        ),
+        pytest.param(
+            {
+                "calc.py": WITH_MARK,
+                "tests/test_even.py": MARK_TEST.format(
+                    body="    import importlib\n\n    import calc\n\n    calc = importlib.reload(calc)\n"
+                ),
+            },
+            MARK_ON_IMPORT,
+            id="function-the-module-calls-at-import-reloaded-inside-the-test",
+        ),
+        pytest.param(
+            {
+                "calc.py": WITH_MARK,
+                "tests/test_even.py": MARK_TEST.format(
+                    body="    import sys\n\n    sys.modules.pop('calc', None)\n    import calc\n"
+                ),
+            },
+            MARK_ON_IMPORT,
+            id="function-the-module-calls-at-import-dropped-from-sys-modules-inside-the-test",
+        ),
+        pytest.param(
+            {
+                # coverage starts a test's context at any function whose name starts with "test"
+                "calc.py": WITH_MARK.replace("_mark()", "test_mark()"),
+                "tests/test_even.py": MARK_TEST.format(body="    import calc\n"),
+            },
+            MARK_ON_IMPORT,
+            id="function-named-like-a-test-the-module-calls-at-import",
+        ),
+        pytest.param(
+            {
+                # the working directory comes first on sys.path: this empty module shadows Jury's plugin
+                "jury_preimport.py": "",
+                "calc.py": WITH_MARK,
+                "tests/test_even.py": MARK_TEST.format(body="    import calc\n"),
+            },
+            MARK_ON_IMPORT,
+            id="function-the-module-calls-at-import-with-jurys-plugin-shadowed",
         ),
         pytest.param(
             {
@@ -176,6 +226,47 @@ def test_a_real_fix_is_accepted_with_each_line_killed(pyrepo: Path, wts: Worktre
         ("mutant", False),
         ("mutant", False),
     ]
+
+
+def test_a_real_fix_imported_inside_the_test_is_accepted(
+    pyrepo: Path, wts: Worktrees, tmp_path: Path
+) -> None:
+    # Jury imports calc before the tests run, so the import inside the test runs none of calc: the lines
+    # the test's context holds are the ones median ran when the test called it
+    test = "def test_even():\n    from calc import median\n\n    assert median([4, 1, 3, 2]) == 2.5\n"
+    v = pyverify(pyrepo, wts, tmp_path, {"calc.py": CALC_FIXED, "tests/test_even.py": test}, PYTEST_CMD)
+    assert v.ok, v.reason
+    (cov,) = v.coverage
+    assert (cov.status, cov.executed) == ("exercised", [3, 4])
+
+
+UNITTEST_EVEN = (
+    "import unittest\n\n\nclass EvenTest(unittest.TestCase):\n    def test_even(self):\n"
+    "        import calc\n\n        self.assertEqual({check}, {expected})\n"
+)
+
+
+def test_under_unittest_the_modules_are_imported_before_the_tests_too(
+    pyrepo: Path, wts: Worktrees, tmp_path: Path
+) -> None:
+    cmd = f"{PY} -m unittest tests.test_even"
+    marker = {
+        "calc.py": WITH_MARK,
+        "tests/__init__.py": "",
+        "tests/test_even.py": UNITTEST_EVEN.format(check="calc.MARKER", expected="'fixed'"),
+    }
+    vacuous = pyverify(pyrepo, wts, tmp_path, marker, cmd)
+    assert not vacuous.ok
+    assert vacuous.reason is not None and vacuous.reason.startswith(MARK_ON_IMPORT), vacuous.reason
+    honest = {
+        "calc.py": CALC_FIXED,
+        "tests/__init__.py": "",
+        "tests/test_even.py": UNITTEST_EVEN.format(check="calc.median([4, 1, 3, 2])", expected="2.5"),
+    }
+    real = pyverify(pyrepo, wts, tmp_path, honest, cmd)
+    assert real.ok, real.reason
+    (cov,) = real.coverage
+    assert (cov.status, cov.executed) == ("exercised", [3, 4])
 
 
 def test_more_lines_than_the_bound_are_unverifiable(

@@ -78,11 +78,45 @@ CHANGED = {"calc.py": {3, 4, 9}, "data.json": {1}}
             {
                 "executed_lines": [1, 3, 4],
                 "missing_lines": [9],
-                "contexts": {"3": ["t.test_x"], "4": ["t.test_x"]},
+                "contexts": {"3": [""], "4": ["t.test_x"]},
             },
             "exercised",
             [4],  # line 3 is the def: running it says nothing
             id="run-by-a-test",
+        ),
+        pytest.param(
+            # the def line ran in the test's context: the test imported (or reloaded) the module, so the
+            # body line may have run because the module called it at import
+            {
+                "executed_lines": [1, 3, 4],
+                "missing_lines": [9],
+                "contexts": {"3": ["", "t.test_x"], "4": ["t.test_x"]},
+            },
+            "not exercised",
+            [],
+            id="run-while-a-test-imported-the-module",
+        ),
+        pytest.param(
+            # another test that ran the module's body does not taint one that only called the function
+            {
+                "executed_lines": [1, 3, 4],
+                "missing_lines": [9],
+                "contexts": {"3": ["t.test_import"], "4": ["t.test_import", "t.test_x"]},
+            },
+            "exercised",
+            [4],
+            id="called-by-a-test-that-did-not-import-it",
+        ),
+        pytest.param(
+            # calc calls its own test_mark() at import: coverage names that a test's context, it is none
+            {
+                "executed_lines": [1, 3, 4],
+                "missing_lines": [9],
+                "contexts": {"3": [""], "4": ["calc.test_mark", "calc.Marks.test_mark"]},
+            },
+            "not exercised",
+            [],
+            id="run-by-a-function-of-the-module-named-like-a-test",
         ),
         pytest.param(
             {"executed_lines": [1, 2], "missing_lines": [3, 4, 9], "contexts": {"1": [""], "2": [""]}},
@@ -127,6 +161,18 @@ def test_read_coverage(entry: dict[str, object], status: str, executed: list[int
     assert (calc.status, calc.executed) == (status, executed)
     data = next(f for f in files if f.path == "data.json")
     assert (data.status, data.note) == ("not measured", "not a Python file")
+
+
+def test_a_context_of_the_changed_package_is_no_test() -> None:
+    # src/pkg/__init__.py changed: pkg.test_mark is its own function; pkg.tests.test_x a test module's
+    entry = {"executed_lines": [4], "missing_lines": [], "contexts": {"4": ["pkg.test_mark"]}}
+    changed = {"src/pkg/__init__.py": {4}}
+    inside = {"src/pkg/__init__.py": {4}}
+    (own,) = read_coverage(cov_json({"src/pkg/__init__.py": entry}), changed, inside=inside)
+    assert own.status == "not exercised"
+    entry["contexts"] = {"4": ["pkg.tests.test_x"]}
+    (test,) = read_coverage(cov_json({"src/pkg/__init__.py": entry}), changed, inside=inside)
+    assert (test.status, test.executed) == ("exercised", [4])
 
 
 def test_a_deletion_has_no_executable_change() -> None:

@@ -141,10 +141,21 @@ def test_instrument_pytest_under_coverage() -> None:
         "--junitxml=/s/junit.xml",
         "-o",
         "junit_family=xunit1",
+        "-p",
+        "jury_preimport",
     ]
     assert (inst.kind, inst.path, inst.coverage) == ("junit", "/s/junit.xml", "/s/coverage.data")
     plain = instrument(tc, "/s")
     assert plain.argv[:5] == ["python3", "-B", "-m", "pytest", "-q"] and plain.coverage is None
+    # unittest has no plugins: Jury's module runs it, with the changed modules imported first
+    unit = read("python3 -m unittest tests.test_even")
+    assert not isinstance(unit, str)
+    assert instrument(unit, "/s", python="python3", rcfile="/s/rc").argv[-4:] == [
+        "-m",
+        "jury_preimport",
+        "-v",
+        "tests.test_even",
+    ]
 
 
 @pytest.mark.parametrize(
