@@ -5,10 +5,7 @@ check telling the run's true state, and publishing again updating rather than pi
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +15,7 @@ import pytest
 from orchestrator.fold import RunState, fold
 from orchestrator.store.redis import from_url
 from tests.conftest import FAKE_SANDBOX_KEYS, fake_agent, outside_env
+from tests.e2e.worker_process import jury_worker
 from tests.fakes.forge_server import FakePR, ForgeServer
 
 GH_TOKEN = "ghp_PUBLISHsecretTOKEN0123456789"
@@ -91,23 +89,8 @@ def worker(shared_redis: str, state_dir: Path, fake_state: Path, tmp_path: Path,
     env = outside_env()
     env.update(forge[1])
     env.update({"JURY_REDIS_URL": shared_redis, "JURY_DIR": str(state_dir), "FAKE_STATE": str(fake_state)})
-    log = open(tmp_path / "worker.log", "wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "jury_cli", "worker", "--concurrency", "3", "--loglevel", "INFO"],
-        env=env,
-        stdout=log,
-        stderr=log,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    log.close()
-    yield {**forge[1], "JURY_REDIS_URL": shared_redis}
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(20)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(5)
+    with jury_worker(env, tmp_path / "worker.log", concurrency=3):
+        yield {**forge[1], "JURY_REDIS_URL": shared_redis}
 
 
 def published(url: str, slug: str, count: int = 1, timeout: float = 150) -> RunState:

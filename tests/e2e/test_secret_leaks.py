@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import secrets
-import signal
 import subprocess
 import sys
 import urllib.parse
@@ -35,6 +33,7 @@ from orchestrator.spec import Target
 from orchestrator.store.files import FileStore
 from orchestrator.store.redis import from_url
 from tests.conftest import FAKE_STATE_ROOT, fake_agent, outside_env
+from tests.e2e.worker_process import jury_worker
 from tests.fakes.forge_server import FakePR, ForgeServer
 
 LEAK = Path(__file__).resolve().parents[1] / "fakes" / "leak_agent.py"
@@ -143,23 +142,8 @@ def worker(shared_redis: str, state_dir: Path, fake_state: Path, tmp_path: Path,
             "LEAKY_API_KEY": KEY,
         }
     )
-    log = open(tmp_path / "worker.log", "wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "jury_cli", "worker", "--concurrency", "2", "--loglevel", "INFO"],
-        env=env,
-        stdout=log,
-        stderr=log,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    log.close()
-    yield {**forge[1], "JURY_REDIS_URL": shared_redis}
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(20)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(5)
+    with jury_worker(env, tmp_path / "worker.log", concurrency=2):
+        yield {**forge[1], "JURY_REDIS_URL": shared_redis}
 
 
 def test_a_key_echoed_by_a_cli_agent_reaches_no_record(
