@@ -182,13 +182,18 @@ def state_dir_path(entry: str, home: Path) -> Path:
 def state_dir_paths(jail: Jail, env: Mapping[str, str], home: Path) -> list[Path]:
     """The jail's ``state_dirs`` as paths: ``$NAME`` is the directory the worker's environment names
     (``$CODEX_HOME``), left out when unset; every other entry as ``state_dir_path`` reads it."""
+    jury_dir = Path(os.path.normpath(env.get("JURY_DIR") or home / ".jury"))
     paths = []
     for entry in jail.state_dirs:
         if entry.startswith("$"):
             entry = env.get(entry[1:], "")
             if not entry:
                 continue
-        paths.append(state_dir_path(entry, home))
+        path = state_dir_path(entry, home)
+        # bound read-write, it would hand the jail other runs' worktrees and records (or a part of them)
+        if path.is_relative_to(jury_dir) or jury_dir.is_relative_to(path):
+            raise ValueError(f"state dir {entry!r} overlaps Jury's state directory {str(jury_dir)!r}")
+        paths.append(path)
     return paths
 
 

@@ -12,7 +12,7 @@ from orchestrator.agent_keys import check_agent
 from orchestrator.errors import ConfigError
 from workers.egress import Forward, plan
 from workers.jail_egress import EGRESS_DIR, EgressMounts
-from workers.sandbox import Jail, bwrap_argv
+from workers.sandbox import Jail, bwrap_argv, state_dir_paths
 
 
 def entry(egress: object) -> list[str]:
@@ -81,3 +81,22 @@ def test_a_jail_with_egress_has_its_own_network_and_the_proxy_socket(tmp_path: P
     assert argv.index("--cap-add") > argv.index("--cap-drop")
     plain = bwrap_argv(Jail(worktree=tmp_path, network=True), ["agent"], tmp_path)
     assert "--unshare-net" not in plain and "/etc/hosts" not in plain
+
+
+def test_a_state_dir_that_overlaps_jurys_state_directory_is_refused(tmp_path: Path) -> None:
+    """A state dir is bound read-write: one holding ``JURY_DIR`` (or inside it) would hand the jail
+    other runs' worktrees and records."""
+    home = tmp_path / "home"
+    jail = Jail(worktree=tmp_path / "wt", state_dirs=("$CODEX_HOME",))
+    for codex_home, jury_dir in [
+        (tmp_path / "s", tmp_path / "s" / "jury"),
+        (tmp_path / "j" / "c", tmp_path / "j"),
+    ]:
+        env = {"CODEX_HOME": str(codex_home), "JURY_DIR": str(jury_dir)}
+        with pytest.raises(ValueError, match="overlaps Jury's state directory"):
+            state_dir_paths(jail, env, home)
+    default = Jail(worktree=tmp_path / "wt", state_dirs=("~/.jury/runs",))
+    with pytest.raises(ValueError, match="overlaps Jury's state directory"):
+        state_dir_paths(default, {}, home)  # JURY_DIR unset: ~/.jury
+    apart = {"CODEX_HOME": str(tmp_path / "codex"), "JURY_DIR": str(tmp_path / "jury")}
+    assert state_dir_paths(jail, apart, home) == [tmp_path / "codex"]
