@@ -40,20 +40,3 @@ def egress_args(egress: EgressMounts | None) -> list[str]:
     if egress.low_ports:
         out += ["--cap-add", "CAP_NET_BIND_SERVICE"]
     return out
-
-
-def egress_drop(egress: EgressMounts | None, drop_to: list[str] | None) -> list[str]:
-    """``drop_to`` (``jailuid.setpriv_argv``), keeping CAP_NET_BIND_SERVICE when the egress shim must listen
-    below port 1024 (a listed ``host:443``). The capability reaches only the jail's own network namespace,
-    where nothing but the shim's forwarders and the agent's own listeners live: the dropped uid gains no
-    way out with it, and nothing else (the bounding set holds that one capability alone)."""
-    if drop_to is None:
-        return []
-    if egress is None or not egress.low_ports:
-        return drop_to
-    keep = {
-        "--inh-caps=-all": "--inh-caps=-all,+net_bind_service",
-        "--bounding-set=-all": "--bounding-set=-all,+net_bind_service",
-    }
-    kept = [keep.get(arg, arg) for arg in drop_to]
-    return [*kept[:-1], "--ambient-caps=+net_bind_service", kept[-1]]  # the last is setpriv's "--"

@@ -138,12 +138,23 @@ def claim(settings: SandboxSettings, lock_dir: Path = LOCK_DIR) -> UidClaim:
     )
 
 
-def setpriv_argv(setpriv: str, uid: int, groups: Iterable[int] = ()) -> list[str]:
+def setpriv_argv(
+    setpriv: str, uid: int, groups: Iterable[int] = (), *, bind_low_ports: bool = False
+) -> list[str]:
     """The prefix that runs a command as ``uid`` (its own gid, only ``groups`` besides), with nothing
-    that could make it root again."""
+    that could make it root again.
+
+    ``bind_low_ports`` keeps CAP_NET_BIND_SERVICE alone (ambient, and the only one in the bounding set):
+    the egress shim's forwarders listen below port 1024 for a listed ``host:443`` (``workers.egress``).
+    It reaches only the jail's own network namespace, where nothing but those forwarders and the agent's
+    own listeners live, so the uid gains no way out with it."""
     wanted = sorted(set(groups))
     group_args = ["--groups", ",".join(map(str, wanted))] if wanted else ["--clear-groups"]
-    return [setpriv, f"--reuid={uid}", f"--regid={uid}", *group_args, *SETPRIV_DROP, "--"]
+    drop = list(SETPRIV_DROP)
+    if bind_low_ports:
+        drop = [f"{arg},+net_bind_service" if arg.endswith("=-all") else arg for arg in drop]
+        drop.append("--ambient-caps=+net_bind_service")
+    return [setpriv, f"--reuid={uid}", f"--regid={uid}", *group_args, *drop, "--"]
 
 
 def passable(path: Path) -> bool:

@@ -46,7 +46,7 @@ from orchestrator import domain as domain_module
 from orchestrator.errors import JuryError
 from orchestrator.spec import SandboxSettings
 from workers import jailuid
-from workers.jail_egress import EgressMounts, egress_args, egress_drop
+from workers.jail_egress import EgressMounts, egress_args
 from workers.rlimits import MIB, set_limits, through_prlimit
 from workers.worktree import git_dirs
 
@@ -379,7 +379,7 @@ def bwrap_argv(
     for flag, src, dst in layout.binds:  # the worktree after HOME (it may live there), git dirs after it
         out += [flag, str(src), str(dst)]
     out += egress_args(jail.egress)
-    out += ["--chdir", str(cwd.resolve()), "--", *egress_drop(jail.egress, drop_to), *argv]
+    out += ["--chdir", str(cwd.resolve()), "--", *(drop_to or []), *argv]
     return out
 
 
@@ -486,7 +486,8 @@ def _confine_as_own_uid(
     try:
         jailuid.share_state(states, claim.uid, gid, jailuid.uid_range(jail.settings))
         jailuid.hand_over(owned, claim.uid)
-        drop = jailuid.setpriv_argv(setpriv, claim.uid, [gid] if states else [])
+        low_ports = jail.egress is not None and jail.egress.low_ports
+        drop = jailuid.setpriv_argv(setpriv, claim.uid, [gid] if states else [], bind_low_ports=low_ports)
         command = bwrap_argv(jail, argv, cwd, base_env=base_env, bwrap=binary, layout=layout, drop_to=drop)
     except BaseException:
         release()
