@@ -28,6 +28,7 @@ from tests.e2e.test_secret_leaks import (  # noqa: F401 (fixtures)
     git,
     leaks,
     redis_dump,
+    state_files_text,
     worker,
 )
 from workers.agents.patch_secrets import FIX_HOLDS_SECRET
@@ -95,11 +96,7 @@ def test_a_key_written_into_a_fix_defers_the_finding_and_reaches_no_record(
     mirror = Path(state.target.path or "")
     remote = tmp_path / "remotes" / "acme" / "sample.git"
     record = {
-        "files": "\n".join(
-            p.read_text(errors="replace")
-            for p in sorted(state_dir.rglob("*"))
-            if p.is_file() and not p.is_socket()
-        ),
+        "files": state_files_text(state_dir),
         "redis": redis_dump(worker["JURY_REDIS_URL"]),
         "show": jury("show", slug, env=worker).out,
         "out": r.out + r.err,

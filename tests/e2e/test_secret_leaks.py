@@ -71,6 +71,12 @@ def git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout
 
 
+def state_files_text(state_dir: Path) -> str:
+    """Every file under the state directory (events, run.json, artifacts, prompts, logs) as one text."""
+    files = [p for p in sorted(state_dir.rglob("*")) if p.is_file() and not p.is_socket()]
+    return "\n".join(p.read_text(errors="replace") for p in files)
+
+
 def redis_dump(url: str) -> str:
     """Every value of every key of the test's database, as text."""
     client = redis.Redis.from_url(url)
@@ -184,11 +190,7 @@ def test_a_key_echoed_by_a_cli_agent_reaches_no_record(
     assert any("[redacted]" in p and p.startswith("# Jury triage") for p in prompts), "no triage prompt"
 
     record = {
-        "files": "\n".join(
-            p.read_text(errors="replace")
-            for p in sorted(state_dir.rglob("*"))
-            if p.is_file() and not p.is_socket()
-        ),
+        "files": state_files_text(state_dir),
         "redis": redis_dump(worker["JURY_REDIS_URL"]),
         "show": jury("show", slug, env=worker).out,
         "forge": json.dumps([r.body for r in server.requests], default=str),
