@@ -9,7 +9,6 @@ models). ``jury --help`` lists the commands from the table, without importing an
 
 from __future__ import annotations
 
-import os
 import sys
 from importlib import import_module
 from typing import Any
@@ -19,9 +18,9 @@ from typer import _click as click  # the click typer runs on: its own copy (type
 from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from orchestrator.errors import JuryError
+from orchestrator.private_files import write_privately
 
 HELP = "Jury: a code jury of AI agents."
-PRIVATE_UMASK = 0o077  # workers.supervise.PRIVATE_UMASK
 # Each command: its name -> (the module, the function in it, the first line of that function's
 # docstring, which `jury --help` lists). One more command is one more line here, in the order
 # `jury --help` lists them.
@@ -196,9 +195,7 @@ def say(message: str) -> None:
 
 
 def main() -> None:
-    # ``workers.supervise.write_privately``: a run's prompts and agents' output, and the workers this
-    # starts, 0600; set here without importing the workers for it (tests/unit/test_cli_startup.py).
-    os.umask(PRIVATE_UMASK)
+    write_privately()  # a run's prompts and agents' output, and the workers this starts: 0600
     try:
         code = app(prog_name="jury", standalone_mode=False)  # click returns the code of a typer.Exit here
     except JuryError as exc:

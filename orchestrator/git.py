@@ -40,7 +40,7 @@ _GIT_LOCATION_VARS = frozenset(
 _GIT_CONFIG = ["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"]
 # What git writes — checkouts, their git directories' objects — is readable by others: a root worker's jail
 # runs as a uid of its own (workers.jailuid) that must read the checkout and its objects. Jury's own files
-# are private (umask 077, workers.supervise.write_privately), and so is every checkout's place: under
+# are private (umask 077, orchestrator.private_files.write_privately), and so is every checkout's place: under
 # Jury's 0700 state directory, which a jail sees only its own way through.
 CHECKOUT_UMASK = 0o022
 

@@ -32,6 +32,7 @@ from typing import IO
 
 import structlog
 
+from orchestrator.private_files import JAIL_UMASK
 from workers.rlimits import set_limits
 from workers.sandbox import Jail, SandboxUnavailable, confine
 
@@ -70,19 +71,6 @@ READ_CHUNK = 64 * 1024
 # (one that called setsid) still holds open; then the pipe is closed under it.
 DRAIN_SECONDS = 2.0
 PR_SET_PDEATHSIG = 1
-PRIVATE_UMASK = 0o077
-# A jail's processes write for their group too: an agent's state directory (``~/.codex``) is shared by the
-# jails running that agent through ``[sandbox] state_gid`` (workers.jailuid.share_state), and a file one
-# jail makes there must stay reachable by the jail beside it. Others get nothing; and everything a jail
-# writes lies in its own worktree, its tmpfs or those state directories, under Jury's 0700 directory.
-JAIL_UMASK = 0o007
-
-
-def write_privately() -> None:
-    """Every file this process creates from now on is its owner's alone (0600, directories 0700),
-    whoever writes it: prompt files, the agents' stdout and stderr, transcripts, and what the agents
-    themselves write (children inherit the umask). Set when a ``jury`` command or a worker starts."""
-    os.umask(PRIVATE_UMASK)
 
 
 def scrub_env(

@@ -160,7 +160,7 @@ def stop_duties(sender: Any = None, **_: Any) -> None:
 @worker_init.connect
 def private_files(sender: Any = None, **_: Any) -> None:
     """A worker started by ``celery`` itself (not ``jury worker``) writes privately too."""
-    from workers.supervise import write_privately
+    from orchestrator.private_files import write_privately
 
     write_privately()
 

@@ -83,9 +83,14 @@ def test_version_says_the_installed_version() -> None:
 
 
 def test_every_command_starts_writing_privately() -> None:
-    """``main`` sets the umask of ``workers.supervise.write_privately`` itself (importing the workers would
-    cost every command their start-up): the two must agree."""
-    from jury_cli.app import PRIVATE_UMASK
-    from workers.supervise import PRIVATE_UMASK as WORKERS_UMASK
-
-    assert PRIVATE_UMASK == WORKERS_UMASK == 0o077
+    """``main`` sets the private umask (``orchestrator.private_files.write_privately``) before any
+    command runs, a light one such as ``jury version`` included."""
+    code = (
+        "import os, sys\n"
+        "from jury_cli.app import main\n"
+        "sys.argv = ['jury', 'version']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print(oct(os.umask(0)))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert int(done.stdout.split()[-1], 8) == 0o077
