@@ -3,12 +3,12 @@ what one reaper pass costs as the fleet holds more runs.
 
 Every coordinate pass decides from the run's folded log; if its cost grows with the log, a long run (an
 ``agent.alive`` tick every few seconds per agent) makes the ``control`` queue the fleet's bottleneck.
-The coordinate figure runs ``workers.coordinator.coordinate`` on a Runtime over the Redis store (the
+The coordinate figure runs ``workers.runtime.coordinator.coordinate`` on a Runtime over the Redis store (the
 fleet's), with a run whose reviewers are in flight, so a pass decides nothing new: what it costs is the
 reading, folding and mirroring.
 
-The reaper figure runs ``workers.coordinator.reap`` over that many such runs. One worker makes that pass
-every reap period (``JURY_REAP_EVERY``), in a thread beside its tasks, and it reads every active run:
+The reaper figure runs ``workers.runtime.coordinator.reap`` over that many such runs. One worker makes that
+pass every reap period (``JURY_REAP_EVERY``), in a thread beside its tasks, and it reads every active run:
 its cost grows with the number of runs the fleet holds, not with their logs, and it says how many runs a
 fleet can hold before the pass takes a good part of its period.
 
@@ -46,8 +46,8 @@ from orchestrator.fold import fold, run_json
 from orchestrator.spec import AgentSpec, JuryConfig, SandboxSettings, Target
 from orchestrator.store.files import FileStore
 from orchestrator.store.redis import RedisStore
-from workers import coordinator
-from workers.runtime import Runtime
+from workers.runtime import coordinator
+from workers.runtime.context import Runtime
 
 SPEC = AgentSpec(name="a", argv=["a", "{prompt}"], judge_argv=["a", "{prompt}"])
 BATCH = 20  # events per append: a job appends its launch, ticks, then its report and done in small batches

@@ -12,8 +12,9 @@ each run's operator file), so the fleet starts once.
 Beside it, how soon the sweep drains: from its start until every run has ended, against its ideal, one
 task after another on each slot it may take (``ceil(N / slots)`` tasks, slots being ``per_repo`` or W).
 A task that found the repository's slots full waits in line and is sent again the moment a slot frees
-(``workers.limits``); were it to wait out its put-back countdown instead (about ``JURY_LIMIT_WAIT``), the
-freed slot would stand idle meanwhile and the limited sweep would drain far slower than its ideal.
+(``workers.isolation.limits``); were it to wait out its put-back countdown instead (about
+``JURY_LIMIT_WAIT``), the freed slot would stand idle meanwhile and the limited sweep would drain far slower
+than its ideal.
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ from orchestrator.demo import make_sample_repo
 from orchestrator.domain import Event
 from orchestrator.fold import fold
 from orchestrator.spec import SandboxSettings
-from workers.sandbox import sandbox_problem
+from workers.isolation.sandbox import sandbox_problem
 
 if TYPE_CHECKING:
     from jury_cli.backend import Backend

@@ -1,11 +1,11 @@
 """Isolation: what a checkout from a warm mirror saves over a fresh clone, and what the sandbox costs.
 
 Every agent runs in a checkout of its own; a host recycles checkouts of the mirrors it keeps
-(``workers.worktree.Worktrees`` with a pool: reset to the task's commit) instead of cloning, and adds a
-detached worktree to a local target's repository. The clone here is ``git clone file://`` (git's pack
+(``workers.isolation.worktree.Worktrees`` with a pool: reset to the task's commit) instead of cloning, and
+adds a detached worktree to a local target's repository. The clone here is ``git clone file://`` (git's pack
 transport, no hard links): a lower bound on what a clone from a forge costs. Every command an agent or a
-verification runs starts in bubblewrap (``workers.sandbox``); the figure is one ``true`` through
-``workers.supervise.run_supervised`` with and without its ``Jail``.
+verification runs starts in bubblewrap (``workers.isolation.sandbox``); the figure is one ``true`` through
+``workers.isolation.supervise.run_supervised`` with and without its ``Jail``.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from pathlib import Path
 
 from bench.stats import Figure, figure, ratio, seconds_of
 from orchestrator.spec import SandboxSettings
-from workers.sandbox import Jail, confine, sandbox_problem
-from workers.supervise import run_supervised
-from workers.worktree import Worktrees
+from workers.isolation.sandbox import Jail, confine, sandbox_problem
+from workers.isolation.supervise import run_supervised
+from workers.isolation.worktree import Worktrees
 
 IDENTITY = ["-c", "user.name=Bench", "-c", "user.email=bench@jury.invalid", "-c", "commit.gpgsign=false"]
 
@@ -54,11 +54,11 @@ def generated_repo(where: Path, files: int) -> tuple[Path, str, str]:
 
 def worktree_vs_clone(repeat: int, files: int = 5_000) -> list[Figure]:
     """A task's checkout, three ways: a recycled one (``Worktrees`` with a pool, as a host checks out its
-    mirrors: taken, reset to the commit, released), a fresh worktree (``workers.worktree.add_worktree``:
-    git's records written by Jury, the files by one ``git read-tree``; and its removal, as for a local
-    target) and a ``git clone`` (and its removal). Each sample is the whole cycle, the checkout
-    made and given up; the commits alternate between trunk and a PR head 10 files apart, as successive
-    tasks of a fleet do."""
+    mirrors: taken, reset to the commit, released), a fresh worktree
+    (``workers.isolation.worktree.add_worktree``: git's records written by Jury, the files by one ``git
+    read-tree``; and its removal, as for a local target) and a ``git clone`` (and its removal). Each sample is
+    the whole cycle, the checkout made and given up; the commits alternate between trunk and a PR head 10
+    files apart, as successive tasks of a fleet do."""
     with tempfile.TemporaryDirectory() as d:
         base = Path(d)
         repo, trunk, head = generated_repo(base, files)
@@ -182,7 +182,7 @@ def sandbox_startup(repeat: int) -> list[Figure]:
                     lambda: subprocess.run(confined.argv, cwd=work, env=confined.env, check=True), repeat
                 )
             ],
-            note="workers.sandbox.confine's argv",
+            note="workers.isolation.sandbox.confine's argv",
         )
         cost = figure(
             "isolation",

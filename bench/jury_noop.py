@@ -4,7 +4,7 @@ shed, for the dispatch table to show beside Celery's plain no-op.
     BENCH_REDIS_URL=redis://... celery -A bench.jury_noop worker -P threads -c 1 -Q bench-jury-noop \\
         --without-gossip --without-mingle
 
-It is ``workers.app.make_app``'s app, as ``jury worker`` runs it: its configuration (each message
+It is ``workers.runtime.app.make_app``'s app, as ``jury worker`` runs it: its configuration (each message
 acknowledged after its task, one taken at a time), its task signals (every line a task logs names it) and
 its logging (``orchestrator.logs``, Celery's own lines included), with one more task, ``bench.jury_noop``,
 which increments one Redis counter as ``bench.noop`` does. What a worker spends on one of these is what
@@ -17,7 +17,7 @@ import redis
 
 from bench.noop import COUNTER, URL
 from orchestrator.config import Settings
-from workers.app import make_app
+from workers.runtime.app import make_app
 
 QUEUE = "bench-jury-noop"
 

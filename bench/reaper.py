@@ -6,7 +6,7 @@ reads every active run: whether it ended, its actions in flight, their sent mark
 at a time, a pass cost 0.5-1.1 ms a run (its round trips and its whole fold), so past some 15,000 runs a
 pass outlived the period. The figures: a pass over ``--runs`` active runs as the reaper makes it (batches
 of ``coordinator.REAP_BATCH`` runs, each batch a few round trips, each run read from its snapshot's
-digest: ``workers.reaping``), and the same pass one run a batch, what each round trip costs on top.
+digest: ``workers.fleet.reaping``), and the same pass one run a batch, what each round trip costs on top.
 
 Each run has its two reviewers sent and not yet taken (a fleet's backlog: the commonest case; their sends
 are young, so the pass sends nothing again). One run is made by a real coordinate pass; the others are
@@ -28,8 +28,8 @@ import redis
 from bench.eventlog import head, runtime, scratch_prefix
 from bench.stats import Figure, figure, ratio, seconds_of
 from orchestrator.store import keys
-from workers import coordinator
-from workers.runtime import Runtime
+from workers.runtime import coordinator
+from workers.runtime.context import Runtime
 
 RUNS = 10_000
 TARGET_SECONDS = 1.0  # issue 49: a pass over 10,000 active runs

@@ -1,5 +1,5 @@
 """Where runs live for one command: the shared Redis of ``JURY_REDIS_URL``, or a private Redis with local
-workers started for this command (``workers.embedded``); and where ``runs`` and ``show`` read."""
+workers started for this command (``workers.runtime.embedded``); and where ``runs`` and ``show`` read."""
 
 from __future__ import annotations
 
@@ -42,8 +42,8 @@ class Backend:
 def backend(settings: Settings, concurrency: int = 4) -> Iterator[Backend]:
     """The shared Redis of JURY_REDIS_URL, or a private Redis with local workers for this command."""
     from orchestrator.store.redis import from_url as redis_store
-    from workers.app import make_app
-    from workers.embedded import EmbeddedRedis, LocalWorkers
+    from workers.runtime.app import make_app
+    from workers.runtime.embedded import EmbeddedRedis, LocalWorkers
 
     files = FileStore(settings.dir)
     if settings.redis_url:

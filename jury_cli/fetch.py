@@ -24,8 +24,8 @@ from orchestrator.fold import fold
 from orchestrator.git import git, rev_parse
 from orchestrator.store.base import EventStore, read_run
 from orchestrator.target import fetch_mirror, mirror_path, parse_pr_url, pr_ref, remote_url
-from workers.mirror import MirrorError, ensure
-from workers.runtime import jury_branch
+from workers.isolation.mirror import MirrorError, ensure
+from workers.runtime.context import jury_branch
 
 
 def fetch(

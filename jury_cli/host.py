@@ -102,17 +102,17 @@ def worker(
         raise UsageError("set JURY_REDIS_URL to the shared Redis (e.g. redis://host:6379/0) to run a worker")
     if metrics_port is not None and pool == "prefork":
         # Before anything imports prometheus_client: the pool's children then write their metrics where
-        # this process reads them (prometheus-client's multiprocess mode, workers/metrics.py).
+        # this process reads them (prometheus-client's multiprocess mode, workers/fleet/metrics.py).
         metrics_dir(settings)
     import logging
 
     from celery.signals import celeryd_after_setup
 
     from orchestrator import logs
-    from workers.app import QUEUES, make_app
+    from workers.runtime.app import QUEUES, make_app
 
-    # Set up now, not only when Celery starts (workers.app, setup_logging): what is said before that, a
-    # warning included (running as root), is a JSON line too.
+    # Set up now, not only when Celery starts (workers.runtime.app, setup_logging): what is said before that,
+    # a warning included (running as root), is a JSON line too.
     logs.configure_process(settings.log_level, settings.log_json, library_level=loglevel)
     logging.captureWarnings(True)
 
@@ -150,9 +150,10 @@ def worker(
 
 
 def _start_scheduler(settings: Settings) -> threading.Event:
-    """The scheduler's loop (``workers.scheduler``) in a daemon thread of this worker; set the returned
+    """The scheduler's loop (``workers.fleet.scheduler``) in a daemon thread of this worker; set the returned
     event to stop it. The schedules are checked here, so a bad one fails the command, not the thread."""
-    from workers.scheduler import run_scheduler, store_for
+    from workers.fleet.scheduler import run_scheduler, store_for
+    from workers.runtime import firings  # noqa: F401  (binds what each kind of schedule does)
 
     path = operator_config_file(settings)
     schedules = load_schedules(path)
@@ -187,8 +188,8 @@ def serve_metrics(settings: Settings, port: int, host: str = "127.0.0.1") -> int
     before the worker starts). Loopback unless the operator names another address: the figures (runs,
     spend) are the fleet's business."""
     from orchestrator.store.redis import from_url
-    from workers.app import celery_url
-    from workers.metrics import serve, worker_registry
+    from workers.fleet.metrics import serve, worker_registry
+    from workers.runtime.app import celery_url
 
     try:
         bound = serve(port, worker_registry(from_url(celery_url(settings.redis_url))), addr=host)

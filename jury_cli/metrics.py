@@ -1,4 +1,4 @@
-"""``jury metrics``: the fleet's Prometheus metrics, read from its Redis (``workers.metrics``)."""
+"""``jury metrics``: the fleet's Prometheus metrics, read from its Redis (``workers.fleet.metrics``)."""
 
 from __future__ import annotations
 
@@ -32,8 +32,8 @@ def metrics(
             "set JURY_REDIS_URL to the fleet's Redis (e.g. redis://host:6379/0) to read its metrics"
         )
     from orchestrator.store.redis import from_url
-    from workers.app import celery_url
-    from workers.metrics import exposition, fleet_registry, serve
+    from workers.fleet.metrics import exposition, fleet_registry, serve
+    from workers.runtime.app import celery_url
 
     store = from_url(celery_url(settings.redis_url))
     registry = fleet_registry(store)

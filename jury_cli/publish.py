@@ -1,5 +1,5 @@
 """``jury publish SLUG``: (re-)publish an ended run to its PR by hand — the review and the ``jury`` check,
-updated in place when the run published before (``workers/publish.py``)."""
+updated in place when the run published before (``workers/runtime/publish.py``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from orchestrator.store.base import check_slug
 
 def publish(slug: str, dir: DirOpt = None) -> None:
     """Publish an ended run to its PR: one review with inline comments, and the `jury` check."""
-    from workers.publish import publish_named
+    from workers.runtime.publish import publish_named
 
     settings = settings_for(dir)
     check_slug(slug)

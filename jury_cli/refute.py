@@ -1,4 +1,4 @@
-"""``jury refute``: the second opinion on its own, for any claim (``workers.second_opinion``)."""
+"""``jury refute``: the second opinion on its own, for any claim (``workers.runtime.second_opinion``)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def refute(
 ) -> None:
     """The second opinion on its own. Exit 1 only on a concrete refutation."""
     from orchestrator.target import checkout_config
-    from workers.second_opinion import second_opinion
+    from workers.runtime.second_opinion import second_opinion
 
     if timeout is not None and timeout <= 0:
         raise UsageError("--timeout must be a positive number of seconds")

@@ -64,7 +64,7 @@ def embedded_runs(settings: Settings) -> list[tuple[str, list[str]]]:
     whose command is stopping holds none)."""
     from orchestrator.errors import StoreError
     from orchestrator.store.redis import from_url as redis_store
-    from workers.embedded import live_urls
+    from workers.runtime.embedded import live_urls
 
     found = []
     for url in live_urls(settings.dir):
@@ -141,7 +141,7 @@ def cancel_run(settings: Settings, slug: str, who: str) -> None:
     from jury_cli.backend import shared_store
     from orchestrator.domain import RunCancel, cancel_eid
     from orchestrator.fold import fold
-    from workers.app import make_app
+    from workers.runtime.app import make_app
 
     store = shared_store(settings.redis_url)
     if not store.exists(slug):

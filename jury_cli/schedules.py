@@ -32,7 +32,8 @@ def scheduler(config: ConfigOpt = None, dir: DirOpt = None) -> None:
     """Fire the [[schedules]] of the operator's config against JURY_REDIS_URL until stopped (SIGTERM,
     Ctrl-C). Run several for a fleet that survives a host: each slot is fired once."""
     from orchestrator import logs
-    from workers.scheduler import run_scheduler, store_for
+    from workers.fleet.scheduler import run_scheduler, store_for
+    from workers.runtime import firings  # noqa: F401  (binds what each kind of schedule does)
 
     settings, path, schedules = _schedules(config, dir)
     if not settings.redis_url:
@@ -60,7 +61,7 @@ def scheduler(config: ConfigOpt = None, dir: DirOpt = None) -> None:
 
 def next_firings(schedule: Schedule, now: float, sep: str) -> str:
     """The schedule's next ``NEXT_SHOWN`` firings, as people read them: what its cron means."""
-    from workers.scheduler import slot_time
+    from workers.fleet.scheduler import slot_time
 
     return sep.join(slot_time(slot) for slot in next_slots(schedule, now)) or "never again"
 
@@ -68,7 +69,7 @@ def next_firings(schedule: Schedule, now: float, sep: str) -> str:
 def schedules(config: ConfigOpt = None, dir: DirOpt = None) -> None:
     """The [[schedules]] of the operator's config: kind, cron, repositories, last firing (from the
     fleet's Redis) and the next three firings."""
-    from workers.scheduler import FiringRecord, slot_time, store_for
+    from workers.fleet.scheduler import FiringRecord, slot_time, store_for
 
     settings, path, found = _schedules(config, dir)
     if not found:

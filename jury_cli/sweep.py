@@ -1,5 +1,5 @@
 """``jury sweep``: a run for every matching open PR of the repositories named, enqueued from this one
-process (``workers.sweep``), then followed until they end unless ``--detach`` or ``--dry-run``."""
+process (``workers.fleet.sweep``), then followed until they end unless ``--detach`` or ``--dry-run``."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from orchestrator.spec import TERMINAL_STATES
 from orchestrator.start import RunOptions
 
 if TYPE_CHECKING:
-    from workers.sweep import SweepReport
+    from workers.fleet.sweep import SweepReport
 
 REPOS_HELP = (
     "Repositories: OWNER/REPO (GitHub), GROUP/SUB/PROJECT (GitLab), github:OWNER/REPO, "
@@ -139,9 +139,10 @@ def sweep(
     dir: DirOpt = None,
 ) -> None:
     """Review every matching open PR of some repositories: one run per PR head not reviewed yet."""
-    from workers.forge_cache import fleet_etag_cache
-    from workers.sweep import SweepFilters, SweepOptions, celery_kick
-    from workers.sweep import sweep as run_sweep
+    from workers.fleet.forge_cache import fleet_etag_cache
+    from workers.fleet.sweep import SweepFilters, SweepOptions
+    from workers.fleet.sweep import sweep as run_sweep
+    from workers.runtime.wake import celery_kick
 
     settings = settings_for(dir)
     opts = RunOptions(

@@ -1,5 +1,6 @@
 """``jury verify [OWNER/REPO|PATH...] [--trunk B]``: the regression tests of accepted findings run again on
-trunk now (``workers/reverify.py``); a table, and exit 1 when a test that passed at acceptance fails."""
+trunk now (``workers/verification/reverify.py``); a table, and exit 1 when a test that passed at acceptance
+fails."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ def verify(
     dir: DirOpt = None,
 ) -> None:
     """Re-run the regression tests of accepted findings of converged runs on the current trunk."""
-    from workers.reverify import reverify
+    from workers.verification.reverify import reverify
 
     report = reverify(settings_for(dir), repos or [], trunk)
     for note in report.notes:

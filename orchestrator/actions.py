@@ -2,12 +2,12 @@
 
 An action is work ``decide`` hands to a worker (``DispatchAction``): it travels as an
 ``action.dispatched`` event, a Celery task ``jury.<kind>`` on the kind's queue runs it under a lease, and
-its handler (``workers.actions.handles``) appends its result events. When the handler crashes, the
+its handler (``workers.runtime.actions.handles``) appends its result events. When the handler crashes, the
 kind's ``on_failure`` says what goes in the log instead, so the run never waits on it forever.
 
 Everything that lists kinds is derived from ``ACTIONS``: the queues and routes of the Celery app, its
 tasks, the default queues of ``jury worker``, the kinds ``decide`` may dispatch, and the failure events.
-Adding a kind is a ``declare`` here and a handler in ``workers/jobs.py`` (docs/architecture.md,
+Adding a kind is a ``declare`` here and a handler in ``workers/runtime/jobs.py`` (docs/architecture.md,
 "Extension points").
 """
 
@@ -84,8 +84,8 @@ NEW_WORK = "review"
 
 def queues() -> tuple[str, ...]:
     """Every queue a worker may consume, in the order it takes from them (the broker's ``priority``
-    strategy, ``workers.app``): ``control`` first (a coordinate pass is short, and every action waits on
-    one), then each kind's in declaration order, ``review`` last (work on findings already raised, a
+    strategy, ``workers.runtime.app``): ``control`` first (a coordinate pass is short, and every action waits
+    on one), then each kind's in declaration order, ``review`` last (work on findings already raised, a
     triage, a reply, a second opinion, comes before new rounds, so a PR already under way finishes
     first)."""
     kinds = [k.queue for k in ACTIONS.values() if k.queue != NEW_WORK]

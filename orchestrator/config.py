@@ -106,13 +106,13 @@ class Settings(BaseSettings):
     ci_paths: Annotated[list[str], NoDecode] = Field(default_factory=list)
     retention: int = Field(default=7 * 86400, gt=0)  # seconds an ended run's Redis keys are kept
     # Seconds a scheduler's claim on a schedule's slot lives without renewal: how soon another scheduler
-    # takes over the firing of one that died (workers/scheduler.py).
+    # takes over the firing of one that died (workers/fleet/scheduler.py).
     schedule_claim_ttl: float = Field(default=30.0, gt=0)
     # Seconds (about: jittered, and kept under reap_after / 2) before a task that found its [limits]
     # slot full comes back; it waits in the broker, never in a worker slot.
     limit_wait: float = Field(default=5.0, gt=0)
     # Checkouts a host keeps per repository to recycle (reset to the next task's commit instead of a new
-    # worktree, workers/worktree.py); 0: a fresh worktree for every task, removed after it.
+    # worktree, workers/isolation/worktree.py); 0: a fresh worktree for every task, removed after it.
     worktree_pool: int = Field(default=4, ge=0, le=64)
     worktree_idle: float = Field(default=3600.0, gt=0)  # seconds a recycled checkout waits unused, then goes
     # Celery's task events (a message per task sent, received, started, done) from the start; off, a
@@ -414,7 +414,7 @@ def parse_limits(source: str, data: dict[str, Any]) -> Limits:
 
     ``per_repo = N``: at most N agent tasks of one repository at once, fleet-wide. ``per_model =
     { "PATTERN" = N }``: at most N at once of the agents whose model the pattern matches, all of them
-    together (the rule: ``workers/limits.py``, ``subjects``). Absent: no limit.
+    together (the rule: ``workers/isolation/limits.py``, ``subjects``). Absent: no limit.
     """
     table = data.get("limits", {})
     if not isinstance(table, dict):

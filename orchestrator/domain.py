@@ -230,8 +230,8 @@ class CommitPushed(EventBase):
     """A fix committed onto the run's tree (``pushed`` False), or the tree pushed (True).
 
     A commit records what it was made of (``parent``, the ``patch`` artifact, the whole ``message``):
-    commits are deterministic, so any host rebuilds the same sha from these (``workers/mirror.py``) and
-    no host needs another's disk. Older logs lack them (None)."""
+    commits are deterministic, so any host rebuilds the same sha from these (``workers/isolation/mirror.py``)
+    and no host needs another's disk. Older logs lack them (None)."""
 
     t: Literal["commit.pushed"] = "commit.pushed"
     sha: str

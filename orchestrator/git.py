@@ -3,9 +3,9 @@
 Every command runs ``git`` directly (argv, never a shell) with hooks and fsmonitor disabled, so a
 repository under review cannot run code through git; inherited variables that would point git at another
 repository, index or object store are dropped. The worker side's plumbing (worktrees, deterministic
-commits, a host's mirrors of remote targets) is built on these in ``workers/worktree.py`` and
-``workers/mirror.py``; ``repo_lock`` serializes what changes one repository's shape (a mirror's clone and
-fetches, git's worktree list) between the threads and processes of one host.
+commits, a host's mirrors of remote targets) is built on these in ``workers/isolation/worktree.py`` and
+``workers/isolation/mirror.py``; ``repo_lock`` serializes what changes one repository's shape (a mirror's
+clone and fetches, git's worktree list) between the threads and processes of one host.
 """
 
 from __future__ import annotations
@@ -39,9 +39,9 @@ _GIT_LOCATION_VARS = frozenset(
 )
 _GIT_CONFIG = ["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"]
 # What git writes — checkouts, their git directories' objects — is readable by others: a root worker's jail
-# runs as a uid of its own (workers.jailuid) that must read the checkout and its objects. Jury's own files
-# are private (umask 077, orchestrator.private_files.write_privately), and so is every checkout's place: under
-# Jury's 0700 state directory, which a jail sees only its own way through.
+# runs as a uid of its own (workers.isolation.jailuid) that must read the checkout and its objects. Jury's own
+# files are private (umask 077, orchestrator.private_files.write_privately), and so is every checkout's place:
+# under Jury's 0700 state directory, which a jail sees only its own way through.
 CHECKOUT_UMASK = 0o022
 
 
@@ -67,7 +67,7 @@ def git_bytes(
 
     ``env`` is added to the inherited environment (minus inherited GIT_DIR-like variables).
     ``safe_directory``: a checkout of Jury's own that another uid owns now (a root worker's jail runs
-    as one, ``workers.jailuid``), which git would otherwise refuse as "dubious ownership".
+    as one, ``workers.isolation.jailuid``), which git would otherwise refuse as "dubious ownership".
     """
     trust = ["-c", f"safe.directory={safe_directory}"] if safe_directory is not None else []
     proc = subprocess.run(

@@ -1,5 +1,5 @@
 """What an ended run says on its PR, decided from its fold alone (pure): the ``jury`` check's conclusion,
-the review's summary and its inline comments. ``workers/publish.py`` sends it to the forge.
+the review's summary and its inline comments. ``workers/runtime/publish.py`` sends it to the forge.
 
 The check tells the run's true state and is never kinder than it: a converged run is ``success``; a run
 that could not review (an agent that could not run, the budget exhausted, no sandbox, cancelled) is

@@ -1,4 +1,5 @@
-"""Whether a run's fixes may be pushed to a PR's repository (pure; git and the forge are in workers/push.py).
+"""Whether a run's fixes may be pushed to a PR's repository (pure; git and the forge are in
+workers/runtime/push.py).
 
 ``jury review <PR URL> --push`` (and sweeps and schedules with ``push``) push the PR's head with Jury's
 fixes on top to the base repository as ``jury/<slug>``. A push runs the base repository's CI on that

@@ -1,8 +1,8 @@
 """A named registry: the one place each entry of an extension point is declared.
 
 Jury has two extension points, each with a pure half here in ``orchestrator/`` and a running half in
-``workers/``: action kinds (``orchestrator.actions.ACTIONS``, their handlers in ``workers.actions``) and
-agent kinds (``orchestrator.agent_kinds.AGENT_KINDS``, their seats in ``workers.agents.seat``). Everything
+``workers/``: action kinds (``orchestrator.actions.ACTIONS``, their handlers in ``workers.runtime.actions``)
+and agent kinds (``orchestrator.agent_kinds.AGENT_KINDS``, their seats in ``workers.agents.seat``). Everything
 else that used to list kinds by hand (queues, routes, Celery tasks, the kinds an event or a config may
 name) is derived from these registries, so adding a kind is one entry and its code.
 

@@ -8,7 +8,7 @@ seconds first, so ``*/20 * * * * *`` would fire every second of minutes 0, 20 an
 fires within a minute names its seconds field apart, ``seconds = "*/10"`` (every ten seconds).
 
 A **slot** is one instant the cron names, as an integer epoch second: the scheduler fires each slot
-once (``workers.scheduler``), and a slot is also what names a firing in Redis. ``slot_at_or_before``
+once (``workers.fleet.scheduler``), and a slot is also what names a firing in Redis. ``slot_at_or_before``
 and ``slot_after`` are the two questions the scheduler asks; both answer in UTC epoch seconds, whatever
 the schedule's timezone, so every host agrees on a slot's name.
 

@@ -62,7 +62,8 @@ class AgentSpec(BaseModel):
     # Directories (``~/`` is the worker's HOME) the agent keeps its own state in; inside the sandbox they
     # are the only parts of HOME it sees, read-write (e.g. ``["~/.codex"]``).
     state_dirs: list[str] = Field(default_factory=list)
-    # The only endpoints ("host:port") a CLI agent's sandbox may reach, through Jury's proxy (workers.egress).
+    # The only endpoints ("host:port") a CLI agent's sandbox may reach, through Jury's proxy
+    # (workers.isolation.egress).
     egress: list[str] = Field(default_factory=list)
     usd_per_minute: float | None = None  # what a minute of this agent costs when it reports no cost
     # http agents
@@ -143,7 +144,7 @@ class SandboxSettings(Model):
     ro_paths: list[str] = Field(default_factory=list)
     # When the worker runs as root, each jail runs under a uid of its own from this range (``"A-B"``, both
     # included; ids with an account are skipped), so the host's root-only files stay closed to it and
-    # ``max_procs`` counts its processes; "" keeps jails running as root (``workers.jailuid``).
+    # ``max_procs`` counts its processes; "" keeps jails running as root (``workers.isolation.jailuid``).
     uids: str = "60000-60999"
     # The group of the agents' HOME state directories (``state_dirs``), shared by the jails that bind them.
     state_gid: int = Field(default=59999, ge=1, le=2**31 - 2)
@@ -184,7 +185,7 @@ class Limits(Model):
 
     ``per_repo``: tasks of one repository (its forge identity for a PR URL, its path for a local one);
     None: no limit. ``per_model``: a shell-style pattern (``fnmatch``, case-insensitive) -> the tasks at
-    once of every agent whose model it matches (``workers/limits.py`` says what a pattern is matched
+    once of every agent whose model it matches (``workers/isolation/limits.py`` says what a pattern is matched
     against). A task that finds a slot full is put back with a short countdown, never waits in its slot.
     """
 

@@ -7,7 +7,7 @@ climb, escape or read as options, and a number of digits. It is then fetched int
 under ``<dir>/mirrors/HOST/PROJECT.git`` (``refs/pull/N/head`` on GitHub, ``refs/merge-requests/N/head``
 on GitLab), under the mirror's lock; git's own ``url.<base>.insteadOf`` rewrites apply, which is how tests
 point a github.com URL at a local bare repository. The mirror is this host's alone: a worker on another
-host keeps its own (``workers/mirror.py``), so the target's ``path`` is only the submitting host's.
+host keeps its own (``workers/isolation/mirror.py``), so the target's ``path`` is only the submitting host's.
 
 The reviewed repository's ``jury.toml`` is read at the merge-base of the head with the trunk
 (``repo_config``), never from the working tree or the PR head: what a pull request changes in it is

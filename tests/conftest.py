@@ -32,7 +32,8 @@ TEST_DBS = range(1, 16)
 # The fake agents run in the sandbox, which shows them an empty /tmp and no environment but its own
 # allow-list: they keep their state under $FAKE_STATE (a test's own directory under this root), so their
 # entries pass that variable and bind that root as a state directory (operator keys: --config). A root
-# dedicated to them: a root worker's jail owns its state directories while it runs (workers.jailuid).
+# dedicated to them: a root worker's jail owns its state directories while it runs
+# (workers.isolation.jailuid).
 FAKE_STATE_ROOT = Path(tempfile.gettempdir()) / f"jury-fake-state-{getpass.getuser()}"
 FAKE_SANDBOX_KEYS = f'env_pass = ["FAKE_STATE"]\nstate_dirs = [{json.dumps(str(FAKE_STATE_ROOT))}]\n'
 

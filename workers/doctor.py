@@ -3,7 +3,8 @@
 Each check is a ``Check`` (what, ok / failed / not tried, what was seen); ``problems`` are the failures
 that stop a run: no git, a Redis that does not answer, a sandbox that cannot run with the operator's
 ``[sandbox]`` settings (no sandbox, no run). The sandbox is probed the way a worker probes it
-(``workers.sandbox.sandbox_problem``): what doctor answers is what a worker on this machine would meet.
+(``workers.isolation.sandbox.sandbox_problem``): what doctor answers is what a worker on this machine would
+meet.
 
 In a container (``/.dockerenv``, ``/run/.containerenv``, or a container's cgroup of pid 1), a sandbox that
 cannot start usually means the container was started without what bubblewrap needs; doctor reads what it
@@ -25,9 +26,9 @@ import redis
 from orchestrator.config import Settings
 from orchestrator.errors import JuryError
 from orchestrator.spec import SandboxSettings
-from workers import jailuid
-from workers.embedded import redis_binary
-from workers.sandbox import bwrap_binary, sandbox_problem
+from workers.isolation import jailuid
+from workers.isolation.sandbox import bwrap_binary, sandbox_problem
+from workers.runtime.embedded import redis_binary
 
 ROOT_NOTE = (
     'the worker runs as root and [sandbox] uids = "": jails run as root, so files root owns outside '

@@ -74,7 +74,7 @@ def resume(settings: Settings, slug: str) -> str:
 def publish(settings: Settings, slug: str) -> str:
     """``jury publish SLUG``: the ended run's review and ``jury`` check on its PR, updated in place when it
     published before; the outcome is the ``run.published`` event, in the live log and the files record."""
-    from workers.publish import publish_named
+    from workers.runtime.publish import publish_named
 
     event = publish_named(settings.dir, settings.redis_url, slug)
     if not event.ok:

@@ -39,10 +39,10 @@ def fleet(store: EventStore, settings: Settings) -> dict[str, Any]:
 
 
 def workers(store: LiveStore, settings: Settings) -> dict[str, Any]:
-    """The live workers (their presence records in Redis, ``workers.presence``): a dead one lapses."""
+    """The live workers (their presence records in Redis, ``workers.fleet.presence``): a dead one lapses."""
     from datetime import UTC, datetime
 
-    from workers.presence import live_workers
+    from workers.fleet.presence import live_workers
 
     client = getattr(store, "client", None)
     if client is None:
@@ -73,8 +73,8 @@ def workers(store: LiveStore, settings: Settings) -> dict[str, Any]:
 
 def queues(store: LiveStore) -> dict[str, Any]:
     """Each queue's waiting messages and the ones delivered to a worker, not yet done (Celery's lists in
-    the fleet's Redis, read by ``workers.fleetview``, as ``jury metrics`` reads them)."""
-    from workers.fleetview import queue_depths, tasks_in_flight
+    the fleet's Redis, read by ``workers.fleet.fleetview``, as ``jury metrics`` reads them)."""
+    from workers.fleet.fleetview import queue_depths, tasks_in_flight
 
     client = getattr(store, "client", None)
     if client is None:
@@ -109,7 +109,7 @@ def inflight(store: LiveStore) -> dict[str, Any]:
 
 def spend_today(store: LiveStore, settings: Settings) -> dict[str, Any]:
     """Today's (UTC) spend and reservations of the whole fleet against ``JURY_FLEET_DAY_CEILING``."""
-    from workers.ledger import Ledger, utc_day
+    from workers.fleet.ledger import Ledger, utc_day
 
     client = getattr(store, "client", None)
     if client is None:
@@ -133,7 +133,7 @@ def schedules(settings: Settings, store: LiveStore | None) -> dict[str, Any]:
     from orchestrator.config import load_schedules, operator_config_file
     from orchestrator.errors import JuryError
     from orchestrator.schedules import slot_after
-    from workers.scheduler import slot_time, store_for
+    from workers.fleet.scheduler import slot_time, store_for
 
     try:
         found = load_schedules(operator_config_file(settings, None))

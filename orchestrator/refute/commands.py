@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from orchestrator.refute.signals import SignalKind
 
-__all__ = ["classify_command", "commands_in_task"]
+__all__ = ["classify_command", "commands_in_task", "split_command"]
 
 # --- classifying commands ---------------------------------------------------------------------------
 
@@ -555,3 +555,28 @@ def commands_in_task(text: str) -> list[str]:
         if cmd and cmd not in out and classify_command(cmd) is not None:
             out.append(cmd)
     return out
+
+
+# Words that need a shell: a command holding one is refused, never run through one.
+SHELL_TOKENS = frozenset({"&&", "||", ";", "|", "&", ">", ">>", "<", "<<", "2>", "2>&1", "&>", "|&"})
+_ASSIGN_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def split_command(command: str) -> tuple[list[str], dict[str, str]] | str:
+    """``(argv, env assignments)`` of a shell-free command, or why it cannot be run without a shell."""
+    if len(command) > MAX_COMMAND:
+        return f"the command is {len(command):,} characters, over {MAX_COMMAND:,}: not split"
+    try:
+        tokens = shlex.split(command)
+    except ValueError as exc:
+        return f"cannot split {command!r}: {exc}"
+    assigns: dict[str, str] = {}
+    while tokens and _ASSIGN_RE.match(tokens[0]):
+        name, _, value = tokens.pop(0).partition("=")
+        assigns[name] = value
+    if not tokens:
+        return f"no program in {command!r}"
+    ops = [t for t in tokens if t in SHELL_TOKENS]
+    if ops:
+        return f"{command!r} needs a shell ({ops[0]}); give one plain command"
+    return tokens, assigns

@@ -206,12 +206,13 @@ class LiveStore(EventStore, Protocol):
     def read_from_snapshot(self, slug: str) -> tuple[str | None, dict[str, Any] | None, Tail]:
         """``origin``, ``read_snapshot`` and ``read_after`` the snapshot's ``position`` at once (the last
         None when there is no snapshot, or its position is no longer in the log): what every reader of a
-        run's fold asks first (``workers.runtime.read_state``), in one round trip."""
+        run's fold asks first (``workers.runtime.context.read_state``), in one round trip."""
         ...
 
     def reap_digests(self, slugs: Sequence[str]) -> list[dict[str, Any] | None]:
-        """For each run, in order, read at once: the ``reap`` digest of its snapshot (``workers.reaping``)
-        when the snapshot is of this log and nothing was appended after its position, else None."""
+        """For each run, in order, read at once: the ``reap`` digest of its snapshot
+        (``workers.fleet.reaping``) when the snapshot is of this log and nothing was appended after its
+        position, else None."""
         ...
 
     def read_from_snapshots(

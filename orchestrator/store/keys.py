@@ -46,14 +46,15 @@ and a test can use a random prefix and delete exactly its own keys.
     <prefix>:forge:etag:<sha256>           string: one forge listing's ETag and answer (zlib JSON, a TTL);
                                            the digest of its cache key, so no URL or token is in a key
 
-Ledger amounts are integer micro-dollars (see ``workers.ledger``).
+Ledger amounts are integer micro-dollars (see ``workers.fleet.ledger``).
 
 Only the Redis implementations build these keys: ``orchestrator.store.redis`` (``RedisStore``),
-``workers.lease`` (``RedisLeases``), ``workers.ledger`` (``Ledger``), ``workers.limits`` (``RedisSlots``),
-``workers.presence`` (the workers' presence), ``workers.reaper`` (the reaper's lock),
-``workers.forge_cache`` (``RedisETagCache``: the ``forge:etag:`` keys) and
-``workers.scheduler`` (``ScheduleStore``: the ``schedule:`` keys; a schedule's name holds no ``:`` and no
-glob character). Everyone else goes through their named methods, which the in-memory twins implement too.
+``workers.runtime.lease`` (``RedisLeases``), ``workers.fleet.ledger`` (``Ledger``),
+``workers.isolation.limits`` (``RedisSlots``), ``workers.fleet.presence`` (the workers' presence),
+``workers.fleet.reaper`` (the reaper's lock), ``workers.fleet.forge_cache`` (``RedisETagCache``: the
+``forge:etag:`` keys) and ``workers.fleet.scheduler`` (``ScheduleStore``: the ``schedule:`` keys; a schedule's
+name holds no ``:`` and no glob character). Everyone else goes through their named methods, which the
+in-memory twins implement too.
 
 Celery's broker keeps its own keys in the same database, outside the prefix: one list per queue
 (``control``, ``review`` ...), ``_kombu.binding.*`` and, while tasks run, ``unacked``, ``unacked_index``

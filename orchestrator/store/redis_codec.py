@@ -40,7 +40,7 @@ def json_object(slug: str, raw: bytes | None, warning: str) -> dict[str, Any] | 
 def snapshot_record(doc: dict[str, Any]) -> bytes:
     """A snapshot as it is stored: its position, a newline, its JSON (printed by pydantic-core), so
     ``READ_FROM_SNAPSHOT_LUA`` reads the position without parsing the JSON. A snapshot with a reaper's
-    digest (``doc["reap"]``: ``workers.reaping``) has it, with the log's origin, on a line of its own
+    digest (``doc["reap"]``: ``workers.fleet.reaping``) has it, with the log's origin, on a line of its own
     between the two, so ``REAP_DIGEST_LUA`` hands it over without the body. Compact JSON holds no
     newline, so the lines are the record's own."""
     head = f"{doc.get('position') or ''}\n".encode()

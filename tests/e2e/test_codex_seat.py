@@ -215,7 +215,7 @@ def codex_env(
 
 def codex_egress(server: ResponsesServer) -> str:
     """The codex entry's ``egress``: its model server on the host's loopback, its only way out of the
-    sandbox (``workers.egress``); without it codex cannot reach its model at all."""
+    sandbox (``workers.isolation.egress``); without it codex cannot reach its model at all."""
     host, port = server.httpd.server_address[:2]
     return f'[agents.codex]\negress = ["{host}:{port}"]\n'
 

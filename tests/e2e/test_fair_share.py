@@ -41,8 +41,8 @@ from tests.e2e.test_fleet import (
     wait_for,
 )
 from tests.fakes.chat_server import ChatServer, Recorded, Reply, answer, status
-from workers.ledger import Ledger
-from workers.limits import RedisSlots
+from workers.fleet.ledger import Ledger
+from workers.isolation.limits import RedisSlots
 
 REVIEW = "review:r1"
 

@@ -53,7 +53,7 @@ from orchestrator.spec import TERMINAL_STATES
 from orchestrator.store import keys
 from orchestrator.store.redis import RedisStore, from_url
 from tests.conftest import FAKE_SANDBOX_KEYS, outside_env
-from workers.ledger import Ledger, LedgerTotals
+from workers.fleet.ledger import Ledger, LedgerTotals
 
 T = TypeVar("T")
 AGENT = Path(__file__).resolve().parents[1] / "fakes" / "fleet_agent.py"
@@ -688,12 +688,13 @@ def test_redis_restarted_mid_run_the_run_completes(
 
 
 def test_a_channel_closed_after_its_connection_is_a_connection_error(private_redis: PrivateRedis) -> None:
-    """The kombu 5.7 path that killed a worker when Redis went away (see workers.app.survive_broker_loss):
-    a channel holding an unacknowledged message, closed, and its message acked, after the connection
-    dropped its transport. Both must be connection errors Celery can ignore, never an AttributeError."""
+    """The kombu 5.7 path that killed a worker when Redis went away (see
+    workers.runtime.app.survive_broker_loss): a channel holding an unacknowledged message, closed, and its
+    message acked, after the connection dropped its transport. Both must be connection errors Celery can
+    ignore, never an AttributeError."""
     from kombu import Connection, Exchange, Queue
 
-    from workers.app import survive_broker_loss
+    from workers.runtime.app import survive_broker_loss
 
     survive_broker_loss()
     conn = Connection(private_redis.url, transport_options={"visibility_timeout": 3600})
@@ -725,7 +726,7 @@ def test_an_action_delivered_three_times_at_once_runs_its_agent_once(
 ) -> None:
     """Every action of a run, the moment it is dispatched, is sent twice more by two threads at once: three
     deliveries, taken by several worker threads in two processes. Each agent runs once per action."""
-    from workers.app import make_app
+    from workers.runtime.app import make_app
 
     fleet.worker(concurrency=2)
     fleet.worker(concurrency=2)

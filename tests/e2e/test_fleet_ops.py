@@ -1,8 +1,8 @@
 """Operating a fleet with no special worker, end to end: real Redis, real git, real ``jury worker`` processes.
 
-Every worker takes its turn at reaping (``workers/reaper.py``: the reaper's lock in Redis, one worker per
-period) and keeps its presence (``workers/presence.py``); SIGTERM drains a worker: its agents get
-``JURY_SHUTDOWN_GRACE``, then their actions are handed back (``workers/shutdown.py``). Built on the
+Every worker takes its turn at reaping (``workers/fleet/reaper.py``: the reaper's lock in Redis, one worker
+per period) and keeps its presence (``workers/fleet/presence.py``); SIGTERM drains a worker: its agents get
+``JURY_SHUTDOWN_GRACE``, then their actions are handed back (``workers/runtime/shutdown.py``). Built on the
 helpers of ``tests/e2e/test_fleet.py`` (its ``Fleet``, a private redis-server per test, the fake agent
 ``tests/fakes/fleet_agent.py``).
 
@@ -43,9 +43,9 @@ from tests.e2e.test_fleet import (
     wait_for,
 )
 from tests.e2e.test_metrics import parse, value
-from workers.ledger import Ledger
-from workers.presence import WorkerPresence, live_workers
-from workers.reaper import TRIES_PER_PERIOD
+from workers.fleet.ledger import Ledger
+from workers.fleet.presence import WorkerPresence, live_workers
+from workers.fleet.reaper import TRIES_PER_PERIOD
 
 REAP_EVERY = 2.0
 

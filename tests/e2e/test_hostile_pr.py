@@ -18,7 +18,7 @@ import pytest
 
 from orchestrator.spec import SandboxSettings
 from tests.conftest import fake_agent
-from workers.sandbox import sandbox_problem
+from workers.isolation.sandbox import sandbox_problem
 
 pytestmark = pytest.mark.skipif(sandbox_problem(SandboxSettings()) is not None, reason="no bubblewrap here")
 

@@ -31,7 +31,7 @@ from tests.e2e.test_fleet import (  # noqa: F401  (fixtures: the private Redis a
     private_redis,
     wait_for,
 )
-from workers.app import make_app
+from workers.runtime.app import make_app
 
 LEVELS = {"debug", "info", "warning", "error", "critical"}
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]

@@ -5,7 +5,7 @@
   (the ``firings`` stream, where a slot fired twice would show twice), over at least three consecutive
   slots; the one that fired the latest slot is SIGKILLed, and the next slot is fired by the other.
 - The same with two ``celery beat`` processes running Jury's scheduler class (``-S
-  workers.scheduler:JuryBeat``).
+  workers.fleet.scheduler:JuryBeat``).
 - In one process, with a clock the test moves: a new schedule does not fire its past; after an outage
   of several slots only the latest fires, once; a slot whose claimer died (a claim nobody renews) is
   taken over once the claim expires; a failed firing is recorded as such and not retried.
@@ -35,7 +35,7 @@ from orchestrator.store import keys
 from orchestrator.store.redis import from_url
 from tests.conftest import outside_env
 from tests.fakes.forge_server import FakePR, ForgeServer
-from workers.scheduler import Firing, FiringRecord, Scheduler, ScheduleStore, slot_time
+from workers.fleet.scheduler import Firing, FiringRecord, Scheduler, ScheduleStore, slot_time
 
 T = TypeVar("T")
 EVERY = 3  # seconds between the slots of the multi-process test's schedule
@@ -200,8 +200,8 @@ def test_two_schedulers_fire_each_slot_once_and_the_survivor_takes_over(
 
 
 def spawn_beat(name: str, tmp_path: Path, url: str, config: Path) -> subprocess.Popen[bytes]:
-    """``celery -A workers.app beat -S workers.scheduler:JuryBeat``: celery beat running Jury's scheduler,
-    in a directory of its own (where beat would keep a schedule file)."""
+    """``celery -A workers.runtime.app beat -S workers.fleet.scheduler:JuryBeat``: celery beat running Jury's
+    scheduler, in a directory of its own (where beat would keep a schedule file)."""
     home = tmp_path / f"beat-{name}"
     home.mkdir()
     env = outside_env()
@@ -215,7 +215,16 @@ def spawn_beat(name: str, tmp_path: Path, url: str, config: Path) -> subprocess.
         }
     )
     log = open(tmp_path / f"scheduler-beat-{name}.log", "wb")
-    argv = [sys.executable, "-m", "celery", "-A", "workers.app", "beat", "-S", "workers.scheduler:JuryBeat"]
+    argv = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "workers.runtime.app",
+        "beat",
+        "-S",
+        "workers.fleet.scheduler:JuryBeat",
+    ]
     p = subprocess.Popen(
         [*argv, "--loglevel", "INFO"],
         cwd=home,

@@ -11,7 +11,7 @@ from rich.console import Console
 from jury_cli.sweep import table
 from orchestrator.store.files import FileStore
 from tests.fakes import console_run
-from workers.sweep import SweepReport, SweepRow
+from workers.fleet.sweep import SweepReport, SweepRow
 
 MARKUP = "parse() reads t[/etc] past the end [red]twice[/red] [link=x]"
 

@@ -2,8 +2,8 @@
 
 A test that asserts what a timeout does (the group killed, the output kept) must let the child reach the
 state it needs first, however long a loaded machine takes; a short real timeout makes that a race. With
-``JumpClock.install``, ``workers.supervise`` reads the real clock plus an offset, and the test jumps the
-offset past the timeout from a tick or an ``interrupted`` callback once the child is where it wants it.
+``JumpClock.install``, ``workers.isolation.supervise`` reads the real clock plus an offset, and the test jumps
+the offset past the timeout from a tick or an ``interrupted`` callback once the child is where it wants it.
 """
 
 from __future__ import annotations
@@ -12,18 +12,18 @@ import time
 
 import pytest
 
-from workers import supervise
+from workers.isolation import supervise
 
 
 class JumpClock:
-    """``time`` as ``workers.supervise`` sees it: the real clock, moved ahead when the test says."""
+    """``time`` as ``workers.isolation.supervise`` sees it: the real clock, moved ahead when the test says."""
 
     def __init__(self) -> None:
         self.offset = 0.0
 
     @classmethod
     def install(cls, monkeypatch: pytest.MonkeyPatch) -> JumpClock:
-        """A clock that ``workers.supervise`` reads until the test ends."""
+        """A clock that ``workers.isolation.supervise`` reads until the test ends."""
         clock = cls()
         monkeypatch.setattr(supervise, "time", clock)
         return clock

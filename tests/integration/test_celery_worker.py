@@ -16,8 +16,8 @@ from orchestrator.spec import TERMINAL_STATES, AgentSpec, JuryConfig
 from orchestrator.store.redis import from_url
 from orchestrator.target import resolve_local
 from tests.conftest import FAKE, FAKE_STATE_ROOT
-from workers import tasks
-from workers.app import app, celery_config
+from workers.runtime import tasks
+from workers.runtime.app import app, celery_config
 
 
 def spec(name: str, mode: str, judge: str | None = None) -> AgentSpec:

@@ -17,8 +17,8 @@ import pytest
 
 from orchestrator.config import Settings
 from orchestrator.spec import SandboxSettings
-from workers.sandbox import Jail, confine, git_dirs_of, sandbox_problem
-from workers.worktree import (
+from workers.isolation.sandbox import Jail, confine, git_dirs_of, sandbox_problem
+from workers.isolation.worktree import (
     POOL_DIR,
     Worktrees,
     changed_paths,

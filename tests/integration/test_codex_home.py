@@ -19,7 +19,7 @@ from orchestrator.config import load_config
 from orchestrator.errors import ConfigError
 from orchestrator.spec import AgentSpec, SandboxSettings
 from workers.agents.cli import run_cli_agent
-from workers.sandbox import sandbox_problem
+from workers.isolation.sandbox import sandbox_problem
 
 pytestmark = pytest.mark.skipif(sandbox_problem(SandboxSettings()) is not None, reason="no bubblewrap here")
 

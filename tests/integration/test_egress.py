@@ -27,7 +27,7 @@ from orchestrator.spec import AgentSpec, SandboxSettings
 from orchestrator.store.files import FileStore
 from tests.fakes import console_run as run
 from workers.agents.cli import run_cli_agent
-from workers.sandbox import sandbox_problem
+from workers.isolation.sandbox import sandbox_problem
 
 pytestmark = pytest.mark.skipif(sandbox_problem(SandboxSettings()) is not None, reason="no bubblewrap here")
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import redis
 
-from workers.embedded import EmbeddedRedis, answers, live_urls
+from workers.runtime.embedded import EmbeddedRedis, answers, live_urls
 
 
 def test_two_at_once_on_one_directory_keep_their_own_sockets(tmp_path: Path) -> None:

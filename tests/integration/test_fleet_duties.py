@@ -25,10 +25,8 @@ from orchestrator.errors import StoreError
 from orchestrator.store import keys
 from orchestrator.store.files import FileStore
 from orchestrator.store.redis import from_url
-from workers import shutdown
-from workers.lease import Lease, RedisLeases, renewal_client
-from workers.presence import Presence, WorkerPresence, live_workers
-from workers.reaper import (
+from workers.fleet.presence import Presence, WorkerPresence, live_workers
+from workers.fleet.reaper import (
     BEATS_PER_PERIOD,
     PASS_AT_MOST,
     FleetDuties,
@@ -36,7 +34,9 @@ from workers.reaper import (
     reaper_holder,
     take_reaper_lock,
 )
-from workers.runtime import Runtime
+from workers.runtime import shutdown
+from workers.runtime.context import Runtime
+from workers.runtime.lease import Lease, RedisLeases, renewal_client
 
 PATIENCE = 30.0  # a deadline only a failing test reaches
 
@@ -265,7 +265,7 @@ def test_a_renewal_on_a_silent_connection_fails_in_time_instead_of_hanging() -> 
 
 CHILD = """
 import sys, time
-from workers import shutdown
+from workers.runtime import shutdown
 shutdown.install_child_handler()
 print("ready", flush=True)
 while not shutdown.handing_back():

@@ -1,5 +1,5 @@
-"""``workers.fleetview`` on a real Redis: queue depths as Celery's own Redis transport lays the queues out
-(priority sub-queues included), and the kept folds, which must always equal a fold of the whole log
+"""``workers.fleet.fleetview`` on a real Redis: queue depths as Celery's own Redis transport lays the queues
+out (priority sub-queues included), and the kept folds, which must always equal a fold of the whole log
 (a log that grew, one begun again, one the coordinator snapshotted)."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from orchestrator.domain import BudgetSpent, TargetEvent
 from orchestrator.fold import fold, snapshot
 from orchestrator.spec import Target
 from orchestrator.store.redis import RedisStore, from_url
-from workers import fleetview
-from workers.app import QUEUES, make_app
+from workers.fleet import fleetview
+from workers.runtime.app import QUEUES, make_app
 
 
 @pytest.fixture

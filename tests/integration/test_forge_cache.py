@@ -1,5 +1,5 @@
-"""The forge's ETag cache in Redis (``workers.forge_cache``) on the machine's Redis: a sweep's listing is a
-conditional request the next time, from another sweep (another process, another client), and the 304 is
+"""The forge's ETag cache in Redis (``workers.fleet.forge_cache``) on the machine's Redis: a sweep's listing
+is a conditional request the next time, from another sweep (another process, another client), and the 304 is
 answered from the cache; entries are per credential, never hold a token or a URL in clear, expire, and a
 body too large is not kept. The forge is tests/fakes/forge_server.py (ETags on every GET, 304 on a match).
 """
@@ -22,8 +22,8 @@ from orchestrator.forge import CachedAnswer, ForgeSettings, GitHub
 from orchestrator.store.keys import forge_etag
 from orchestrator.store.memory import MemoryStore
 from tests.fakes.forge_server import FakePR, ForgeServer
-from workers.forge_cache import DEFAULT_TTL, RedisETagCache, fleet_etag_cache
-from workers.sweep import SweepFilters, SweepOptions, SweepReport, sweep
+from workers.fleet.forge_cache import DEFAULT_TTL, RedisETagCache, fleet_etag_cache
+from workers.fleet.sweep import SweepFilters, SweepOptions, SweepReport, sweep
 
 TOKEN = "ghp_S3CRETcacheTOKEN0123456789abcdef"
 OTHER = "ghp_0THERcacheTOKEN9876543210fedcba"

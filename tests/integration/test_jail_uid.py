@@ -29,11 +29,12 @@ from orchestrator.errors import GitError
 from orchestrator.git import git as plain_git
 from orchestrator.spec import SandboxSettings
 from orchestrator.store.files import private_dir
-from workers import doctor, jailuid
-from workers.sandbox import Jail, sandbox_problem
-from workers.supervise import ProcResult, run_supervised
-from workers.verify import run_command
-from workers.worktree import git as worktree_git
+from workers import doctor
+from workers.isolation import jailuid
+from workers.isolation.sandbox import Jail, sandbox_problem
+from workers.isolation.supervise import ProcResult, run_supervised
+from workers.isolation.worktree import git as worktree_git
+from workers.verification.verify import run_command
 
 pytestmark = pytest.mark.skipif(
     sandbox_problem(SandboxSettings()) is not None or not jailuid.switches_uid(SandboxSettings()),

@@ -20,7 +20,7 @@ from structlog.testing import capture_logs
 
 from orchestrator.store import keys
 from orchestrator.store.memory import ManualClock
-from workers.lease import Claim, Leases, MemoryLeases, RedisLeases, once
+from workers.runtime.lease import Claim, Leases, MemoryLeases, RedisLeases, once
 
 DAY = 86400
 

@@ -13,7 +13,7 @@ from structlog.testing import capture_logs
 
 from orchestrator.store import keys
 from orchestrator.store.memory import ManualClock
-from workers.ledger import (
+from workers.fleet.ledger import (
     PROJECTION_NOTE,
     Ledger,
     LedgerError,

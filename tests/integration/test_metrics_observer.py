@@ -21,7 +21,7 @@ from orchestrator.domain import (
 )
 from orchestrator.spec import Target
 from orchestrator.store.redis import RedisStore, from_url
-from workers import metrics
+from workers.fleet import metrics
 
 
 @pytest.fixture

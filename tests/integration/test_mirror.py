@@ -1,5 +1,5 @@
-"""A host's own mirror of a remote target (workers/mirror.py) with real git and a ``file://`` remote:
-another host's fix rebuilt from its patch with the very sha recorded, a head the PR moved away from
+"""A host's own mirror of a remote target (workers/isolation/mirror.py) with real git and a ``file://``
+remote: another host's fix rebuilt from its patch with the very sha recorded, a head the PR moved away from
 fetched by id, a patch that does not give the recorded sha refused, threads of one host sharing one
 clone, and a local target's path left as it is."""
 
@@ -14,8 +14,8 @@ import pytest
 from orchestrator.domain import CommitPushed, Event
 from orchestrator.spec import Target
 from orchestrator.target import mirror_path, parse_pr_url
-from workers.mirror import MirrorError, has_commit, run_repo
-from workers.worktree import commit_deterministic
+from workers.isolation.mirror import MirrorError, has_commit, run_repo
+from workers.isolation.worktree import commit_deterministic
 
 IDENTITY = ["-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
 URL = "https://github.com/acme/lib/pull/7"

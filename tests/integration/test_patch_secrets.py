@@ -18,7 +18,7 @@ import pytest
 
 from orchestrator.redaction import Redactor
 from workers.agents.patch_secrets import FIX_HOLDS_SECRET, fix_holds_secret, patch_holds_secret
-from workers.worktree import diff_patch
+from workers.isolation.worktree import diff_patch
 
 IDENTITY = ["-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
 KEY = "sk-fix/4f1e9c2ab7d3e8a0+Z="

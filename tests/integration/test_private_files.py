@@ -15,8 +15,8 @@ from orchestrator.domain import TargetEvent
 from orchestrator.spec import Target
 from orchestrator.store.files import FileStore, mirror
 from orchestrator.store.redis import RedisStore
-from workers.runtime import Runtime
-from workers.worktree import Worktrees, rev_parse
+from workers.isolation.worktree import Worktrees, rev_parse
+from workers.runtime.context import Runtime
 
 
 def mode(path: Path) -> int:

@@ -4,7 +4,7 @@ Real git, real pytest runs in the worker's sandbox (``verify_fix``). The cheat: 
 failing test (``test_sub``: ``sub`` adds); the "fix" repairs ``sub`` and adds a test that passes with or
 without it. With the fix reverted, ``test_sub`` fails again, but it is an old test in an unchanged file:
 its failure says nothing about the new test, which passes without the fix and so guards nothing
-(``workers.proof.reverted_problem`` counts only the fix's own tests).
+(``workers.verification.proof.reverted_problem`` counts only the fix's own tests).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from workers.verify import Verification, verify_fix
-from workers.worktree import Worktrees, diff_patch, discard_changes
+from workers.isolation.worktree import Worktrees, diff_patch, discard_changes
+from workers.verification.verify import Verification, verify_fix
 
 IDENTITY = ["-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
 PYTEST = f"PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 {shlex.quote(sys.executable)} -m pytest -q"

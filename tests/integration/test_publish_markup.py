@@ -24,7 +24,7 @@ from orchestrator.forge import ForgeSettings
 from orchestrator.spec import AgentSpec, JuryConfig, Target
 from tests.fakes.forge_server import FakePR, ForgeServer
 from tests.unit.test_markdown_safe import problems
-from workers.publish import publish_state
+from workers.runtime.publish import publish_state
 
 ATTACK = '<img src=x onerror=alert(1)> see [x](javascript:alert(1)) and <a href="javascript:alert(2)">y</a>'
 GH_TOKEN = "ghp_MARKUPsecretTOKEN0123456789"

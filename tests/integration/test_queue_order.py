@@ -1,5 +1,5 @@
 """A worker that consumes several queues takes from them in Jury's order, not in turns: with Jury's broker
-options (``workers.app.celery_config``: the Redis transport's ``priority`` strategy) and its queues
+options (``workers.runtime.app.celery_config``: the Redis transport's ``priority`` strategy) and its queues
 (``QUEUES``: control first, review last), a coordinate pass queued behind a backlog of reviews is the next
 message a worker gets. Before, the transport took from the queues in turns, so under a sweep's backlog every
 coordinate pass waited behind a review of another run and the control queue grew without bound."""
@@ -9,7 +9,7 @@ from __future__ import annotations
 from kombu import Connection, Consumer, Exchange, Message, Queue
 
 from orchestrator.config import Settings
-from workers.app import QUEUES, celery_config
+from workers.runtime.app import QUEUES, celery_config
 
 
 def test_control_before_the_rest_and_review_last(shared_redis: str) -> None:

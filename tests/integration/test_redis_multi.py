@@ -15,7 +15,7 @@ from orchestrator.spec import Target
 from orchestrator.store import keys
 from orchestrator.store.redis import RedisStore
 from orchestrator.store.redis_scripts import KEEP_WITH_RUN_LUA
-from workers.lease import RedisLeases
+from workers.runtime.lease import RedisLeases
 
 SLUG = "multi-run"
 

@@ -31,7 +31,7 @@ from orchestrator.spec import Target
 from orchestrator.store import keys
 from orchestrator.store.redis import from_url
 from tests.conftest import outside_env
-from workers.app import make_app
+from workers.runtime.app import make_app
 
 PASSWORD = "tls-Pa55word-4242"
 

@@ -25,12 +25,12 @@ from orchestrator.spec import AgentSpec, JuryConfig, Target
 from orchestrator.store.files import FileStore
 from orchestrator.store.redis import RedisStore
 from orchestrator.target import resolve_local
-from workers import coordinator
-from workers.actions import HANDLERS
 from workers.agents import SEATS, AgentRun, SeatRequest
-from workers.runtime import Runtime, agent_worktree, finish, load_job
-from workers.seating import run_agent
-from workers.supervise import ProcResult
+from workers.isolation.supervise import ProcResult
+from workers.runtime import coordinator
+from workers.runtime.actions import HANDLERS
+from workers.runtime.context import Runtime, agent_worktree, finish, load_job
+from workers.runtime.seating import run_agent
 
 SLUG = "sample-ping"
 KEY = "ping:1"
@@ -181,7 +181,7 @@ def test_a_kind_without_a_handler_is_refused_before_anything_is_taken(rt: Runtim
 def test_a_kind_runs_in_the_sandbox_unless_its_entry_says_it_runs_no_code(
     rt: Runtime, sample_repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from workers.sandbox import BWRAP_ENV
+    from workers.isolation.sandbox import BWRAP_ENV
 
     monkeypatch.setenv(BWRAP_ENV, str(sample_repo / "no-bwrap"))  # this worker cannot sandbox
     dispatch_ping(rt, sample_repo)

@@ -1,7 +1,7 @@
 """Retention: an ended run's Redis keys expire ``JURY_RETENTION`` after it ended; its files record stays.
 
-Real Redis, the real coordinator (``workers.coordinator.coordinate``) on runs whose log says they are live,
-ended or resumed; no workers are needed for that (``send`` and ``kick`` only record).
+Real Redis, the real coordinator (``workers.runtime.coordinator.coordinate``) on runs whose log says they are
+live, ended or resumed; no workers are needed for that (``send`` and ``kick`` only record).
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from orchestrator.store import keys
 from orchestrator.store.base import LATE_WRITE_TTL, RunVanished, SweepClaim, SweptStart, pull_head, read_run
 from orchestrator.store.files import FileStore
 from orchestrator.store.redis import RedisStore
-from workers import coordinator
-from workers.lease import RedisLeases
-from workers.ledger import Ledger
-from workers.runtime import Runtime
+from workers.fleet.ledger import Ledger
+from workers.runtime import coordinator
+from workers.runtime.context import Runtime
+from workers.runtime.lease import RedisLeases
 
 RETENTION = 3600
 SLUG = "repo-1-a"

@@ -22,8 +22,8 @@ import pytest
 
 from orchestrator.spec import SandboxSettings
 from tests.integration.jump_clock import JumpClock
-from workers.jailuid import SAFE_DIRECTORY_ENV, switches_uid
-from workers.sandbox import (
+from workers.isolation.jailuid import SAFE_DIRECTORY_ENV, switches_uid
+from workers.isolation.sandbox import (
     ALLOWED_ENV,
     INSTALL_HINT,
     Jail,
@@ -32,7 +32,7 @@ from workers.sandbox import (
     require_sandbox,
     sandbox_problem,
 )
-from workers.supervise import ProcResult, run_supervised
+from workers.isolation.supervise import ProcResult, run_supervised
 
 pytestmark = pytest.mark.skipif(sandbox_problem(SandboxSettings()) is not None, reason="no bubblewrap here")
 
@@ -444,8 +444,8 @@ def test_without_prlimit_the_limits_still_hold_set_before_exec(
     tmp_path: Path, worker_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A machine without util-linux's prlimit: the limits are set in the child before exec, as before."""
-    import workers.rlimits as rlimits
-    import workers.sandbox as sandbox
+    import workers.isolation.rlimits as rlimits
+    import workers.isolation.sandbox as sandbox
 
     monkeypatch.setattr(rlimits, "prlimit_binary", lambda: None)
     wt = tmp_path / "wt"

@@ -22,7 +22,7 @@ import redis
 
 from orchestrator.store import keys
 from orchestrator.store.memory import ManualClock
-from workers.limits import MemorySlots, RedisSlots, Slot, Slots
+from workers.isolation.limits import MemorySlots, RedisSlots, Slot, Slots
 
 TTL = 600.0
 REPO = Slot("repo:/src/app", 2, "[limits] per_repo = 2 (/src/app)")
@@ -187,7 +187,7 @@ HOLDER = textwrap.dedent(
     """
     import sys, time
     import redis
-    from workers.limits import Admission, RedisSlots, Slot
+    from workers.isolation.limits import Admission, RedisSlots, Slot
 
     url, prefix, ttl = sys.argv[1], sys.argv[2], float(sys.argv[3])
     slots = RedisSlots(redis.Redis.from_url(url), prefix)

@@ -13,7 +13,7 @@ from orchestrator.fold import RunState, fold
 from orchestrator.spec import JuryConfig, Target
 from orchestrator.start import first_events
 from orchestrator.store.files import FileStore
-from workers.runtime import run_key
+from workers.isolation.names import run_key
 
 CLAIMERS = 4
 
@@ -72,7 +72,7 @@ class Host:
     """What ``agent_worktree`` asks of its runtime: the host's checkouts and the run's repository."""
 
     def __init__(self, state_dir: Path, repo: Path) -> None:
-        from workers.worktree import Worktrees
+        from workers.isolation.worktree import Worktrees
 
         self.worktrees = Worktrees(state_dir / "worktrees")
         self.repo_path = repo
@@ -87,8 +87,8 @@ def test_two_runs_of_one_slug_never_take_each_others_checkout_for_a_stale_one(tm
     while its agent worked in it. Named by the run id, the other run's checkout stays."""
     from orchestrator.demo import make_sample_repo
     from orchestrator.fold import DispatchedAction
-    from workers.runtime import Job, agent_worktree
-    from workers.worktree import rev_parse
+    from workers.isolation.worktree import rev_parse
+    from workers.runtime.context import Job, agent_worktree
 
     repo = make_sample_repo(tmp_path / "src")
     sha = rev_parse(repo, "feature")

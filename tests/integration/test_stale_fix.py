@@ -1,8 +1,8 @@
 """A fix that no longer applies to the run's tree is triaged again, twice at most, then deferred.
 
-Real Redis, real git and the real coordinator (``workers.coordinator.coordinate``: fold, decide, integrate
-the accepted patches, dispatch); the judge's triage tasks are played by appending the events the triage
-job appends (its verdict with the patch stored as an artifact, then ``action.done``), and ``send`` only
+Real Redis, real git and the real coordinator (``workers.runtime.coordinator.coordinate``: fold, decide,
+integrate the accepted patches, dispatch); the judge's triage tasks are played by appending the events the
+triage job appends (its verdict with the patch stored as an artifact, then ``action.done``), and ``send`` only
 records what was dispatched. Two findings are fixed on the same line: the first fix lands, so the
 second one's patch, made against the PR head, no longer applies on the new tip.
 """
@@ -31,8 +31,8 @@ from orchestrator.fold import RunState
 from orchestrator.spec import AgentSpec, JuryConfig, Target
 from orchestrator.store.files import FileStore
 from orchestrator.store.redis import RedisStore
-from workers import coordinator
-from workers.runtime import Runtime, jury_branch
+from workers.runtime import coordinator
+from workers.runtime.context import Runtime, jury_branch
 
 SLUG = "sample-stale-1"
 BUG = "    return ordered[middle]\n"

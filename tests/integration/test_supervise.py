@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.jump_clock import JumpClock
-from workers.supervise import ProcResult, run_supervised, scrub_env
+from workers.isolation.supervise import ProcResult, run_supervised, scrub_env
 
 # A deadline for what a passing test waits on (a condition, never a duration): far above any stall of a
 # loaded machine, reached only by a test that fails.
@@ -368,7 +368,7 @@ BIG_WRITER = """
 
 
 def test_fifty_megabytes_capped_to_head_marker_tail(tmp_path: Path) -> None:
-    from workers.supervise import READ_CHUNK, drop_marker
+    from workers.isolation.supervise import READ_CHUNK, drop_marker
 
     cap = 1024 * 1024
     blocks = 50
@@ -404,7 +404,7 @@ def test_output_under_cap_is_kept_whole(tmp_path: Path) -> None:
 
 
 def test_output_between_cap_and_twice_cap_compacted_at_the_end(tmp_path: Path) -> None:
-    from workers.supervise import drop_marker
+    from workers.isolation.supervise import drop_marker
 
     code = """
         import sys
@@ -466,7 +466,7 @@ def test_max_output_must_be_sane(tmp_path: Path) -> None:
 PARENT_HELPER = """
     import os, sys
     from pathlib import Path
-    from workers.supervise import run_supervised
+    from workers.isolation.supervise import run_supervised
 
     tmp = Path(sys.argv[1])
     run_supervised(

@@ -1,4 +1,4 @@
-"""The sweep's rules, in-process (``workers.sweep.sweep``) on the memory store: a GitLab project of the
+"""The sweep's rules, in-process (``workers.fleet.sweep.sweep``) on the memory store: a GitLab project of the
 fake forge (tests/fakes/forge_server.py) whose repository is a local bare one (git's ``insteadOf``), real
 git; what is kicked is recorded. The fleet-wide path (real Redis, workers) is tests/e2e/test_sweep.py."""
 
@@ -28,7 +28,7 @@ from orchestrator.start import RunOptions
 from orchestrator.store.memory import MemoryStore
 from tests.conftest import fake_agent
 from tests.fakes.forge_server import FakePR, ForgeServer
-from workers.sweep import SweepFilters, SweepOptions, SweepReport, sweep
+from workers.fleet.sweep import SweepFilters, SweepOptions, SweepReport, sweep
 
 PROJECT = "acme/sub/app"
 

@@ -17,7 +17,7 @@ from celery import Celery
 from orchestrator.config import Settings
 from tests.conftest import outside_env
 from tests.e2e.test_fleet import stop_group, wait_for
-from workers.app import celery_config
+from workers.runtime.app import celery_config
 
 
 class TaskEvents:

@@ -27,8 +27,8 @@ from tests.integration.test_verify import (
     sh_git,
     wts,
 )
-from workers import vacuity
-from workers.worktree import Worktrees
+from workers.isolation.worktree import Worktrees
+from workers.verification import vacuity
 
 __all__ = ["pyrepo", "wts"]  # the fixtures, shared with test_verify
 

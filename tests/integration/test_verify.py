@@ -11,18 +11,17 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.refute.commands import split_command
 from orchestrator.refute.signals import gate
-from workers.verify import (
-    CommandRun,
+from workers.isolation.worktree import Worktrees, diff_patch, discard_changes, git
+from workers.verification.runs import CommandRun, signals_of
+from workers.verification.verify import (
     is_test_path,
     run_checks,
     run_command,
-    signals_of,
-    split_command,
     verify_fix,
     weakening,
 )
-from workers.worktree import Worktrees, diff_patch, discard_changes, git
 
 IDENTITY = ["-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
 PY = shlex.quote(sys.executable)

@@ -16,8 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from workers.verify import verify_fix
-from workers.worktree import Worktrees, diff_patch, discard_changes
+from workers.isolation.worktree import Worktrees, diff_patch, discard_changes
+from workers.verification.verify import verify_fix
 
 PACKAGE = Path(__file__).resolve().parent.parent / "data" / "verlib"
 IDENTITY = ["-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]

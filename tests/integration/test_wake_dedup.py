@@ -17,9 +17,9 @@ from celery import Celery
 from orchestrator.config import Settings, load_settings
 from orchestrator.store.files import FileStore
 from orchestrator.store.redis import RedisStore, from_url
-from workers import coordinator
-from workers.app import make_app
-from workers.runtime import Runtime
+from workers.runtime import coordinator
+from workers.runtime.app import make_app
+from workers.runtime.context import Runtime
 
 
 @pytest.fixture
@@ -36,7 +36,7 @@ def app(shared_redis: str) -> Celery:
 
 @pytest.fixture
 def rt(store: RedisStore, app: Celery, tmp_path: Path) -> Runtime:
-    def kick(slug: str) -> None:  # what workers.tasks.kick sends, through this test's broker
+    def kick(slug: str) -> None:  # what workers.runtime.tasks.kick sends, through this test's broker
         app.send_task("jury.coordinate", args=[slug])
 
     def send(kind: str, slug: str, key: str) -> None:

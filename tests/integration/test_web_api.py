@@ -481,8 +481,8 @@ def test_healthz_needs_no_token_and_says_only_ok_while_every_other_route_needs_i
 def test_fleet_page_shows_spend_against_the_ceiling_and_runs_in_flight(
     shared_redis: str, tmp_path: Path
 ) -> None:
-    from workers.ledger import Ledger
-    from workers.presence import Presence, WorkerPresence
+    from workers.fleet.ledger import Ledger
+    from workers.fleet.presence import Presence, WorkerPresence
 
     config = tmp_path / "config.toml"
     config.write_text(

@@ -13,7 +13,7 @@ import pytest
 from orchestrator.errors import GitError
 from orchestrator.git import merge_base
 from tests.conftest import logging_git
-from workers.worktree import (
+from workers.isolation.worktree import (
     Worktrees,
     add_worktree,
     changed_paths,

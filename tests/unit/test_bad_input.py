@@ -222,7 +222,7 @@ def test_http_tool_call_arguments_too_deep_are_refused(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("text", HOSTILE, ids=IDS)
 def test_test_reports_too_deep_are_unread(text: str) -> None:
-    from workers.testreport import parse_go_json, parse_jest_json
+    from workers.verification.testreport import parse_go_json, parse_jest_json
 
     assert parse_go_json(text + "\n").results == []
     report = parse_jest_json(text)
@@ -231,14 +231,14 @@ def test_test_reports_too_deep_are_unread(text: str) -> None:
 
 @pytest.mark.parametrize("text", HOSTILE, ids=IDS)
 def test_coverage_report_too_deep_is_unread(text: str) -> None:
-    from workers.coverage_check import read_coverage
+    from workers.verification.coverage_check import read_coverage
 
     (only,) = read_coverage(text, {"src/app.py": {2}})
     assert only.status == "not measured" and "does not parse" in (only.note or "")
 
 
 def test_package_json_and_pyproject_too_deep_are_unreadable() -> None:
-    from workers.weakening import _test_tables
+    from workers.verification.weakening import _test_tables
 
     for text in HOSTILE:
         assert _test_tables(text, "package.json") == {"unreadable": text}

@@ -8,8 +8,7 @@ import shlex
 
 import pytest
 
-from orchestrator.refute.commands import MAX_COMMAND, classify_command, commands_in_task
-from workers.testcommand import split_command
+from orchestrator.refute.commands import MAX_COMMAND, classify_command, commands_in_task, split_command
 
 
 def test_a_command_over_the_cap_is_not_split_and_has_no_kind(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -22,10 +22,11 @@ from orchestrator.fold import RunState, fold
 from orchestrator.spec import AgentSpec, JuryConfig, SandboxSettings, Target
 from orchestrator.store.files import FileStore
 from orchestrator.store.memory import ManualClock, MemoryStore
-from workers import coordinator, reaping, shutdown
-from workers.lease import MemoryLeases
-from workers.ledger import MemoryLedger
-from workers.runtime import Job, Runtime, finish, load_job
+from workers.fleet import reaping
+from workers.fleet.ledger import MemoryLedger
+from workers.runtime import coordinator, shutdown
+from workers.runtime.context import Job, Runtime, finish, load_job
+from workers.runtime.lease import MemoryLeases
 
 SLUG = "acme-widgets-pr-7"
 LEASE_TTL = 600.0  # long in real time: the heartbeat never renews during a test; the clock decides
@@ -78,7 +79,7 @@ def handlers(monkeypatch: pytest.MonkeyPatch, **by_kind: Handler) -> None:
 @dataclass
 class FakeReview:
     """A reviewer's handler: launch, (``during`` the agent), then its report and ``action.done`` in one
-    batch, as ``workers.jobs.review`` does. ``runs`` counts the agents it started."""
+    batch, as ``workers.runtime.jobs.review`` does. ``runs`` counts the agents it started."""
 
     verdict: str = "clean"
     during: Callable[[Job], None] | None = None
@@ -303,12 +304,12 @@ def test_the_reapers_digest_is_what_the_full_fold_says(tw: Twins) -> None:
     start(tw)
     folded = reaping.view_of(tw.state())
     assert [d is not None for d in tw.store.reap_digests([SLUG])] == [True]
-    assert reaping.views(tw.rt, [SLUG]) == [folded] and folded.inflight  # the reviews in flight
+    assert reaping.views(tw.rt.store, [SLUG]) == [folded] and folded.inflight  # the reviews in flight
     (kind, slug, key), *_ = deliver(tw)
     tw.store.append(slug, [ActionDone(eid=f"{key}:done", key=key, ok=True)])  # no coordinate pass yet
     assert tw.store.reap_digests([SLUG]) == [None]
     now = reaping.view_of(tw.state())
-    assert reaping.views(tw.rt, [SLUG]) == [now] and len(now.inflight) == len(folded.inflight) - 1
+    assert reaping.views(tw.rt.store, [SLUG]) == [now] and len(now.inflight) == len(folded.inflight) - 1
 
 
 def test_reap_goes_batch_by_batch_and_stops_when_told(tw: Twins, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -408,8 +409,9 @@ def test_a_runtime_on_a_memory_store_needs_its_twins(tmp_path: Path) -> None:
 def test_a_worker_handing_back_records_nothing_and_sends_the_action_again_at_once(
     tw: Twins, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """SIGTERM's grace is over while the agent runs (``workers.shutdown``): the task is interrupted, records
-    nothing, releases its lease (no waiting for the TTL) and sends its action again for another worker."""
+    """SIGTERM's grace is over while the agent runs (``workers.runtime.shutdown``): the task is interrupted,
+    records nothing, releases its lease (no waiting for the TTL) and sends its action again for another
+    worker."""
 
     def grace_over(job: Job) -> None:
         if len(review.runs) == 1:  # on the worker shutting down

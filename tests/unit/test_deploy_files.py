@@ -29,7 +29,7 @@ import yaml
 
 from jury_cli.app import app
 from orchestrator.config import load_config
-from workers.app import QUEUES
+from workers.runtime.app import QUEUES
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())

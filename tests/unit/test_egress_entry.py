@@ -10,9 +10,9 @@ import pytest
 
 from orchestrator.agent_keys import check_agent
 from orchestrator.errors import ConfigError
-from workers.egress import Forward, plan
-from workers.jail_egress import EGRESS_DIR, EgressMounts
-from workers.sandbox import Jail, bwrap_argv, state_dir_paths
+from workers.isolation.egress import Forward, plan
+from workers.isolation.jail_egress import EGRESS_DIR, EgressMounts
+from workers.isolation.sandbox import Jail, bwrap_argv, state_dir_paths
 
 
 def entry(egress: object) -> list[str]:

@@ -31,11 +31,9 @@ from orchestrator.fold import RunState, apply, fold
 from orchestrator.spec import AgentSpec, JuryConfig, Limits, SandboxSettings, Target
 from orchestrator.store.files import FileStore
 from orchestrator.store.memory import ManualClock, MemoryStore
-from workers import coordinator
 from workers.agents.run import RateLimited
-from workers.lease import MemoryLeases
-from workers.ledger import MemoryLedger
-from workers.limits import (
+from workers.fleet.ledger import MemoryLedger
+from workers.isolation.limits import (
     MAX_BACKOFFS,
     SLEEP_AT_MOST,
     MemorySlots,
@@ -47,8 +45,10 @@ from workers.limits import (
     waiter_id,
     wanted,
 )
-from workers.runtime import Job, Runtime, finish, load_job
-from workers.seating import defer_after
+from workers.runtime import coordinator
+from workers.runtime.context import Job, Runtime, finish, load_job
+from workers.runtime.lease import MemoryLeases
+from workers.runtime.seating import defer_after
 
 LEASE_TTL = 600.0  # the heartbeats never renew during a test: the clock decides
 REAP_AFTER = 120.0

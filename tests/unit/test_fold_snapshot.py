@@ -22,10 +22,10 @@ from orchestrator.fold import RunState, apply, fold, restore, snapshot
 from orchestrator.store.files import FileStore
 from orchestrator.store.memory import ManualClock, MemoryStore
 from tests.unit.test_coordinator_twins import SLUG, FakeReview, Twins, deliver, handlers, start
-from workers import coordinator
-from workers.lease import MemoryLeases
-from workers.ledger import MemoryLedger
-from workers.runtime import Job, Runtime, load_job
+from workers.fleet.ledger import MemoryLedger
+from workers.runtime import coordinator
+from workers.runtime.context import Job, Runtime, load_job
+from workers.runtime.lease import MemoryLeases
 
 
 class CountingStore(MemoryStore):

@@ -9,7 +9,7 @@ from pydantic import ValidationError
 from orchestrator.errors import ConfigError
 from orchestrator.spec import SandboxSettings
 from orchestrator.trust import parse_sandbox
-from workers import jailuid
+from workers.isolation import jailuid
 
 
 def test_the_default_range_and_none() -> None:

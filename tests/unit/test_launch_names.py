@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from orchestrator.domain import ActionDeferred, ActionDispatched, AgentLaunch, Event
 from orchestrator.fold import fold
-from workers.runtime import Job
-from workers.seating import launch_eid
+from workers.runtime.context import Job
+from workers.runtime.seating import launch_eid
 
 KEY = "review:r1:a"
 

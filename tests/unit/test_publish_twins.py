@@ -15,10 +15,10 @@ from orchestrator.fold import fold
 from orchestrator.spec import AgentSpec, JuryConfig, Target
 from orchestrator.store.files import FileStore
 from orchestrator.store.memory import ManualClock, MemoryStore
-from workers import coordinator
-from workers.lease import MemoryLeases
-from workers.ledger import MemoryLedger
-from workers.runtime import Job, Runtime, finish
+from workers.fleet.ledger import MemoryLedger
+from workers.runtime import coordinator
+from workers.runtime.context import Job, Runtime, finish
+from workers.runtime.lease import MemoryLeases
 
 SLUG = "acme-widgets-7"
 KEY = "publish:converged:e0"

@@ -14,7 +14,8 @@ from orchestrator.errors import ConfigError
 from orchestrator.schedules import parse_schedules
 from orchestrator.spec import Target
 from orchestrator.start import RunOptions, jury_config
-from workers import scheduler
+from workers.fleet import scheduler
+from workers.runtime import firings
 
 SOURCE = "/src/app/jury.toml (at merge-base 0123456789ab)"
 PR = Target(repo="app", url="https://github.com/acme/app/pull/7", head="h" * 40)
@@ -86,13 +87,13 @@ def test_a_review_schedules_push_reaches_its_sweep(tmp_path: Path, monkeypatch: 
     seen: list[bool | None] = []
 
     def fake_sweep_fleet(settings, repos, filters, options, **kw):  # type: ignore[no-untyped-def]
-        from workers.sweep import SweepReport
+        from workers.fleet.sweep import SweepReport
 
         seen.append(options.run.push)
         return SweepReport(rows=[], dry_run=False, seconds=0.0)
 
-    monkeypatch.setattr("workers.sweep.sweep_fleet", fake_sweep_fleet)
+    monkeypatch.setattr("workers.runtime.firings.sweep_fleet", fake_sweep_fleet)
     settings = Settings(dir=tmp_path)
     for s in (pushing, unset):
-        scheduler.fire_review(scheduler.Firing(schedule=s, slot=0, settings=settings, config_file=None))
+        firings.fire_review(scheduler.Firing(schedule=s, slot=0, settings=settings, config_file=None))
     assert seen == [True, None]

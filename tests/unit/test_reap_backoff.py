@@ -20,13 +20,20 @@ from orchestrator.fold import RunState, fold
 from orchestrator.spec import AgentSpec, JuryConfig, SandboxSettings, Target
 from orchestrator.store.files import FileStore
 from orchestrator.store.memory import ManualClock, MemoryStore
-from workers import coordinator, limits
 from workers.agents.run import RateLimited
-from workers.lease import MemoryLease, MemoryLeases
-from workers.ledger import MemoryLedger
-from workers.limits import BACKOFF_AT_MOST, MAX_BACKOFFS, PUT_BACK_AT_MOST, SLEEP_AT_MOST, MemorySlots
-from workers.runtime import Job, Runtime, finish, load_job
-from workers.seating import defer_after
+from workers.fleet.ledger import MemoryLedger
+from workers.isolation import limits
+from workers.isolation.limits import (
+    BACKOFF_AT_MOST,
+    MAX_BACKOFFS,
+    PUT_BACK_AT_MOST,
+    SLEEP_AT_MOST,
+    MemorySlots,
+)
+from workers.runtime import coordinator
+from workers.runtime.context import Job, Runtime, finish, load_job
+from workers.runtime.lease import MemoryLease, MemoryLeases
+from workers.runtime.seating import defer_after
 
 SLUG = "acme-widgets-pr-7"
 KEY = "review:r1:a"

@@ -1,7 +1,7 @@
 """The issue's promise, pinned to the defaults: a dead worker's actions are handed out again in under a
 minute (``JURY_LEASE_TTL`` + ``JURY_REAP_EVERY`` + the reaper's quarter period), so a change of a default
-that breaks it fails here. The arithmetic is ``workers.reaper.recovery_bound``; that each of its terms is
-what the code waits is checked beside it: the reaper's tries (``next_try``), and ``reap``, which sends a
+that breaks it fails here. The arithmetic is ``workers.fleet.reaper.recovery_bound``; that each of its terms
+is what the code waits is checked beside it: the reaper's tries (``next_try``), and ``reap``, which sends a
 dead worker's action again as soon as its lease lapses, whatever ``JURY_REAP_AFTER`` says.
 """
 
@@ -17,11 +17,12 @@ from orchestrator.domain import JuryConfigEvent, TargetEvent
 from orchestrator.spec import AgentSpec, JuryConfig, SandboxSettings, Target
 from orchestrator.store.files import FileStore
 from orchestrator.store.memory import ManualClock, MemoryStore
-from workers import coordinator, reaper
-from workers.lease import MemoryLeases
-from workers.ledger import MemoryLedger
-from workers.reaper import TRIES_PER_PERIOD, next_try, recovery_bound
-from workers.runtime import Runtime
+from workers.fleet import reaper
+from workers.fleet.ledger import MemoryLedger
+from workers.fleet.reaper import TRIES_PER_PERIOD, next_try, recovery_bound
+from workers.runtime import coordinator
+from workers.runtime.context import Runtime
+from workers.runtime.lease import MemoryLeases
 
 SPEC = AgentSpec(name="x", argv=["x", "{prompt}"], judge_argv=["x", "{prompt}"])
 UNDER = 60.0  # "the defaults keep that under a minute" (issue 11, part 1)

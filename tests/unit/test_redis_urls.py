@@ -19,7 +19,7 @@ from orchestrator.store.urls import (
     scrub,
     secure_url,
 )
-from workers.app import celery_config
+from workers.runtime.app import celery_config
 
 SECRET = "s3cret-Pa55"
 

@@ -29,9 +29,9 @@ from orchestrator.errors import ConfigError
 from orchestrator.fold import DispatchedAction, RunState, apply, fold
 from orchestrator.registry import Registry, UnknownName
 from orchestrator.spec import AgentSpec, JuryConfig, Target
-from workers.actions import handles
 from workers.agents import SEATS, AgentRun, Seat, SeatHooks, SeatRequest, register_seat, run_seat
-from workers.supervise import ProcResult
+from workers.isolation.supervise import ProcResult
+from workers.runtime.actions import handles
 
 # --- the registry itself ----------------------------------------------------------------------
 
@@ -71,7 +71,7 @@ def test_registered_lasts_for_the_block_even_when_it_raises() -> None:
 
 
 def test_the_built_in_kinds_keep_the_queues_and_task_names_running_fleets_use() -> None:
-    from workers.app import QUEUES, ROUTES
+    from workers.runtime.app import QUEUES, ROUTES
 
     assert ACTIONS.names() == ("review", "triage", "reply", "refute", "push", "publish")
     assert QUEUES == ("control", "triage", "reply", "refute", "review")  # the order a worker takes from them
@@ -88,9 +88,9 @@ def test_the_built_in_kinds_keep_the_queues_and_task_names_running_fleets_use() 
 
 
 def test_every_action_kind_has_a_handler_a_celery_task_and_a_route() -> None:
-    from workers.app import ROUTES, app
-    from workers.jobs import TASKS
-    from workers.tasks import ACTION_TASKS
+    from workers.runtime.app import ROUTES, app
+    from workers.runtime.jobs import TASKS
+    from workers.runtime.tasks import ACTION_TASKS
 
     assert set(TASKS) == set(ACTIONS) == set(ACTION_TASKS)
     for name, kind in ACTIONS.items():

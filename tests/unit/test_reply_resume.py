@@ -9,7 +9,7 @@ from __future__ import annotations
 from orchestrator.domain import AgentReport, Event
 from orchestrator.fold import fold
 from tests.unit.test_fold_decide import start
-from workers.jobs import resumable
+from workers.runtime.jobs import resumable
 
 
 def reviewed(session: str | None, host: str | None) -> list[Event]:

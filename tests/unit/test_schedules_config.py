@@ -228,8 +228,8 @@ def test_the_latest_slot_is_the_one_after_a_long_outage() -> None:
 
 
 def test_a_verify_firing_leads_with_its_regressions() -> None:
-    from workers.reverify import VerifyReport, VerifyRow
-    from workers.scheduler import verify_outcome
+    from workers.runtime.firings import verify_outcome
+    from workers.verification.reverify import VerifyReport, VerifyRow
 
     def row(finding: str, status: str, passed: bool = True) -> VerifyRow:
         return VerifyRow(

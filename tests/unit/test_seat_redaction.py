@@ -17,7 +17,7 @@ from orchestrator.agent_kinds import AGENT_KINDS
 from orchestrator.spec import AgentSpec
 from orchestrator.transcript import Commands
 from workers.agents import SEATS, AgentRun, Seat, SeatHooks, SeatRequest, run_seat
-from workers.supervise import ProcResult
+from workers.isolation.supervise import ProcResult
 
 SECRET = "tok-" + secrets.token_hex(10)
 B64 = base64.b64encode(b"ab" + SECRET.encode()).decode()

@@ -1,5 +1,5 @@
 """What a changed line of Python is: inside a function or run at import, deletable on its own, and the
-source with its comments stripped and re-formatted (workers/source_lines.py)."""
+source with its comments stripped and re-formatted (workers/verification/source_lines.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import ast
 
 import pytest
 
-from workers.source_lines import deletes_statements, function_body_lines, mutant, stripped
+from workers.verification.source_lines import deletes_statements, function_body_lines, mutant, stripped
 
 SOURCE = '''\
 import re  # a comment

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from jury_cli.progress import table_lines
-from workers.coverage_check import IMPORT_ONLY, coverage_problem, read_coverage
-from workers.suite import SuiteDelta, SuiteSide, compare, delta_problem
-from workers.testreport import Outcome
+from workers.verification.coverage_check import IMPORT_ONLY, coverage_problem, read_coverage
+from workers.verification.suite import SuiteDelta, SuiteSide, compare, delta_problem
+from workers.verification.testreport import Outcome
 
 
 def side(tree: str, outcomes: dict[str, Outcome], **kw) -> SuiteSide:
@@ -272,7 +272,7 @@ def test_table_lines_in_words() -> None:
     ],
 )
 def test_interpreter_of_a_console_script(tmp_path, script: str, expected: str) -> None:
-    from workers.coverage_check import interpreter_of
+    from workers.verification.coverage_check import interpreter_of
 
     (tmp_path / "bin").mkdir()
     path = tmp_path / "bin" / "pytest"

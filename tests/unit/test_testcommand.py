@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from workers.testcommand import (
+from workers.verification.testcommand import (
     NOT_A_TEST,
     TestCommand,
     added_test_names,

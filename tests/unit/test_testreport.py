@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from workers.testreport import (
+from workers.verification.testreport import (
     parse_cargo,
     parse_go_json,
     parse_jest_json,

@@ -1,7 +1,7 @@
 """Running a check agent once: a deterministic checker command whose diagnostics become findings.
 
 The command (``spec.command``, split with shlex, no shell) runs in the worktree, supervised, in the
-sandbox (``workers.sandbox``: no network unless the operator allows it, limits on, an allow-listed
+sandbox (``workers.isolation.sandbox``: no network unless the operator allows it, limits on, an allow-listed
 environment); its output is read by ``spec.parser`` (``auto``: chosen by command and content).
 With ``scope = "changed"`` only diagnostics on lines the PR added or changed are kept (new-side lines of
 ``git diff -U0 <base>...HEAD``), plus failed tests wherever they are (a change can break a test it did
@@ -26,9 +26,9 @@ from orchestrator.errors import GitError
 from orchestrator.parse import NO_CONTEST
 from orchestrator.spec import AgentSpec, SandboxSettings
 from workers.agents.run import AgentRun
-from workers.sandbox import Jail, git_dirs_of
-from workers.supervise import Interrupted, ProcResult, run_supervised
-from workers.worktree import git
+from workers.isolation.sandbox import Jail, git_dirs_of
+from workers.isolation.supervise import Interrupted, ProcResult, run_supervised
+from workers.isolation.worktree import git
 
 log = structlog.get_logger()
 

@@ -17,9 +17,9 @@ from orchestrator.parse import extract_report, find_session
 from orchestrator.spec import AgentSpec, SandboxSettings
 from orchestrator.transcript import codex_thread, codex_usage, commands_of
 from workers.agents.run import AgentRun
-from workers.egress import egress_proxy
-from workers.sandbox import Jail, git_dirs_of, jail_env, program_visible
-from workers.supervise import Interrupted, run_supervised
+from workers.isolation.egress import egress_proxy
+from workers.isolation.sandbox import Jail, git_dirs_of, jail_env, program_visible
+from workers.isolation.supervise import Interrupted, run_supervised
 
 log = structlog.get_logger()
 
@@ -117,8 +117,8 @@ def confined_network(
     spec: AgentSpec, jail: Jail, argv: list[str], worktree: Path, base: Mapping[str, str]
 ) -> Iterator[tuple[Jail, list[str]]]:
     """The jail and argv an agent runs with: confined, in its own network namespace whose only way out is
-    an egress proxy allowing the entry's ``egress`` (``workers.egress``), running for the length of the
-    block, the agent started by the in-sandbox forwarder. Unconfined, or a program the sandbox cannot
+    an egress proxy allowing the entry's ``egress`` (``workers.isolation.egress``), running for the length of
+    the block, the agent started by the in-sandbox forwarder. Unconfined, or a program the sandbox cannot
     run (``run_supervised`` says so, as it does for any jail), as they are."""
     if not jail.confined or not argv or not program_visible(jail, argv[0], worktree, base):
         yield jail, argv
@@ -151,8 +151,8 @@ def run_cli_agent(
     Files: ``<name>.prompt.md``, ``<name>.stdout.txt``, ``<name>.stderr.txt``.
 
     A fresh uuid4 session is made when the agent chooses its own (``new_session``) and none is given.
-    The agent runs in the sandbox (``sandbox``, default bubblewrap; see ``workers.sandbox``) with the
-    allow-listed environment drawn from ``base_env`` (default: this process's), the agent's ``env`` and
+    The agent runs in the sandbox (``sandbox``, default bubblewrap; see ``workers.isolation.sandbox``) with
+    the allow-listed environment drawn from ``base_env`` (default: this process's), the agent's ``env`` and
     the values of its ``env_pass``.
     Never raises for the agent failing (see ``proc``); ValueError for an unusable argv template.
     """

@@ -37,7 +37,7 @@ from workers.agents.toolbase import (
     tool_env,
     worktree_path,
 )
-from workers.worktree import pinned_git_dir
+from workers.isolation.worktree import pinned_git_dir
 
 GIT_TIMEOUT = 60.0
 MAX_PATHS = 50
@@ -136,7 +136,7 @@ class GitShowArgs(Args):
 
 
 def _base_argv(root: Path) -> list[str]:
-    # A checkout Jury made has its git directory pinned (workers.worktree): whatever ran in it since
+    # A checkout Jury made has its git directory pinned (workers.isolation.worktree): whatever ran in it since
     # cannot point git at a repository, and a config, of its own.
     admin = pinned_git_dir(root)
     argv = ["git", "--no-pager", *([f"--git-dir={admin}"] if admin else []), f"--work-tree={root}"]

@@ -54,7 +54,7 @@ from workers.agents.chat_answer import (
 from workers.agents.run import AgentRun, RateLimited
 from workers.agents.seat import CALL_DROPPED
 from workers.agents.tools import dispatch, schemas_for
-from workers.supervise import Interrupted, ProcResult
+from workers.isolation.supervise import Interrupted, ProcResult
 
 log = structlog.get_logger()
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import structlog
 
 from orchestrator.redaction import Redactor
-from workers.worktree import changed_paths
+from workers.isolation.worktree import changed_paths
 
 log = structlog.get_logger()
 

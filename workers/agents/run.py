@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from orchestrator.transcript import Commands
-from workers.supervise import ProcResult
+from workers.isolation.supervise import ProcResult
 
 
 @dataclass

@@ -29,7 +29,7 @@ from orchestrator.registry import Registry
 from orchestrator.spec import AgentSpec, SandboxSettings
 from workers.agents.run import AgentRun
 from workers.agents.secrets import agent_secrets, redact_files, redact_run
-from workers.supervise import Interrupted
+from workers.isolation.supervise import Interrupted
 
 CALL_ENDED = "http.call"  # the event a seat that reserves per call sends as each call ends: {"cost_usd"}
 # ... and as a reserved call ends unmade (its model sent it back: ``RateLimited``): the reservation goes.

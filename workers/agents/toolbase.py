@@ -20,8 +20,8 @@ from pydantic import BaseModel, ConfigDict
 
 from orchestrator.domain import Role
 from orchestrator.spec import SandboxSettings
-from workers.sandbox import Jail
-from workers.supervise import run_supervised
+from workers.isolation.sandbox import Jail
+from workers.isolation.supervise import run_supervised
 
 OUTPUT_CAP = 20_000
 DEFAULT_TOOL_TIMEOUT = 300.0

@@ -9,7 +9,7 @@ for any of that. Every tool is built so the model's arguments cannot bend it:
 - git is read through ``git_diff``/``git_log``/``git_show`` only, argument vectors Jury builds from
   validated revisions and paths with every program git could run disarmed (``gittools``);
 - ``run_command`` runs a declared ``[checks]`` command chosen by name, exactly as declared, in the
-  sandbox (``workers.sandbox``) — never a command the model wrote;
+  sandbox (``workers.isolation.sandbox``) — never a command the model wrote;
 - ``search_text`` matches in a separate, limited process (``textsearch``), so a pathological pattern
   costs a tool error, not a stalled worker.
 """
@@ -28,6 +28,7 @@ import structlog
 from pydantic import Field, ValidationError
 
 from orchestrator.domain import Role
+from orchestrator.refute.commands import split_command
 from orchestrator.spec import SandboxSettings
 from workers.agents import textsearch
 from workers.agents.gittools import (
@@ -53,8 +54,7 @@ from workers.agents.toolbase import (
     run_process,
     tool_env,
 )
-from workers.sandbox import Jail, git_dirs_of
-from workers.testcommand import split_command
+from workers.isolation.sandbox import Jail, git_dirs_of
 
 __all__ = [
     "DEFAULT_TOOL_TIMEOUT",

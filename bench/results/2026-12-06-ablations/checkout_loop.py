@@ -19,7 +19,7 @@ import structlog
 from bench.cpu import machine_busy_seconds
 from bench.fleet import make_sample_repo
 from orchestrator.git import rev_parse
-from workers.worktree import Worktrees
+from workers.isolation.worktree import Worktrees
 
 N = 300
 

@@ -1,0 +1,568 @@
+"""Running one agent process under supervision: scrubbed environment, own process group, hard limits.
+
+The contract (README, "Reviewing"): stdin is closed, stdout/stderr go to files (readable while the agent
+runs), the agent leads its own process group, and when it ends — normally, by timeout or by
+cancellation — the whole group is SIGKILLed so no child outlives it. On Linux the agent also gets
+PR_SET_PDEATHSIG=SIGKILL, so it dies with the worker even if the worker is killed outright.
+
+With ``max_output`` each stream goes through a pipe to a reader thread (``_CappedOutput``) that keeps the
+head and the tail of what the agent printed and drops the middle, so a runaway agent cannot fill the disk.
+
+With a ``Jail`` (``workers.isolation.sandbox``) the command runs under bubblewrap with the jail's allow-listed
+environment and resource limits; killing the group then kills bwrap, and with it the sandbox's whole pid
+namespace, so even a process that left the group with ``setsid`` dies.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+import structlog
+
+from orchestrator.private_files import JAIL_UMASK
+from workers.isolation.rlimits import set_limits
+from workers.isolation.sandbox import Jail, SandboxUnavailable, confine
+
+# "Must the work end now?": true once a task's lease is lost or its run cancelled (``workers.runtime.context.
+# TaskInterrupt``). Passed from the coordinator to the job, its seat and every process it supervises.
+Interrupted = Callable[[], bool]
+
+log = structlog.get_logger()
+
+SECRET_NAME_RE = re.compile(
+    r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|AUTH|SESSION|COOKIE|PRIVATE", re.IGNORECASE
+)
+
+# Variables that inject code into the agent's interpreter or loader (dynamic linker, Python, Node, shells,
+# Perl, Ruby): an agent must run the program it was configured with, nothing slipped in ahead of it.
+PRELOAD_VARS: frozenset[str] = frozenset(
+    {
+        "LD_PRELOAD",
+        "LD_LIBRARY_PATH",
+        "LD_AUDIT",
+        "PYTHONSTARTUP",
+        "PYTHONPATH",
+        "PYTHONHOME",
+        "PYTHONINSPECT",
+        "NODE_OPTIONS",
+        "BASH_ENV",
+        "ENV",
+        "PERL5OPT",
+        "RUBYOPT",
+    }
+)
+
+POLL_SECONDS = 0.1
+READ_CHUNK = 64 * 1024
+# After the group is SIGKILLed, how long a reader keeps draining a pipe that a process outside the group
+# (one that called setsid) still holds open; then the pipe is closed under it.
+DRAIN_SECONDS = 2.0
+PR_SET_PDEATHSIG = 1
+
+
+def scrub_env(
+    base: Mapping[str, str],
+    *,
+    env_pass: Iterable[str] = (),
+    extra: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """A copy of ``base`` fit for an agent.
+
+    Drops secret-looking names (``SECRET_NAME_RE``) and ``PRELOAD_VARS`` unless listed in ``env_pass``,
+    drops every ``JURY_*`` variable (Jury's own settings, e.g. the broker URL) unconditionally, then adds
+    ``extra`` (which wins over everything).
+    """
+    keep = set(env_pass)
+    out: dict[str, str] = {}
+    for name, value in base.items():
+        if name.upper().startswith("JURY_"):
+            continue
+        if name not in keep and (SECRET_NAME_RE.search(name) or name in PRELOAD_VARS):
+            continue
+        out[name] = value
+    if extra:
+        out.update(extra)
+    return out
+
+
+@dataclass
+class ProcResult:
+    """How a supervised process ended. ``error`` is set when it could not be started at all."""
+
+    exit_code: int | None
+    timed_out: bool
+    cancelled: bool
+    seconds: float
+    stdout_path: Path
+    stderr_path: Path
+    stdout_bytes: int
+    stderr_bytes: int
+    error: str | None = None
+    stdout_dropped: int = 0
+    stderr_dropped: int = 0
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _killpg(pgid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _leader_exited(pid: int) -> bool:
+    """True once the leader has exited; it is left unreaped so its pgid cannot be reused yet."""
+    try:
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return True
+    return info is not None and info.si_pid == pid
+
+
+class _ExitWatch:
+    """Waits for the group's leader to exit, waking the moment it does: a pidfd polled with a timeout
+    (Linux 5.3+), else a plain sleep. Either way the leader stays unreaped (``_leader_exited``), and an
+    agent that exits at once costs no poll period."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        try:
+            self.fd: int | None = os.pidfd_open(pid)
+        except (AttributeError, OSError):
+            self.fd = None
+
+    def wait(self, seconds: float) -> None:
+        """Return after ``seconds``, or as soon as the leader has exited."""
+        if self.fd is None:
+            time.sleep(seconds)
+            return
+        poller = select.poll()
+        poller.register(self.fd, select.POLLIN)
+        poller.poll(max(0, int(seconds * 1000)))
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def _wait_leader(pid: int, seconds: float, watch: _ExitWatch | None = None) -> bool:
+    deadline = time.monotonic() + seconds
+    while True:
+        if _leader_exited(pid):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        pause = min(POLL_SECONDS, max(0.0, deadline - time.monotonic()))
+        if watch is None:
+            time.sleep(pause)
+        else:
+            watch.wait(pause)
+
+
+def drop_marker(dropped: int) -> bytes:
+    """The line that stands for the dropped middle of a capped stream."""
+    return f"\n[... {dropped} bytes dropped by jury ...]\n".encode()
+
+
+class _Tail:
+    """The last ``cap`` bytes seen, as a deque of chunks (no copying per chunk)."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.chunks: deque[bytes] = deque()
+        self.size = 0
+
+    def add(self, data: bytes) -> None:
+        if self.cap <= 0 or not data:
+            return
+        self.chunks.append(data)
+        self.size += len(data)
+        while self.chunks and self.size - len(self.chunks[0]) >= self.cap:
+            self.size -= len(self.chunks.popleft())
+
+    def value(self) -> bytes:
+        data = b"".join(self.chunks)
+        return data[len(data) - min(self.cap, len(data)) :]
+
+
+class _CappedOutput:
+    """One stream of the agent: read from a pipe on a thread, written to ``path``, capped at ``cap`` bytes.
+
+    Everything read is appended to the file at once (unbuffered), so the file is readable while the agent
+    runs. The thread remembers the first ``cap // 2`` bytes and the last ``cap - cap // 2``; whenever the
+    file passes ``2 * cap`` it is rewritten as head + marker + tail (to a temporary file, then renamed, so
+    a reader never sees a half-written file) and appending goes on. At the end, if anything was dropped,
+    the file becomes exactly head + marker (with the final count) + tail. Disk use stays under about
+    ``2 * cap`` and memory under ``cap`` per stream. A pipe rather than a file the child writes itself:
+    only then can Jury cut the middle of a file the child is still appending to.
+    """
+
+    def __init__(self, pipe: IO[bytes], path: Path, cap: int) -> None:
+        self.pipe = pipe
+        self.path = path
+        self.cap = cap
+        self.head = bytearray()
+        self.head_cap = cap // 2
+        self.tail = _Tail(cap - self.head_cap)
+        self.total = 0
+        self.error: str | None = None
+        self._file: IO[bytes] | None = path.open("wb", buffering=0)
+        self._file_size = 0
+        self._stop = threading.Event()
+        self._drain_until = 0.0
+        self._thread = threading.Thread(target=self._run, name=f"capped-output:{path.name}", daemon=True)
+
+    @property
+    def dropped(self) -> int:
+        """Bytes read but kept neither in the head nor in the tail."""
+        return self.total - len(self.head) - min(self.tail.size, self.tail.cap)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def finish(self, drain: float = DRAIN_SECONDS) -> None:
+        """Drain what is left (up to ``drain`` seconds of continuous output), write the capped file, close."""
+        self._drain_until = time.monotonic() + drain
+        self._stop.set()
+        self._thread.join()
+        self.pipe.close()
+
+    def _run(self) -> None:
+        fd = self.pipe.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+        try:
+            while True:
+                if self._stop.is_set() and time.monotonic() >= self._drain_until:
+                    break
+                if not poller.poll(POLL_SECONDS * 1000):
+                    if self._stop.is_set():
+                        break
+                    continue
+                data = os.read(fd, READ_CHUNK)
+                if not data:
+                    break
+                self._take(data)
+        except OSError as exc:
+            self._fail(exc)
+        finally:
+            self._close()
+
+    def _take(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self.head_cap - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+        self.tail.add(data[max(room, 0) :])
+        if self._file is None:
+            return  # writing failed earlier: keep draining so the agent never blocks on a full pipe
+        try:
+            self._file.write(data)
+            self._file_size += len(data)
+            if self._file_size > 2 * self.cap:
+                self._rewrite()
+        except OSError as exc:
+            self._fail(exc)
+
+    def _rewrite(self) -> None:
+        content = bytes(self.head) + drop_marker(self.dropped) + self.tail.value()
+        tmp = self.path.with_name(self.path.name + ".jury-tmp")
+        tmp.write_bytes(content)
+        os.replace(tmp, self.path)
+        if self._file is not None:
+            self._file.close()
+        self._file = self.path.open("ab", buffering=0)
+        self._file_size = len(content)
+
+    def _fail(self, exc: OSError) -> None:
+        if self.error is None:
+            self.error = str(exc)
+            log.warning("proc.output_write_failed", path=str(self.path), error=self.error)
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def _close(self) -> None:
+        try:
+            if self._file is not None and self.dropped:
+                self._rewrite()
+        except OSError as exc:
+            self._fail(exc)
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        if self.dropped:
+            log.info("proc.output_capped", path=str(self.path), total=self.total, dropped=self.dropped)
+
+
+def _load_prctl() -> Callable[..., int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    prctl.restype = ctypes.c_int
+    return prctl  # type: ignore[no-any-return]
+
+
+# Resolved once in the parent, so the forked child does as little as possible before exec.
+_PRCTL = _load_prctl()
+
+
+def parent_death_preexec(signum: int = signal.SIGKILL) -> Callable[[], None] | None:
+    """A ``preexec_fn`` that makes the child get ``signum`` when its parent dies (Linux), or None elsewhere.
+
+    PDEATHSIG fires when the *thread* that forked the child exits, not the process. That is fine here:
+    ``run_supervised`` forks from the calling thread and does not return until the child's whole group is
+    dead, and the embedded Redis and workers are started and stopped by one ``with`` in one thread, so the
+    forking thread outlives the child unless the parent process itself dies — the very case this is for.
+    Only the child itself gets the signal: grandchildren do not inherit it (they stay in the child's
+    process group, which is what the normal path kills). preexec_fn forks without vfork and runs Python
+    in the child; the function below only calls the pre-resolved prctl and getppid, which take no locks
+    another thread could hold at fork time.
+    """
+    prctl = _PRCTL
+    if prctl is None:
+        return None
+    parent = os.getpid()
+    sig = int(signum)
+
+    def set_pdeathsig() -> None:
+        prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before prctl took effect: nobody will signal us
+            os.kill(os.getpid(), sig)
+
+    return set_pdeathsig
+
+
+def _preexec(*parts: Callable[[], None] | None) -> Callable[[], None] | None:
+    """One ``preexec_fn`` running each given part in order (None when there is none)."""
+    steps = [p for p in parts if p is not None]
+    if not steps:
+        return None
+
+    def run() -> None:
+        for step in steps:
+            step()
+
+    return run
+
+
+def _start_error(exc: OSError, argv: list[str], cwd: Path) -> str:
+    if isinstance(exc, FileNotFoundError | NotADirectoryError) and exc.filename == str(cwd):
+        return f"working directory not found: {cwd}"
+    if isinstance(exc, FileNotFoundError):
+        return f"command not found: {argv[0]}"
+    if isinstance(exc, PermissionError):
+        return f"permission denied: {argv[0]}"
+    return f"cannot start {argv[0]}: {exc}"
+
+
+def run_supervised(
+    argv: list[str],
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    stdout_path: Path,
+    stderr_path: Path,
+    timeout: float,
+    grace: float = 5.0,
+    tick_every: float = 30.0,
+    on_tick: Callable[[float, float], None] | None = None,
+    interrupted: Interrupted | None = None,
+    max_output: int | None = None,
+    jail: Jail | None = None,
+) -> ProcResult:
+    """Run ``argv`` to completion, timeout or cancellation; never raises for a missing executable.
+
+    ``on_tick(seconds, quiet_seconds)`` is called every ``tick_every`` seconds (quiet: since either output
+    stream last grew). ``interrupted()`` returning True cancels. Timeout and cancel both send SIGTERM to the
+    group, wait up to ``grace`` for the leader, then SIGKILL; the group is always SIGKILLed at the end.
+    ``max_output`` caps each output file at its first and last ``max_output / 2`` bytes around a marker
+    line (``ProcResult.stdout_dropped`` / ``stderr_dropped`` count what went); None keeps everything.
+
+    With ``jail``, ``argv`` runs confined (``workers.isolation.sandbox.confine``): ``env`` is then only the
+    worker environment the jail's allow-list and ``env_pass`` draw from, never the child's environment itself.
+    A sandbox that cannot run is a start error (``ProcResult.error``), never an unconfined run.
+    """
+    if not argv:
+        raise ValueError("empty argv")
+    if max_output is not None and max_output < 2:
+        raise ValueError(f"max_output must be at least 2 bytes, got {max_output}")
+    stdout_path.parent.mkdir(parents=True, exist_ok=True)
+    stderr_path.parent.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    program = argv[0]  # what the logs name: the command's own, not the sandbox's launcher
+    limits = None
+    child_umask = -1  # the worker's own (private); a jail's: JAIL_UMASK
+    release: Callable[[], None] | None = None  # the jail's, once every process of it is dead
+    parent_death = parent_death_preexec()
+    if jail is not None:
+        try:
+            confined = confine(jail, argv, cwd, env)
+        except (SandboxUnavailable, ValueError, OSError) as exc:
+            if isinstance(exc, FileNotFoundError):
+                error = _start_error(exc, argv, cwd)
+            else:
+                error = f"sandbox unavailable: {exc}"
+            log.warning("proc.start_failed", argv0=argv[0], cwd=str(cwd), error=error, sandbox=True)
+            stdout_path.write_bytes(b"")
+            stderr_path.write_bytes(b"")
+            return ProcResult(
+                exit_code=None,
+                timed_out=False,
+                cancelled=False,
+                seconds=time.monotonic() - started,
+                stdout_path=stdout_path,
+                stderr_path=stderr_path,
+                stdout_bytes=0,
+                stderr_bytes=0,
+                error=error,
+            )
+        argv, env, limits = confined.argv, confined.env, set_limits(confined.limits)
+        release = confined.release
+        child_umask = JAIL_UMASK
+        if confined.dies_with_parent:
+            parent_death = None  # bwrap's --die-with-parent: a sandboxed command needs no preexec_fn
+    # No preexec_fn at all lets Popen vfork instead of forking the whole worker (rlimits.through_prlimit)
+    preexec = _preexec(parent_death, limits)
+    with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
+        try:
+            proc = subprocess.Popen(
+                argv,
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out if max_output is None else subprocess.PIPE,
+                stderr=err if max_output is None else subprocess.PIPE,
+                start_new_session=True,
+                close_fds=True,
+                preexec_fn=preexec,  # PDEATHSIG and rlimits, where bwrap and prlimit do not set them
+                umask=child_umask,
+            )
+        except OSError as exc:
+            if release is not None:
+                release()
+            error = _start_error(exc, argv, cwd)
+            log.warning("proc.start_failed", argv0=argv[0], cwd=str(cwd), error=error)
+            return ProcResult(
+                exit_code=None,
+                timed_out=False,
+                cancelled=False,
+                seconds=time.monotonic() - started,
+                stdout_path=stdout_path,
+                stderr_path=stderr_path,
+                stdout_bytes=0,
+                stderr_bytes=0,
+                error=error,
+            )
+    pid = proc.pid
+    outputs: list[_CappedOutput] = []
+    if max_output is not None:
+        assert proc.stdout is not None and proc.stderr is not None  # PIPE was asked for
+        outputs = [
+            _CappedOutput(proc.stdout, stdout_path, max_output),
+            _CappedOutput(proc.stderr, stderr_path, max_output),
+        ]
+        for output in outputs:
+            output.start()
+    log.info(
+        "proc.started",
+        pid=pid,
+        argv0=program,
+        cwd=str(cwd),
+        timeout=timeout,
+        max_output=max_output,
+        sandbox=None if jail is None else jail.settings.mode,
+    )
+    timed_out = cancelled = False
+    sizes = (0, 0)
+    last_growth = started
+    next_tick = started + tick_every
+    watch = _ExitWatch(pid)
+    try:
+        while not _leader_exited(pid):
+            now = time.monotonic()
+            if outputs:
+                current = (outputs[0].total, outputs[1].total)
+            else:
+                current = (_size(stdout_path), _size(stderr_path))
+            if current != sizes:
+                sizes, last_growth = current, now
+            if on_tick is not None and now >= next_tick:
+                next_tick = now + tick_every
+                try:
+                    on_tick(now - started, now - last_growth)
+                except Exception:
+                    log.exception("proc.tick_failed", pid=pid)
+            cancel = False
+            if interrupted is not None:
+                try:
+                    cancel = bool(interrupted())
+                except Exception:
+                    log.exception("proc.interrupted_failed", pid=pid)
+            if cancel or now - started >= timeout:
+                cancelled, timed_out = cancel, not cancel
+                log.warning("proc.stopping", pid=pid, reason="cancel" if cancel else "timeout", grace=grace)
+                _killpg(pid, signal.SIGTERM)
+                if not _wait_leader(pid, grace, watch):
+                    log.warning("proc.sigkill", pid=pid)
+                break
+            watch.wait(POLL_SECONDS)
+    finally:
+        # The leader is exited but unreaped (or being killed): its pgid still names our group.
+        _killpg(pid, signal.SIGKILL)
+        watch.close()
+        proc.wait()
+        for output in outputs:
+            output.finish()
+        if release is not None:  # bwrap is reaped: its pid namespace, the whole jail, died with it
+            release()
+    seconds = time.monotonic() - started
+    result = ProcResult(
+        exit_code=proc.returncode,
+        timed_out=timed_out,
+        cancelled=cancelled,
+        seconds=seconds,
+        stdout_path=stdout_path,
+        stderr_path=stderr_path,
+        stdout_bytes=_size(stdout_path),
+        stderr_bytes=_size(stderr_path),
+        stdout_dropped=outputs[0].dropped if outputs else 0,
+        stderr_dropped=outputs[1].dropped if outputs else 0,
+    )
+    log.info(
+        "proc.ended",
+        pid=pid,
+        exit_code=result.exit_code,
+        timed_out=timed_out,
+        cancelled=cancelled,
+        seconds=round(seconds, 3),
+        stdout_bytes=result.stdout_bytes,
+        stderr_bytes=result.stderr_bytes,
+        stdout_dropped=result.stdout_dropped,
+        stderr_dropped=result.stderr_dropped,
+    )
+    return result

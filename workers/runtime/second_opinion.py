@@ -1,0 +1,117 @@
+"""``jury refute``: the second opinion on its own, for any claim about a repository.
+
+Signals first (the named commands and those in the task text, run on the repository's HEAD); no
+signal, no critique. Then an agent of another family than the judge's tries to refute the claim, in a
+read-only worktree. The result is the three-state ``RefutationRecord``.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from orchestrator.config import RepoConfig, Settings
+from orchestrator.errors import GitError, TargetError, UsageError
+from orchestrator.git import rev_parse
+from orchestrator.prompts import refute_prompt
+from orchestrator.refute.commands import commands_in_task
+from orchestrator.refute.families import independence, refuter_for, spec_family
+from orchestrator.refute.record import RefutationRecord
+from orchestrator.refute.signals import gate
+from orchestrator.refute.verdicts import parse_refutation
+from workers.agents import SeatRequest, run_seat
+from workers.isolation.worktree import changed_paths, host_worktrees
+from workers.runtime.context import call_cost
+from workers.verification.runs import signals_of
+from workers.verification.verify import run_checks
+
+
+def second_opinion(
+    settings: Settings,
+    cfg: RepoConfig,
+    repo: Path,
+    *,
+    claim: str,
+    task: str | None,
+    commands: list[str],
+    refuter: str | None,
+    timeout: float | None,
+) -> RefutationRecord:
+    try:
+        head = rev_parse(repo, "HEAD")
+    except GitError:
+        raise TargetError(f"not a git repository with a commit: {repo}") from None
+    judge = cfg.jury.judge or "codex"
+    if refuter is not None and refuter not in cfg.agents:
+        raise UsageError(f"--refuter: unknown agent '{refuter}' (known: {', '.join(sorted(cfg.agents))})")
+    names = [refuter] if refuter else [n for n in (cfg.jury.reviewers or list(cfg.agents)) if n != judge]
+    choice = refuter_for(cfg.agents, names, judge, refuter)
+
+    named = {f"command-{i}": c for i, c in enumerate(commands, 1)}
+    named |= {f"task-{i}": c for i, c in enumerate(commands_in_task(task or ""), 1)}
+    work = settings.dir / "refute"
+    work.mkdir(parents=True, exist_ok=True)
+    worktrees = host_worktrees(settings)
+    runs = (
+        run_checks(
+            repo,
+            head,
+            named,
+            worktrees=worktrees,
+            name=f"refute-checks-{os.getpid()}",
+            timeout=timeout or 600.0,
+            out_dir=work,
+            sandbox=cfg.sandbox,
+        )
+        if named
+        else []
+    )
+    signals = signals_of([r for r in runs if (r.check or "").startswith("command-")], "declared")
+    signals += signals_of([r for r in runs if (r.check or "").startswith("task-")], "task")
+    g = gate(signals)
+    if not g.open:
+        return RefutationRecord.skipped(g.reason)
+    if choice.agent is None:
+        return RefutationRecord.skipped(choice.reason, signal=g.signals[0])
+    spec = cfg.agents[choice.agent]
+    full_claim = f"{claim}\n\nTask: {task}" if task else claim
+    prompt = refute_prompt(
+        claim=full_claim, finding_id=None, signals=g.signals, commands=list(named.values()), base=None
+    )
+    limit = timeout or spec.default_timeout()
+    with worktrees.checkout(repo, head, f"refute-{os.getpid()}") as wt, tempfile.TemporaryDirectory() as out:
+        request = SeatRequest(
+            spec=spec,
+            role="refuter",
+            prompt=prompt,
+            worktree=wt,
+            out_dir=Path(out),
+            name="refute",
+            timeout=limit,
+            base=head,
+            checks=named,
+            grace=settings.kill_grace,
+            sandbox=cfg.sandbox,
+        )
+        run = run_seat(request)
+        wrote = changed_paths(wt)
+    verdict = parse_refutation(run.report)
+    if run.proc.error or run.proc.timed_out:
+        why = run.proc.error or "timed out"
+        verdict = verdict.model_copy(
+            update={"outcome": "unclear", "reason": f"the refuter could not run: {why}"}
+        )
+    if wrote:
+        verdict = verdict.model_copy(
+            update={"reason": f"{verdict.reason} (it changed {', '.join(wrote)}; discarded)"}
+        )
+    judge_family = spec_family(cfg.agents[judge]) if judge in cfg.agents else None
+    return RefutationRecord.from_verdict(
+        verdict,
+        cost_usd=call_cost(run, spec),
+        reviewer_model=run.model or spec.model,
+        reviewer_agent=choice.agent,
+        independent=choice.independent and independence(judge_family, spec_family(spec, run.model)),
+        signal=g.signals[0],
+    )
