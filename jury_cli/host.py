@@ -15,6 +15,7 @@ from rich.table import Table
 
 from jury_cli.context import DirOpt, cells, err, out, settings_for
 from orchestrator.actions import queues as action_queues
+from orchestrator.agent_kinds import AGENT_KINDS
 from orchestrator.config import (
     LOG_LEVELS,
     Settings,
@@ -45,17 +46,15 @@ def agents(
     for col in ("agent", "installed", "roles", "model", "install"):
         table.add_column(col)
     for name, spec in sorted(cfg.agents.items()):
-        if spec.kind == "cli":
-            exe = spec.argv[0]
-            found = shutil.which(exe) or (exe if Path(exe).is_file() else None)
-        elif spec.kind == "check":
-            exe = (spec.command or "").split()[0] if spec.command else ""
-            found = shutil.which(exe) or (exe if exe and Path(exe).is_file() else None)
-        else:
-            found = spec.base_url  # an endpoint: nothing to install
+        found = AGENT_KINDS[spec.kind].presence(spec, _installed)
         roles = "reviewer, judge" if spec.can_judge else "reviewer"
         table.add_row(*cells(name, "yes" if found else "no", roles, spec.model or "-", spec.install or "-"))
     out.print(table)
+
+
+def _installed(program: str) -> str | None:
+    """Where this machine has ``program``: on PATH, or a path to an existing file."""
+    return shutil.which(program) or (program if program and Path(program).is_file() else None)
 
 
 def worker(
