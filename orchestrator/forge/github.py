@@ -70,6 +70,7 @@ from orchestrator.forge.transport import (
 log = structlog.get_logger()
 
 DEFAULT_API = "https://api.github.com"
+HEAD_REF = "refs/pull/{number}/head"  # where GitHub keeps a pull request's head, in every clone
 CheckMode = Literal["auto", "checks", "statuses"]
 STATUS_STATE: dict[str, str] = {"success": "success", "failure": "failure", "neutral": "error"}
 REPO_RE = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
@@ -158,7 +159,7 @@ class GitHub:
             head_repo = head.get("repo")
             base_repo = base["repo"]
             pr = PullRequest(
-                forge="github",
+                forge=self.kind,
                 repo=repo,
                 number=item["number"],
                 title=item.get("title") or "",
@@ -176,6 +177,7 @@ class GitHub:
                 author=(item.get("user") or {}).get("login"),
                 web_url=item["html_url"],
                 updated_at=item["updated_at"],
+                ref=HEAD_REF.format(number=item["number"]),
             )
         except (KeyError, TypeError, AttributeError, ValidationError) as exc:
             raise ForgeError(

@@ -67,6 +67,7 @@ from orchestrator.forge.transport import (
 )
 
 DEFAULT_API = "https://gitlab.com/api/v4"
+HEAD_REF = "refs/merge-requests/{number}/head"  # where GitLab keeps a merge request's head
 AuthScheme = Literal["private-token", "bearer"]
 STATUS_STATE: dict[str, str] = {"success": "success", "failure": "failed", "neutral": "canceled"}
 PROJECT_RE = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.-]*(?:/[A-Za-z0-9_.][A-Za-z0-9_.-]*)+")
@@ -178,7 +179,7 @@ class GitLab:
                 lab["name"] if isinstance(lab, dict) else str(lab) for lab in item.get("labels") or ()
             )
             mr = PullRequest(
-                forge="gitlab",
+                forge=self.kind,
                 repo=repo,
                 number=item["iid"],
                 title=item.get("title") or "",
@@ -195,6 +196,7 @@ class GitLab:
                 author=(item.get("author") or {}).get("username"),
                 web_url=item["web_url"],
                 updated_at=item["updated_at"],
+                ref=HEAD_REF.format(number=item["iid"]),
             )
         except (KeyError, TypeError, AttributeError, ValidationError) as exc:
             detail = f"unexpected merge request in the answer: {exc!r}"[:300]
