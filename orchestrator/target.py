@@ -233,7 +233,7 @@ def resolve_pulls(
 
 
 def _fetch_error(pr: PullRequest, exc: GitError) -> str:
-    return f"cannot fetch https://{pr.host}/{pr.project}: {exc.stderr.strip()[-300:]}"
+    return f"cannot fetch {pr.remote_url.removesuffix('.git')}: {exc.stderr.strip()[-300:]}"
 
 
 def _resolve_repo(
@@ -247,6 +247,10 @@ def _resolve_repo(
         _resolve_in(mirror, prs, found, items)
 
 
+# A PR of a sweep once its commits are known: index, url, pr, trunk, head, merge-base.
+_Known = tuple[int, str, PullRequest, str, str, str]
+
+
 def _resolve_in(
     mirror: Path,
     prs: list[tuple[str, PullRequest, str]],
@@ -254,6 +258,20 @@ def _resolve_in(
     items: list[tuple[int, PullRequest, str]],
 ) -> None:
     """``_resolve_repo`` in ``mirror``, whose lock the caller holds."""
+    _fetch_heads(mirror, prs, found, items)
+    known = _merge_bases(mirror, prs, found, items, _commit_refs(mirror))
+    if known:
+        _targets(mirror, known, found)
+
+
+def _fetch_heads(
+    mirror: Path,
+    prs: list[tuple[str, PullRequest, str]],
+    found: list[tuple[Target, RepoFile] | JuryError | None],
+    items: list[tuple[int, PullRequest, str]],
+) -> None:
+    """Every PR head and trunk in one fetch; when it fails, each PR's alone, so one bad PR fails alone
+    (its error written into ``found``)."""
     heads = [f"+{pr_ref(pr)}:refs/jury/pr/{pr.number}" for _, pr, _ in prs]
     bases = [f"+refs/heads/{t}:refs/remotes/origin/{t}" for t in sorted({t for _, _, t in prs})]
     try:
@@ -267,6 +285,10 @@ def _resolve_in(
                 )
             except GitError as exc:
                 found[i] = TargetError(f"cannot fetch {url}: {exc.stderr.strip()[-300:]}")
+
+
+def _commit_refs(mirror: Path) -> dict[str, str]:
+    """The fetched PR heads and trunks of ``mirror`` that are commits: ref -> sha, in one listing."""
     listing = git(
         [
             "for-each-ref",
@@ -276,12 +298,23 @@ def _resolve_in(
         ],
         mirror,
     )
-    refs = {
+    return {
         ref: sha
-        for sha, kind, ref in (line.split(" ", 2) for line in listing.splitlines())
-        if kind == "commit"
+        for sha, object_type, ref in (line.split(" ", 2) for line in listing.splitlines())
+        if object_type == "commit"
     }
-    known: list[tuple[int, str, PullRequest, str, str, str]] = []  # index, url, pr, trunk, head, merge-base
+
+
+def _merge_bases(
+    mirror: Path,
+    prs: list[tuple[str, PullRequest, str]],
+    found: list[tuple[Target, RepoFile] | JuryError | None],
+    items: list[tuple[int, PullRequest, str]],
+    refs: dict[str, str],
+) -> list[_Known]:
+    """The PRs not failed yet whose head and trunk were fetched and share history with commits beyond
+    the trunk; why each other one cannot be reviewed goes into ``found``."""
+    known: list[_Known] = []
     for (url, pr, trunk), (i, _, _) in zip(prs, items, strict=True):
         if found[i] is not None:
             continue
@@ -300,15 +333,20 @@ def _resolve_in(
             found[i] = TargetError(f"{pr.number} has no commits beyond the trunk {trunk}: nothing to review")
             continue
         known.append((i, url, pr, trunk, head, base))
-    if not known:
-        return
+    return known
+
+
+def _targets(
+    mirror: Path, known: list[_Known], found: list[tuple[Target, RepoFile] | JuryError | None]
+) -> None:
+    """Each known PR's target and trunk-side ``jury.toml`` (or why it could not be read), into
+    ``found``: the heads' subjects in one ``git log``, the top trees in one ``cat-file --batch``."""
     subjects = git(["log", "--no-walk=unsorted", "--format=%H %s", *{k[4] for k in known}], mirror)
     titles = {sha: subject for sha, _, subject in (line.partition(" ") for line in subjects.splitlines())}
     entries = _top_entries(mirror, [c for k in known for c in (k[5], k[4])], REPO_CONFIG_NAME)
     for i, url, pr, trunk, head, base in known:
-        name = pr.project.rsplit("/", 1)[-1]
         target = Target(
-            repo=name,
+            repo=pr.project.rsplit("/", 1)[-1],
             id=pr.number,
             url=url,
             trunk=trunk,

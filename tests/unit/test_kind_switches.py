@@ -93,7 +93,7 @@ def test_the_check_sees_every_shape_of_a_switch() -> None:
     passed = [
         'if a.kind == "triage":\n    pass',  # an action kind: not a registered agent or forge kind
         'if split.scheme not in ("http", "https"):\n    pass',  # not a kind
-        'if spec.kind == other.kind:\n    pass',  # no kind named
+        "if spec.kind == other.kind:\n    pass",  # no kind named
     ]
     for source in passed:
         assert not list(kind_switches(source, words)), source
