@@ -103,7 +103,7 @@ class GitHub:
         max_wait: float = DEFAULT_MAX_WAIT,
     ) -> None:
         self.api = Api(
-            forge="github",
+            forge=self.kind,
             base_url=api,
             client=client,
             auth={"Authorization": f"Bearer {token}"} if token else {},
@@ -181,10 +181,10 @@ class GitHub:
             )
         except (KeyError, TypeError, AttributeError, ValidationError) as exc:
             raise ForgeError(
-                "github", repo, call, f"unexpected pull request in the answer: {exc!r}"[:300]
+                self.kind, repo, call, f"unexpected pull request in the answer: {exc!r}"[:300]
             ) from None
         if not is_sha(pr.head_sha):
-            raise ForgeError("github", repo, call, f"PR #{pr.number} has no valid head sha")
+            raise ForgeError(self.kind, repo, call, f"PR #{pr.number} has no valid head sha")
         return pr
 
     # --- publishing --------------------------------------------------------------------------------
@@ -316,7 +316,7 @@ class GitHub:
                 if exc.status not in (401, 403):
                     raise
                 raise ForgeError(
-                    "github",
+                    self.kind,
                     repo,
                     "GET /user",
                     "cannot tell which account this token is, so Jury's own reviews cannot be told from "

@@ -101,7 +101,7 @@ class GitLab:
                 else {"Authorization": f"Bearer {token}"}
             )
         self.api = Api(
-            forge="gitlab",
+            forge=self.kind,
             base_url=api,
             client=client,
             auth=auth,
@@ -200,9 +200,9 @@ class GitLab:
             )
         except (KeyError, TypeError, AttributeError, ValidationError) as exc:
             detail = f"unexpected merge request in the answer: {exc!r}"[:300]
-            raise ForgeError("gitlab", repo, call, detail) from None
+            raise ForgeError(self.kind, repo, call, detail) from None
         if not is_sha(mr.head_sha):
-            raise ForgeError("gitlab", repo, call, f"MR !{mr.number} has no valid head sha")
+            raise ForgeError(self.kind, repo, call, f"MR !{mr.number} has no valid head sha")
         return mr
 
     # --- publishing --------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ class PullRequest:
     names: tuple[str, ...]  # owner (or groups) and repository
     kind: str  # the path word before the number: pull | merge_requests | ...
     number: str
-    forge: str = "github"  # its forge kind, a name in FORGES
+    forge: str  # its forge kind, a name in FORGES
     scheme: str = "https"
 
     @property
