@@ -1,4 +1,5 @@
-"""Forge clients: GitHub and GitLab pull requests, reviews and checks over httpx (see ``base``)."""
+"""Forge clients: GitHub and GitLab pull requests, reviews and checks over httpx (see ``base``); each
+forge kind described once in ``kinds.FORGES``, its request URLs read by ``urls.parse_pr_url``."""
 
 from orchestrator.forge.base import (
     CheckConclusion,
