@@ -7,7 +7,7 @@ import shutil
 import sys
 import threading
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import structlog
 import typer
@@ -15,6 +15,7 @@ from rich.table import Table
 
 from jury_cli.context import DirOpt, cells, err, out, settings_for
 from orchestrator.actions import queues as action_queues
+from orchestrator.agent_kinds import AGENT_KINDS
 from orchestrator.config import (
     LOG_LEVELS,
     Settings,
@@ -45,17 +46,15 @@ def agents(
     for col in ("agent", "installed", "roles", "model", "install"):
         table.add_column(col)
     for name, spec in sorted(cfg.agents.items()):
-        if spec.kind == "cli":
-            exe = spec.argv[0]
-            found = shutil.which(exe) or (exe if Path(exe).is_file() else None)
-        elif spec.kind == "check":
-            exe = (spec.command or "").split()[0] if spec.command else ""
-            found = shutil.which(exe) or (exe if exe and Path(exe).is_file() else None)
-        else:
-            found = spec.base_url  # an endpoint: nothing to install
+        found = AGENT_KINDS[spec.kind].presence(spec, _installed)
         roles = "reviewer, judge" if spec.can_judge else "reviewer"
         table.add_row(*cells(name, "yes" if found else "no", roles, spec.model or "-", spec.install or "-"))
     out.print(table)
+
+
+def _installed(program: str) -> str | None:
+    """Where this machine has ``program``: on PATH, or a path to an existing file."""
+    return shutil.which(program) or (program if program and Path(program).is_file() else None)
 
 
 def worker(
@@ -86,11 +85,7 @@ def worker(
     """Run a worker against the shared Redis of JURY_REDIS_URL. Every worker reaps in turn (one per
     JURY_REAP_EVERY, behind a Redis lock); SIGTERM drains it: running agents get JURY_SHUTDOWN_GRACE
     seconds, then their actions go back to the fleet."""
-    if pool not in POOLS:  # Celery's others (gevent, eventlet, solo) are not what the worker's threads assume
-        raise UsageError(f"--pool {pool!r}: use threads or prefork")
-    if loglevel.upper() not in LOG_LEVELS:
-        raise UsageError(f"--loglevel {loglevel!r}: use one of {', '.join(LOG_LEVELS)}")
-    loglevel = loglevel.upper()
+    loglevel = _check_worker_options(pool, loglevel)
     settings = settings_for(None)
     if beat:
         err.print(
@@ -104,9 +99,33 @@ def worker(
         # Before anything imports prometheus_client: the pool's children then write their metrics where
         # this process reads them (prometheus-client's multiprocess mode, workers/fleet/metrics.py).
         metrics_dir(settings)
-    import logging
+    celery = _worker_app(settings, queues, loglevel)
+    bound = serve_metrics(settings, metrics_port, metrics_host) if metrics_port is not None else None
+    argv = _celery_argv(queues, str(concurrency or settings.worker_concurrency), pool, loglevel)
+    # With JSON logs every line on stderr is one JSON event: Celery's banner (on stdout) is left out and
+    # its facts logged as ``worker.started`` instead.
+    json_logs = settings.log_json if settings.log_json is not None else not sys.stderr.isatty()
+    _log_started({"queues": queues, "concurrency": argv[4], "pool": pool, "metrics_port": bound})
+    stop = _start_scheduler(settings) if scheduler else None
+    try:
+        celery.worker_main([*(["-q"] if json_logs else []), *argv])
+    finally:
+        if stop is not None:
+            stop.set()
 
-    from celery.signals import celeryd_after_setup
+
+def _check_worker_options(pool: str, loglevel: str) -> str:
+    """The Celery log level, upper case, once the pool and the level are ones a worker runs with."""
+    if pool not in POOLS:  # Celery's others (gevent, eventlet, solo) are not what the worker's threads assume
+        raise UsageError(f"--pool {pool!r}: use threads or prefork")
+    if loglevel.upper() not in LOG_LEVELS:
+        raise UsageError(f"--loglevel {loglevel!r}: use one of {', '.join(LOG_LEVELS)}")
+    return loglevel.upper()
+
+
+def _worker_app(settings: Settings, queues: str, loglevel: str) -> Any:
+    """The worker's Celery app, with logging set up first and ``queues`` checked against the known ones."""
+    import logging
 
     from orchestrator import logs
     from workers.runtime.app import QUEUES, make_app
@@ -119,14 +138,17 @@ def worker(
     unknown = set(queues.split(",")) - set(QUEUES)
     if unknown:
         raise UsageError(f"unknown queue(s) {', '.join(sorted(unknown))}; known: {', '.join(QUEUES)}")
-    celery = make_app(settings)
-    bound = serve_metrics(settings, metrics_port, metrics_host) if metrics_port is not None else None
-    argv = [
+    return make_app(settings)
+
+
+def _celery_argv(queues: str, concurrency: str, pool: str, loglevel: str) -> list[str]:
+    """Celery's own worker arguments (no gossip, no mingle: the fleet coordinates through Redis)."""
+    return [
         "worker",
         "-Q",
         queues,
         "-c",
-        str(concurrency or settings.worker_concurrency),
+        concurrency,
         "-P",
         pool,
         "-l",
@@ -134,19 +156,15 @@ def worker(
         "--without-gossip",
         "--without-mingle",
     ]
-    # With JSON logs every line on stderr is one JSON event: Celery's banner (on stdout) is left out and
-    # its facts logged as ``worker.started`` instead.
-    json_logs = settings.log_json if settings.log_json is not None else not sys.stderr.isatty()
-    started = {"queues": queues, "concurrency": argv[4], "pool": pool, "metrics_port": bound}
+
+
+def _log_started(started: dict[str, object]) -> None:
+    """Say ``worker.started`` with ``started`` once Celery has set the worker up."""
+    from celery.signals import celeryd_after_setup
+
     celeryd_after_setup.connect(
         lambda sender=None, **_: log.info("worker.started", node=sender, **started), weak=False
     )
-    stop = _start_scheduler(settings) if scheduler else None
-    try:
-        celery.worker_main([*(["-q"] if json_logs else []), *argv])
-    finally:
-        if stop is not None:
-            stop.set()
 
 
 def _start_scheduler(settings: Settings) -> threading.Event:

@@ -11,15 +11,15 @@ from __future__ import annotations
 import ipaddress
 import re
 import shlex
+from collections.abc import Callable
 from typing import Any, get_args
 from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
 from orchestrator.agent_kinds import AGENT_KINDS
-from orchestrator.cleartext import cleartext_host
 from orchestrator.errors import ConfigError
-from orchestrator.spec import AgentSpec, CheckParser, CheckScope, ReportFormat
+from orchestrator.spec import DEFAULT_KIND, AgentSpec, CheckParser, CheckScope, ReportFormat
 
 ALLOWED_AGENT_KEYS: tuple[str, ...] = (
     "argv",
@@ -237,95 +237,122 @@ def endpoint(text: object) -> str:
     return f"[{address.compressed}]:{port}" if address.version == 6 else f"{address}:{port}"
 
 
+def _boolean(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise Invalid("must be true or false")
+    return value
+
+
+def _env_name(value: object) -> str:
+    if not isinstance(value, str) or not _ENV_NAME_RE.fullmatch(value):
+        raise Invalid("must be the NAME of an environment variable (not the key itself)")
+    return value
+
+
+def _env_names(value: object) -> list[str]:
+    names = string_list(value, non_empty=False)
+    for name in names:
+        if not _ENV_NAME_RE.fullmatch(name):
+            raise Invalid(f"{name!r} is not an environment variable name")
+    return names
+
+
+def _non_empty(value: object) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise Invalid("must be a non-empty string")
+    return value
+
+
+def _usd_per_minute(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
+        raise Invalid("must be a number >= 0 (USD per minute of the agent's run)")
+    return float(value)
+
+
+def _fallback(value: object) -> list[str]:
+    models = string_list(value, non_empty=False)
+    if any(not MODEL_ID_RE.fullmatch(m) for m in models):
+        raise Invalid("must be a list of model ids")
+    return models
+
+
+def _max_rounds(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise Invalid("must be a whole number >= 1")
+    return value
+
+
+def _model_args(value: object) -> list[str]:
+    args = string_list(value, non_empty=False)
+    _check_placeholders(args, allow_model_args=False)
+    return args
+
+
+def _session_from(value: object) -> str:
+    if not isinstance(value, str) or not value:
+        raise Invalid("must be a non-empty string (a regex)")
+    try:
+        groups = re.compile(value).groups
+    except re.error as exc:
+        raise Invalid(f"invalid regex: {exc}") from exc
+    if groups != 1:
+        raise Invalid(f"must have exactly one capturing group (the session id), has {groups}")
+    return value
+
+
+def _expect_seconds(value: object) -> float:
+    seconds = _positive(value, "number of seconds")
+    if seconds > MAX_EXPECT_SECONDS:
+        raise Invalid(f"must be at most {MAX_EXPECT_SECONDS} (the default timeout is 3x it)")
+    return seconds
+
+
+def _env_table(value: object) -> object:
+    if not isinstance(value, dict):
+        raise Invalid('must be a table of NAME = "value"')
+    return value
+
+
+# Each agent key's check: the value as stored, or ``Invalid`` saying what is wrong. Keys are filtered
+# against ALLOWED_AGENT_KEYS first; a test checks the two name the same keys.
+_VALUE_CHECKS: dict[str, Callable[[object], object]] = {
+    "kind": lambda value: _one_of(value, AGENT_KINDS.names()),
+    "base_url": _base_url,
+    "insecure_http": _boolean,
+    "api_key_env": _env_name,
+    "family": lambda value: _non_empty(value).strip(),
+    "price": _price,
+    "usd_per_minute": _usd_per_minute,
+    "fallback": _fallback,
+    "max_rounds": _max_rounds,
+    "timeout": lambda value: _positive(value, "number of seconds"),
+    "command": shell_free,
+    "parser": lambda value: _one_of(value, CHECK_PARSERS),
+    "scope": lambda value: _one_of(value, CHECK_SCOPES),
+    "argv": lambda value: _command("argv", value),
+    "judge_argv": lambda value: _command("judge_argv", value),
+    "resume_argv": lambda value: _command("resume_argv", value),
+    "model_args": _model_args,
+    "session_from": _session_from,
+    "new_session": _boolean,
+    "report": lambda value: _one_of(value, REPORT_FORMATS),
+    "expect_seconds": _expect_seconds,
+    "model": _model_id,
+    "install": _non_empty,
+    "env_pass": _env_names,
+    "secrets": _env_names,
+    "state_dirs": _state_dirs,
+    "egress": lambda value: list(dict.fromkeys(endpoint(e) for e in string_list(value, non_empty=False))),
+    "env": _env_table,
+}
+
+
 def _check_value(key: str, value: object) -> object:
     """The value of one agent key, checked; raises ``Invalid`` with what is wrong."""
-    if key == "kind":
-        return _one_of(value, AGENT_KINDS.names())
-    if key == "base_url":
-        return _base_url(value)
-    if key == "insecure_http":
-        if not isinstance(value, bool):
-            raise Invalid("must be true or false")
-        return value
-    if key == "api_key_env":
-        if not isinstance(value, str) or not _ENV_NAME_RE.fullmatch(value):
-            raise Invalid("must be the NAME of an environment variable (not the key itself)")
-        return value
-    if key == "family":
-        if not isinstance(value, str) or not value.strip():
-            raise Invalid("must be a non-empty string")
-        return value.strip()
-    if key == "price":
-        return _price(value)
-    if key == "usd_per_minute":
-        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
-            raise Invalid("must be a number >= 0 (USD per minute of the agent's run)")
-        return float(value)
-    if key == "fallback":
-        models = string_list(value, non_empty=False)
-        if any(not MODEL_ID_RE.fullmatch(m) for m in models):
-            raise Invalid("must be a list of model ids")
-        return models
-    if key == "max_rounds":
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise Invalid("must be a whole number >= 1")
-        return value
-    if key == "timeout":
-        return _positive(value, "number of seconds")
-    if key == "command":
-        return shell_free(value)
-    if key == "parser":
-        return _one_of(value, CHECK_PARSERS)
-    if key == "scope":
-        return _one_of(value, CHECK_SCOPES)
-    if key in ("argv", "judge_argv", "resume_argv"):
-        return _command(key, value)
-    if key == "model_args":
-        args = string_list(value, non_empty=False)
-        _check_placeholders(args, allow_model_args=False)
-        return args
-    if key == "session_from":
-        if not isinstance(value, str) or not value:
-            raise Invalid("must be a non-empty string (a regex)")
-        try:
-            groups = re.compile(value).groups
-        except re.error as exc:
-            raise Invalid(f"invalid regex: {exc}") from exc
-        if groups != 1:
-            raise Invalid(f"must have exactly one capturing group (the session id), has {groups}")
-        return value
-    if key == "new_session":
-        if not isinstance(value, bool):
-            raise Invalid("must be true or false")
-        return value
-    if key == "report":
-        return _one_of(value, REPORT_FORMATS)
-    if key == "expect_seconds":
-        seconds = _positive(value, "number of seconds")
-        if seconds > MAX_EXPECT_SECONDS:
-            raise Invalid(f"must be at most {MAX_EXPECT_SECONDS} (the default timeout is 3x it)")
-        return seconds
-    if key == "model":
-        return _model_id(value)
-    if key == "install":
-        if not isinstance(value, str) or not value.strip():
-            raise Invalid("must be a non-empty string")
-        return value
-    if key in ("env_pass", "secrets"):
-        names = string_list(value, non_empty=False)
-        for name in names:
-            if not _ENV_NAME_RE.fullmatch(name):
-                raise Invalid(f"{name!r} is not an environment variable name")
-        return names
-    if key == "state_dirs":
-        return _state_dirs(value)
-    if key == "egress":
-        return list(dict.fromkeys(endpoint(e) for e in string_list(value, non_empty=False)))
-    if key == "env":
-        if not isinstance(value, dict):
-            raise Invalid('must be a table of NAME = "value"')
-        return value
-    raise Invalid("unchecked key")  # unreachable: keys are filtered against ALLOWED_AGENT_KEYS first
+    check = _VALUE_CHECKS.get(key)
+    if check is None:
+        raise Invalid("unchecked key")  # unreachable: keys are filtered against ALLOWED_AGENT_KEYS first
+    return check(value)
 
 
 def _check_env(where: str, env: dict[str, Any]) -> dict[str, str]:
@@ -377,34 +404,15 @@ def check_agent(source: str, name: str, table: object, base: AgentSpec | None) -
 
 
 def _check_kind(where: str, fields: dict[str, Any], *, new: bool) -> None:
-    """The keys the agent's kind needs are set (after merging over the base agent)."""
-    kind = fields.get("kind", "cli")
-    if kind == "cli" and not fields.get("argv"):
-        raise ConfigError(f"{where}: new agent needs argv" if new else f"{where}: a cli agent needs argv")
-    if kind == "http":
-        for key in ("base_url", "model"):
-            if not fields.get(key):
-                raise ConfigError(f"{where}: an http agent needs {key}")
-        leak = key_in_clear(
-            str(fields["base_url"]), fields.get("api_key_env"), bool(fields.get("insecure_http"))
-        )
-        if leak:
-            raise ConfigError(f"{where}: {leak}")
-    if kind == "check" and not fields.get("command"):
-        raise ConfigError(f"{where}: a check agent needs command")
-
-
-def key_in_clear(base_url: str, api_key_env: str | None, insecure_http: bool) -> str | None:
-    """What is wrong when an http agent's key would cross the network in clear (plain ``http://`` to a
-    host that is not this machine, without the operator's ``insecure_http``); None when it would not."""
-    host = cleartext_host(base_url)
-    if not host or not api_key_env or insecure_http:
-        return None
-    return (
-        f"base_url is plain http:// to {host}, so the key in ${api_key_env} would cross the network in"
-        " clear: use https://, a loopback address (a local proxy), or set insecure_http = true if every"
-        " network between is yours"
-    )
+    """The keys the agent's kind needs are set (after merging over the base agent), and its kind's
+    descriptor finds nothing wrong with them as a whole."""
+    kind = AGENT_KINDS[fields.get("kind", DEFAULT_KIND)]
+    for key in kind.required:
+        if not fields.get(key):
+            raise ConfigError(f"{where}: {kind.missing(key, new=new)}")
+    problem = kind.fields_problem(fields)
+    if problem:
+        raise ConfigError(f"{where}: {problem}")
 
 
 def check_checks(source: str, table: object, current: dict[str, str]) -> dict[str, str]:

@@ -24,3 +24,16 @@ def cleartext_host(url: str) -> str | None:
         return None if ipaddress.ip_address(host).is_loopback else host
     except ValueError:
         return host
+
+
+def key_in_clear(base_url: str, api_key_env: str | None, insecure_http: bool) -> str | None:
+    """What is wrong when an http agent's key would cross the network in clear (plain ``http://`` to a
+    host that is not this machine, without the operator's ``insecure_http``); None when it would not."""
+    host = cleartext_host(base_url)
+    if not host or not api_key_env or insecure_http:
+        return None
+    return (
+        f"base_url is plain http:// to {host}, so the key in ${api_key_env} would cross the network in"
+        " clear: use https://, a loopback address (a local proxy), or set insecure_http = true if every"
+        " network between is yours"
+    )

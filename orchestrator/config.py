@@ -334,8 +334,7 @@ def _unknown(name: str, agents: dict[str, AgentSpec], ignored: Collection[str] =
 
 
 def _cannot_judge(spec: AgentSpec) -> str:
-    why = "it is a check agent" if spec.kind == "check" else "it has no judge_argv"
-    return f"agent {spec.name!r} cannot judge: {why}"
+    return f"agent {spec.name!r} cannot judge: {spec.judge_refusal}"
 
 
 def _agent_tables(source: str, data: dict[str, Any]) -> dict[str, Any]:

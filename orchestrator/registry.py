@@ -1,10 +1,12 @@
 """A named registry: the one place each entry of an extension point is declared.
 
-Jury has two extension points, each with a pure half here in ``orchestrator/`` and a running half in
+Jury has three extension points. Two have a pure half here in ``orchestrator/`` and a running half in
 ``workers/``: action kinds (``orchestrator.actions.ACTIONS``, their handlers in ``workers.runtime.actions``)
-and agent kinds (``orchestrator.agent_kinds.AGENT_KINDS``, their seats in ``workers.agents.seat``). Everything
-else that used to list kinds by hand (queues, routes, Celery tasks, the kinds an event or a config may
-name) is derived from these registries, so adding a kind is one entry and its code.
+and agent kinds (``orchestrator.agent_kinds.AGENT_KINDS``, descriptors; their seats in
+``workers.agents.seat``). The third, forge kinds (``orchestrator.forge.kinds.FORGES``), is one descriptor
+each: its URLs, head refs, check states, token and API client. Everything else that used to list kinds by
+hand (queues, routes, Celery tasks, the kinds an event or a config may name, ``if kind == ...``) is
+derived from these registries or asks their entries, so adding a kind is one entry and its code.
 
 A registry is a read-only mapping once built; ``register`` adds an entry (a duplicate is an error, so two
 modules never silently fight over a name) and ``registered`` adds one for the length of a ``with`` block,

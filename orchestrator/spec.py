@@ -11,11 +11,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from orchestrator.agent_kinds import AgentKind  # the names of the agent-kind registry
+from orchestrator.agent_kinds import AGENT_KINDS, AgentKind  # the agent-kind registry
 from orchestrator.refute.families import spec_family
 
 RunStateName = Literal["queued", "review", "converged", "human", "failed", "cancelled"]
 TERMINAL_STATES: frozenset[str] = frozenset({"converged", "human", "failed", "cancelled"})
+DEFAULT_KIND = "cli"  # the kind of an agent whose table names none
 ReportFormat = Literal["whole", "tail", "result-json", "opencode-json", "stream-json", "codex-json"]
 
 
@@ -43,7 +44,7 @@ class AgentSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     name: str
-    kind: AgentKind = "cli"
+    kind: AgentKind = DEFAULT_KIND
     argv: list[str] = Field(default_factory=list)
     judge_argv: list[str] | None = None
     resume_argv: list[str] | None = None
@@ -87,13 +88,19 @@ class AgentSpec(BaseModel):
         return spec_family(self)
 
     @property
+    def judge_refusal(self) -> str | None:
+        """Why this agent cannot judge, as its kind's descriptor says (a check never, a CLI agent only
+        through its ``judge_argv``); None when it can."""
+        return AGENT_KINDS[self.kind].judge_refusal(self)
+
+    @property
     def can_judge(self) -> bool:
-        """A CLI agent judges through its ``judge_argv``; an http agent always can; a check never."""
-        if self.kind == "http":
-            return True
-        if self.kind == "check":
-            return False
-        return self.judge_argv is not None
+        return self.judge_refusal is None
+
+    @property
+    def gives_opinions(self) -> bool:
+        """Whether the agent is a model that reasons about claims, so a candidate second opinion."""
+        return AGENT_KINDS[self.kind].gives_opinions
 
     def default_timeout(self) -> float:
         return max(600.0, 3 * self.expect_seconds)

@@ -1,11 +1,12 @@
 """Resolve what to review (a local branch, or a GitHub/GitLab PR URL) into a ``Target``, with git alone,
 and read the repository's ``jury.toml`` from the trunk side of it.
 
-A PR URL is validated before anything is fetched: https only, a host from the allow-list (github.com,
-gitlab.com and the operator's ``JURY_FORGE_HOSTS``), owner, group and repository names that cannot
-climb, escape or read as options, and a number of digits. It is then fetched into this host's bare mirror
-under ``<dir>/mirrors/HOST/PROJECT.git`` (``refs/pull/N/head`` on GitHub, ``refs/merge-requests/N/head``
-on GitLab), under the mirror's lock; git's own ``url.<base>.insteadOf`` rewrites apply, which is how tests
+A PR URL is validated before anything is fetched, by the one parser of request URLs
+(``orchestrator.forge.urls``, per forge kind: https only for GitHub and GitLab, a host from the
+allow-list, names that cannot climb, escape or read as options, a number of digits). It is then fetched
+into this host's bare mirror under ``<dir>/mirrors/HOST/PROJECT.git`` (the ref its forge kind keeps the
+head under: ``refs/pull/N/head`` on GitHub, ``refs/merge-requests/N/head`` on GitLab), under the
+mirror's lock; git's own ``url.<base>.insteadOf`` rewrites apply, which is how tests
 point a github.com URL at a local bare repository. The mirror is this host's alone: a worker on another
 host keeps its own (``workers/isolation/mirror.py``), so the target's ``path`` is only the submitting host's.
 
@@ -21,44 +22,18 @@ import shutil
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from orchestrator.config import REPO_CONFIG_NAME, RepoFile
 from orchestrator.errors import ConfigError, GitError, JuryError, TargetError
+from orchestrator.forge.urls import URL_SCHEME, PullRequest, split_pr_url
+from orchestrator.forge.urls import parse_pr_url as parse_pr_url  # the one PR URL parser, for callers here
 from orchestrator.git import git, git_bytes, merge_base, repo_lock, rev_parse
 from orchestrator.spec import Target
-from orchestrator.trust import MAX_FORGE_DEPTH, forge_identity, forge_name_problem
 
-# The forges every Jury knows, and the one kind of request each serves; an enterprise host from
-# JURY_FORGE_HOSTS may serve either.
-KNOWN_FORGES: dict[str, str] = {"github.com": "pull", "gitlab.com": "merge_requests"}
-URL_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
-PR_PATH = re.compile(r"/(?P<project>.+?)(?P<dash>/-)?/(?P<kind>pull|merge_requests)/(?P<n>[^/]*)/?")
-PR_NUMBER = re.compile(r"[1-9][0-9]{0,9}")  # ASCII digits only: \d would take any script's digits
 MAX_CONFIG_BYTES = 1024 * 1024
 CHANGED_NOTE = f"the PR changes {REPO_CONFIG_NAME}; its changes were not applied"
-EXPECTED = "expected https://HOST/OWNER/REPO/pull/N or https://HOST/GROUP/REPO/-/merge_requests/N"
-
-
-@dataclass(frozen=True)
-class PullRequest:
-    """A validated PR/MR URL, in parts."""
-
-    host: str  # lower case, with a port when the URL has one
-    names: tuple[str, ...]  # owner (or groups) and repository
-    kind: str  # pull | merge_requests
-    number: str
-
-    @property
-    def project(self) -> str:
-        return "/".join(self.names)
-
-    @property
-    def identity(self) -> str:
-        return forge_identity(self.host, list(self.names))
 
 
 def stamp(now: datetime | None = None) -> str:
@@ -130,65 +105,14 @@ def resolve_local(path: Path, branch: str | None, trunk: str | None) -> Target:
     return _finish(t, repo, head, trunk_rev)
 
 
-def _split_pr_url(url: str) -> PullRequest:
-    """The parts of a PR URL, every one checked except whether its host is allowed."""
-    text = url.strip()
-    if not URL_SCHEME.match(text):
-        raise TargetError(f"not a pull/merge request URL: {url} ({EXPECTED})")
-    try:
-        parts = urlsplit(text)
-        port = parts.port  # raises on a port that is not a number
-    except ValueError as exc:
-        raise TargetError(f"PR URL {url}: cannot be parsed: {exc}") from None
-    if parts.scheme.lower() != "https":
-        raise TargetError(f"PR URL {url}: only https:// URLs are fetched, not {parts.scheme}://")
-    m = PR_PATH.fullmatch(parts.path)
-    if not m:
-        raise TargetError(f"not a pull/merge request URL: {url} ({EXPECTED})")
-    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
-        raise TargetError(f"PR URL {url}: must not hold credentials")
-    if parts.query or parts.fragment or "?" in text or "#" in text:
-        raise TargetError(f"PR URL {url}: must not carry a query or a fragment ({EXPECTED})")
-    host = (parts.hostname or "") + (f":{port}" if port is not None else "")
-    kind, number, names = m["kind"], m["n"], m["project"].split("/")
-    if m["dash"] and kind != "merge_requests":
-        raise TargetError(f"PR URL {url}: '/-/' goes only before merge_requests ({EXPECTED})")
-    for name in names:
-        if (problem := forge_name_problem(name)) is not None:
-            raise TargetError(f"PR URL {url}: bad owner or repository name: {problem}")
-    if kind == "pull" and len(names) != 2:
-        raise TargetError(f"PR URL {url}: a pull request URL names exactly OWNER/REPO ({EXPECTED})")
-    if not 2 <= len(names) <= MAX_FORGE_DEPTH:
-        raise TargetError(f"PR URL {url}: expected GROUP/REPO (subgroups allowed) before merge_requests")
-    if not PR_NUMBER.fullmatch(number):
-        raise TargetError(f"PR URL {url}: the request number {number!r} must be digits (1 or more)")
-    return PullRequest(host=host, names=tuple(names), kind=kind, number=number)
-
-
-def parse_pr_url(url: str, forge_hosts: Iterable[str] = ()) -> PullRequest:
-    """A PR/MR URL validated in full (see the module docstring); a ``TargetError`` says what is wrong."""
-    pr = _split_pr_url(url)
-    extra = [h.lower() for h in forge_hosts]
-    if pr.host not in KNOWN_FORGES and pr.host not in extra:
-        allowed = ", ".join([*KNOWN_FORGES, *extra])
-        raise TargetError(
-            f"PR URL {url}: host {pr.host!r} is not an allowed forge (allowed: {allowed}; "
-            "add an enterprise host to JURY_FORGE_HOSTS)"
-        )
-    served = KNOWN_FORGES.get(pr.host)
-    if served is not None and pr.kind != served:
-        raise TargetError(f"PR URL {url}: {pr.host} serves {served}/N, not {pr.kind}/N")
-    return pr
-
-
 def remote_url(pr: PullRequest) -> str:
     """The repository's clone URL on its forge (git's ``url.<base>.insteadOf`` rewrites apply)."""
-    return f"https://{pr.host}/{pr.project}.git"
+    return pr.remote_url
 
 
 def pr_ref(pr: PullRequest) -> str:
-    """The ref the forge keeps the request's head under."""
-    return f"refs/pull/{pr.number}/head" if pr.kind == "pull" else f"refs/merge-requests/{pr.number}/head"
+    """The ref the forge keeps the request's head under (its forge kind's ``head_ref``)."""
+    return pr.head_ref
 
 
 def mirror_path(state_dir: Path, pr: PullRequest) -> Path:
@@ -309,7 +233,7 @@ def resolve_pulls(
 
 
 def _fetch_error(pr: PullRequest, exc: GitError) -> str:
-    return f"cannot fetch https://{pr.host}/{pr.project}: {exc.stderr.strip()[-300:]}"
+    return f"cannot fetch {pr.remote_url.removesuffix('.git')}: {exc.stderr.strip()[-300:]}"
 
 
 def _resolve_repo(
@@ -323,6 +247,10 @@ def _resolve_repo(
         _resolve_in(mirror, prs, found, items)
 
 
+# A PR of a sweep once its commits are known: index, url, pr, trunk, head, merge-base.
+_Known = tuple[int, str, PullRequest, str, str, str]
+
+
 def _resolve_in(
     mirror: Path,
     prs: list[tuple[str, PullRequest, str]],
@@ -330,6 +258,20 @@ def _resolve_in(
     items: list[tuple[int, PullRequest, str]],
 ) -> None:
     """``_resolve_repo`` in ``mirror``, whose lock the caller holds."""
+    _fetch_heads(mirror, prs, found, items)
+    known = _merge_bases(mirror, prs, found, items, _commit_refs(mirror))
+    if known:
+        _targets(mirror, known, found)
+
+
+def _fetch_heads(
+    mirror: Path,
+    prs: list[tuple[str, PullRequest, str]],
+    found: list[tuple[Target, RepoFile] | JuryError | None],
+    items: list[tuple[int, PullRequest, str]],
+) -> None:
+    """Every PR head and trunk in one fetch; when it fails, each PR's alone, so one bad PR fails alone
+    (its error written into ``found``)."""
     heads = [f"+{pr_ref(pr)}:refs/jury/pr/{pr.number}" for _, pr, _ in prs]
     bases = [f"+refs/heads/{t}:refs/remotes/origin/{t}" for t in sorted({t for _, _, t in prs})]
     try:
@@ -343,6 +285,10 @@ def _resolve_in(
                 )
             except GitError as exc:
                 found[i] = TargetError(f"cannot fetch {url}: {exc.stderr.strip()[-300:]}")
+
+
+def _commit_refs(mirror: Path) -> dict[str, str]:
+    """The fetched PR heads and trunks of ``mirror`` that are commits: ref -> sha, in one listing."""
     listing = git(
         [
             "for-each-ref",
@@ -352,12 +298,23 @@ def _resolve_in(
         ],
         mirror,
     )
-    refs = {
+    return {
         ref: sha
-        for sha, kind, ref in (line.split(" ", 2) for line in listing.splitlines())
-        if kind == "commit"
+        for sha, object_type, ref in (line.split(" ", 2) for line in listing.splitlines())
+        if object_type == "commit"
     }
-    known: list[tuple[int, str, PullRequest, str, str, str]] = []  # index, url, pr, trunk, head, merge-base
+
+
+def _merge_bases(
+    mirror: Path,
+    prs: list[tuple[str, PullRequest, str]],
+    found: list[tuple[Target, RepoFile] | JuryError | None],
+    items: list[tuple[int, PullRequest, str]],
+    refs: dict[str, str],
+) -> list[_Known]:
+    """The PRs not failed yet whose head and trunk were fetched and share history with commits beyond
+    the trunk; why each other one cannot be reviewed goes into ``found``."""
+    known: list[_Known] = []
     for (url, pr, trunk), (i, _, _) in zip(prs, items, strict=True):
         if found[i] is not None:
             continue
@@ -376,15 +333,20 @@ def _resolve_in(
             found[i] = TargetError(f"{pr.number} has no commits beyond the trunk {trunk}: nothing to review")
             continue
         known.append((i, url, pr, trunk, head, base))
-    if not known:
-        return
+    return known
+
+
+def _targets(
+    mirror: Path, known: list[_Known], found: list[tuple[Target, RepoFile] | JuryError | None]
+) -> None:
+    """Each known PR's target and trunk-side ``jury.toml`` (or why it could not be read), into
+    ``found``: the heads' subjects in one ``git log``, the top trees in one ``cat-file --batch``."""
     subjects = git(["log", "--no-walk=unsorted", "--format=%H %s", *{k[4] for k in known}], mirror)
     titles = {sha: subject for sha, _, subject in (line.partition(" ") for line in subjects.splitlines())}
     entries = _top_entries(mirror, [c for k in known for c in (k[5], k[4])], REPO_CONFIG_NAME)
     for i, url, pr, trunk, head, base in known:
-        name = pr.project.rsplit("/", 1)[-1]
         target = Target(
-            repo=name,
+            repo=pr.project.rsplit("/", 1)[-1],
             id=pr.number,
             url=url,
             trunk=trunk,
@@ -483,7 +445,7 @@ def repo_identity(target: Target) -> str | None:
     (``host/owner/repo``, as ``[trust] repos`` names it; each host may keep its own mirror), the
     repository's top-level path for a local one; None when the target is not resolved."""
     if target.url:
-        return _split_pr_url(target.url).identity
+        return split_pr_url(target.url).identity
     return target.path
 
 
@@ -521,7 +483,7 @@ def repo_config(target: Target) -> RepoFile:
         raise TargetError("the target is not resolved: no repository, head or merge-base")
     repo = Path(target.path)
     if target.url:
-        identity = _split_pr_url(target.url).identity
+        identity = split_pr_url(target.url).identity
         return read_repo_file(repo, target.base, target.head, where=identity, identity=identity, local=False)
     return read_repo_file(repo, target.base, target.head, where=str(repo), identity=str(repo), local=True)
 

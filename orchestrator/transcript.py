@@ -324,21 +324,14 @@ def http_tools(transcript: str) -> Commands | None:
     return tally.done()
 
 
-def commands_of(
-    kind: str, report: str, stdout: str, stderr: str, rollout: str | None = None
-) -> Commands | None:
-    """What the run's transcript says of its commands, per the agent's kind and report format; None
-    when it says nothing (a format that does not report commands, or no command asked for).
+def commands_in_report(report: str, stdout: str, rollout: str | None = None) -> Commands | None:
+    """What an agent's report format says of its commands (``orchestrator.agent_kinds`` picks the
+    reader per kind); None for a format that does not report commands.
 
     For codex, a rollout that reports commands wins over the stdout events (it also has the commands
     its sandbox could not start)."""
-    try:
-        if kind == "http":
-            return http_tools(stderr)
-        if report == "codex-json":
-            return (codex_rollout(rollout) if rollout else None) or codex_events(stdout)
-        if report == "stream-json":
-            return stream_json(stdout)
-    except RecursionError:  # belt and braces: a pathological transcript is bad input, never a crash
-        return None
+    if report == "codex-json":
+        return (codex_rollout(rollout) if rollout else None) or codex_events(stdout)
+    if report == "stream-json":
+        return stream_json(stdout)
     return None

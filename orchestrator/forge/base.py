@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from orchestrator.errors import JuryError
 
-ForgeKind = Literal["github", "gitlab"]
+ForgeKind = str  # a name registered in ``orchestrator.forge.kinds.FORGES``
 CheckConclusion = Literal["success", "failure", "neutral"]
 CommentAction = Literal["created", "updated", "unchanged", "retired", "unplaced"]
 
@@ -78,13 +78,7 @@ class PullRequest(BaseModel):
     author: str | None = None
     web_url: str
     updated_at: datetime
-
-    @property
-    def ref(self) -> str:
-        """The git ref on ``clone_url`` that holds the PR head."""
-        if self.forge == "github":
-            return f"refs/pull/{self.number}/head"
-        return f"refs/merge-requests/{self.number}/head"
+    ref: str  # the git ref on ``clone_url`` that holds the PR head (its forge kind's ``head_ref``)
 
 
 class InlineComment(BaseModel):

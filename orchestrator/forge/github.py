@@ -70,6 +70,7 @@ from orchestrator.forge.transport import (
 log = structlog.get_logger()
 
 DEFAULT_API = "https://api.github.com"
+HEAD_REF = "refs/pull/{number}/head"  # where GitHub keeps a pull request's head, in every clone
 CheckMode = Literal["auto", "checks", "statuses"]
 STATUS_STATE: dict[str, str] = {"success": "success", "failure": "failure", "neutral": "error"}
 REPO_RE = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
@@ -102,7 +103,7 @@ class GitHub:
         max_wait: float = DEFAULT_MAX_WAIT,
     ) -> None:
         self.api = Api(
-            forge="github",
+            forge=self.kind,
             base_url=api,
             client=client,
             auth={"Authorization": f"Bearer {token}"} if token else {},
@@ -158,7 +159,7 @@ class GitHub:
             head_repo = head.get("repo")
             base_repo = base["repo"]
             pr = PullRequest(
-                forge="github",
+                forge=self.kind,
                 repo=repo,
                 number=item["number"],
                 title=item.get("title") or "",
@@ -176,13 +177,14 @@ class GitHub:
                 author=(item.get("user") or {}).get("login"),
                 web_url=item["html_url"],
                 updated_at=item["updated_at"],
+                ref=HEAD_REF.format(number=item["number"]),
             )
         except (KeyError, TypeError, AttributeError, ValidationError) as exc:
             raise ForgeError(
-                "github", repo, call, f"unexpected pull request in the answer: {exc!r}"[:300]
+                self.kind, repo, call, f"unexpected pull request in the answer: {exc!r}"[:300]
             ) from None
         if not is_sha(pr.head_sha):
-            raise ForgeError("github", repo, call, f"PR #{pr.number} has no valid head sha")
+            raise ForgeError(self.kind, repo, call, f"PR #{pr.number} has no valid head sha")
         return pr
 
     # --- publishing --------------------------------------------------------------------------------
@@ -314,7 +316,7 @@ class GitHub:
                 if exc.status not in (401, 403):
                     raise
                 raise ForgeError(
-                    "github",
+                    self.kind,
                     repo,
                     "GET /user",
                     "cannot tell which account this token is, so Jury's own reviews cannot be told from "

@@ -67,6 +67,7 @@ from orchestrator.forge.transport import (
 )
 
 DEFAULT_API = "https://gitlab.com/api/v4"
+HEAD_REF = "refs/merge-requests/{number}/head"  # where GitLab keeps a merge request's head
 AuthScheme = Literal["private-token", "bearer"]
 STATUS_STATE: dict[str, str] = {"success": "success", "failure": "failed", "neutral": "canceled"}
 PROJECT_RE = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.-]*(?:/[A-Za-z0-9_.][A-Za-z0-9_.-]*)+")
@@ -100,7 +101,7 @@ class GitLab:
                 else {"Authorization": f"Bearer {token}"}
             )
         self.api = Api(
-            forge="gitlab",
+            forge=self.kind,
             base_url=api,
             client=client,
             auth=auth,
@@ -178,7 +179,7 @@ class GitLab:
                 lab["name"] if isinstance(lab, dict) else str(lab) for lab in item.get("labels") or ()
             )
             mr = PullRequest(
-                forge="gitlab",
+                forge=self.kind,
                 repo=repo,
                 number=item["iid"],
                 title=item.get("title") or "",
@@ -195,12 +196,13 @@ class GitLab:
                 author=(item.get("author") or {}).get("username"),
                 web_url=item["web_url"],
                 updated_at=item["updated_at"],
+                ref=HEAD_REF.format(number=item["iid"]),
             )
         except (KeyError, TypeError, AttributeError, ValidationError) as exc:
             detail = f"unexpected merge request in the answer: {exc!r}"[:300]
-            raise ForgeError("gitlab", repo, call, detail) from None
+            raise ForgeError(self.kind, repo, call, detail) from None
         if not is_sha(mr.head_sha):
-            raise ForgeError("gitlab", repo, call, f"MR !{mr.number} has no valid head sha")
+            raise ForgeError(self.kind, repo, call, f"MR !{mr.number} has no valid head sha")
         return mr
 
     # --- publishing --------------------------------------------------------------------------------

@@ -13,7 +13,10 @@ Names accepted wherever Jury takes a repository or PR on a forge (``jury sweep O
 ==========================================  =========================================================
 
 A two-segment GitLab project needs the ``gitlab:`` prefix (or its URL). A URL on a host Jury does not
-know is refused rather than guessed, because the guess would send the token to that host's API.
+know is refused rather than guessed, because the guess would send the token to that host's API. What
+each forge kind's names and URLs look like is its descriptor's (``orchestrator.forge.kinds``); a request
+URL is read by the one parser (``orchestrator.forge.urls``); another registered forge kind is named
+``KIND:NAMES`` or by its URLs.
 
 Settings: ``JURY_GITHUB_API`` (default ``https://api.github.com``), ``JURY_GITLAB_API`` (default
 ``https://gitlab.com/api/v4``), the tokens from ``GITHUB_TOKEN`` and ``GITLAB_TOKEN``, and
@@ -30,92 +33,26 @@ from typing import NamedTuple
 from urllib.parse import urlsplit
 
 import httpx
-from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from orchestrator.cleartext import cleartext_host
-from orchestrator.errors import ConfigError, UsageError
-from orchestrator.forge import github, gitlab
+from orchestrator.errors import TargetError, UsageError
 from orchestrator.forge.base import Forge, ForgeKind
-from orchestrator.forge.transport import DEFAULT_MAX_RETRIES, DEFAULT_MAX_WAIT, Clock, ETagCache, Sleep
+from orchestrator.forge.kinds import FORGES, SEGMENT, ForgeDescriptor
+from orchestrator.forge.settings import ForgeSettings, load_forge_settings
+from orchestrator.forge.transport import Clock, ETagCache, Sleep
+from orchestrator.forge.urls import split_pr_url
 
-_SEGMENT = r"[A-Za-z0-9_.][A-Za-z0-9_.-]*"
-_PATH_RE = re.compile(rf"{_SEGMENT}(?:/{_SEGMENT})+")
-_PREFIXED_RE = re.compile(r"^(github|gitlab):(.+)$")
-_GITHUB_URL_PATH = re.compile(rf"^/(?P<repo>{_SEGMENT}/{_SEGMENT})(?:/pull/(?P<n>\d+))?/?$")
-_GITLAB_URL_PATH = re.compile(rf"^/(?P<repo>{_SEGMENT}(?:/{_SEGMENT})+?)(?:/-/merge_requests/(?P<n>\d+))?/?$")
+__all__ = [
+    "ForgeRef",
+    "ForgeSettings",
+    "ForgeTarget",
+    "forge_for",
+    "load_forge_settings",
+    "make_forge",
+    "parse_ref",
+]
 
-
-class ForgeSettings(BaseSettings):
-    """The forge half of the settings; a bad value fails at start-up naming its variable."""
-
-    model_config = SettingsConfigDict(extra="ignore")
-
-    github_api: str = Field(default=github.DEFAULT_API, validation_alias="JURY_GITHUB_API")
-    gitlab_api: str = Field(default=gitlab.DEFAULT_API, validation_alias="JURY_GITLAB_API")
-    # before the tokens, which are checked against it: the operator's word that a plain http:// API may
-    # carry them (every network between is theirs)
-    insecure_http: bool = Field(default=False, validation_alias="JURY_FORGE_INSECURE_HTTP")
-    github_token: SecretStr | None = Field(default=None, validation_alias="GITHUB_TOKEN")
-    gitlab_token: SecretStr | None = Field(default=None, validation_alias="GITLAB_TOKEN")
-    github_login: str | None = Field(default=None, validation_alias="JURY_GITHUB_LOGIN")
-    github_checks: github.CheckMode = Field(default="auto", validation_alias="JURY_GITHUB_CHECKS")
-    gitlab_auth: gitlab.AuthScheme = Field(default="private-token", validation_alias="JURY_GITLAB_AUTH")
-    max_wait: float = Field(default=DEFAULT_MAX_WAIT, ge=0, validation_alias="JURY_FORGE_MAX_WAIT")
-    retries: int = Field(default=DEFAULT_MAX_RETRIES, ge=0, le=20, validation_alias="JURY_FORGE_RETRIES")
-
-    @field_validator("github_api", "gitlab_api", mode="after")
-    @classmethod
-    def _http_url(cls, value: str) -> str:
-        split = urlsplit(value)
-        if split.scheme not in ("http", "https") or not split.netloc or split.query or split.fragment:
-            raise ValueError("must be an http(s) URL without query or fragment")
-        return value.rstrip("/")
-
-    @field_validator("github_token", "gitlab_token", mode="before")
-    @classmethod
-    def _empty_is_none(cls, value: object) -> object:
-        return None if isinstance(value, str) and not value.strip() else value
-
-    @field_validator("github_token", "gitlab_token", mode="after")
-    @classmethod
-    def _not_in_clear(cls, value: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
-        """A token is never sent in clear to another machine (``orchestrator.cleartext``)."""
-        api = "github_api" if info.field_name == "github_token" else "gitlab_api"
-        host = cleartext_host(str(info.data.get(api, "")))
-        if value is not None and host and not info.data.get("insecure_http"):
-            raise ValueError(
-                f"{_VARIABLES[api]} is plain http:// to {host}, so the token would cross the network in"
-                " clear: use https://, a loopback address, or set JURY_FORGE_INSECURE_HTTP=1 if every"
-                " network between is yours"
-            )
-        return value
-
-
-_VARIABLES = {
-    "github_api": "JURY_GITHUB_API",
-    "gitlab_api": "JURY_GITLAB_API",
-    "insecure_http": "JURY_FORGE_INSECURE_HTTP",
-    "github_token": "GITHUB_TOKEN",
-    "gitlab_token": "GITLAB_TOKEN",
-    "github_login": "JURY_GITHUB_LOGIN",
-    "github_checks": "JURY_GITHUB_CHECKS",
-    "gitlab_auth": "JURY_GITLAB_AUTH",
-    "max_wait": "JURY_FORGE_MAX_WAIT",
-    "retries": "JURY_FORGE_RETRIES",
-}
-
-
-def load_forge_settings() -> ForgeSettings:
-    """The forge settings from the environment; a bad value is a ``ConfigError`` naming the variable."""
-    try:
-        return ForgeSettings()
-    except ValidationError as exc:
-        problems = []
-        for err in exc.errors(include_url=False, include_input=False):
-            loc = str(err["loc"][0]) if err["loc"] else "?"
-            problems.append(f"{_VARIABLES.get(loc, loc)}: {err['msg'].removeprefix('Value error, ')}")
-        raise ConfigError("invalid setting: " + "; ".join(problems)) from None
+_PATH_RE = re.compile(rf"{SEGMENT}(?:/{SEGMENT})+")
+_PREFIXED_RE = re.compile(r"^([a-z][a-z0-9_-]{0,39}):(.+)$")
 
 
 class ForgeRef(NamedTuple):
@@ -139,8 +76,9 @@ def _bare(repo: str) -> str:
     return repo.removesuffix(".git")
 
 
-def _host(url: str) -> str:
-    return (urlsplit(url).hostname or "").lower()
+def _expected() -> str:
+    kinds = ", ".join(f"{name}:{d.names_shape}" for name, d in FORGES.items())
+    return f"expected OWNER/REPO, {kinds}, or a PR/MR URL"
 
 
 def parse_ref(text: str, settings: ForgeSettings | None = None) -> ForgeRef:
@@ -148,45 +86,60 @@ def parse_ref(text: str, settings: ForgeSettings | None = None) -> ForgeRef:
     settings = settings or ForgeSettings.model_construct()
     text = text.strip()
     prefixed = _PREFIXED_RE.match(text)
-    if prefixed:
-        kind: ForgeKind = "github" if prefixed[1] == "github" else "gitlab"
-        repo = prefixed[2].strip("/")
-        if not _PATH_RE.fullmatch(repo) or (kind == "github" and repo.count("/") != 1):
-            shape = "OWNER/REPO" if kind == "github" else "GROUP[/SUB...]/PROJECT"
-            raise UsageError(f"not a repository: {text!r} (expected {kind}:{shape})")
+    if prefixed and prefixed[1] in FORGES:
+        kind, repo = prefixed[1], prefixed[2].strip("/")
+        descriptor = FORGES[kind]
+        if not _PATH_RE.fullmatch(repo) or not descriptor.names_fit(repo.count("/") + 1):
+            raise UsageError(f"not a repository: {text!r} (expected {kind}:{descriptor.names_shape})")
         return ForgeRef(kind, repo)
-    if re.match(r"^https?://", text):
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", text):
         return _parse_url(text, settings)
     if _PATH_RE.fullmatch(text) and ".." not in text.split("/"):
-        return ForgeRef("github" if text.count("/") == 1 else "gitlab", text)
-    raise UsageError(
-        f"not a repository or PR: {text!r} (expected OWNER/REPO, github:OWNER/REPO, "
-        "gitlab:GROUP/SUB/PROJECT, or a PR/MR URL)"
-    )
+        for kind, descriptor in FORGES.items():  # the first that takes so many names: OWNER/REPO is GitHub
+            if descriptor.bare_names and descriptor.names_fit(text.count("/") + 1):
+                return ForgeRef(kind, text)
+    raise UsageError(f"not a repository or PR: {text!r} ({_expected()})")
+
+
+def _served_by(host: str, settings: ForgeSettings) -> list[str]:
+    """The forge kinds whose API Jury is configured for on web host ``host``."""
+    return [kind for kind, d in FORGES.items() if host in d.web_hosts(settings)]
 
 
 def _parse_url(text: str, settings: ForgeSettings) -> ForgeRef:
     split = urlsplit(text)
-    host, path = (split.hostname or "").lower(), split.path
-    github_api = _host(settings.github_api)
-    github_hosts = {"github.com", github_api, github_api.removeprefix("api.")}
-    gitlab_hosts = {"gitlab.com", _host(settings.gitlab_api)}
-    if host in github_hosts and host not in gitlab_hosts:
-        found = _GITHUB_URL_PATH.match(path)
-        if found:
-            return ForgeRef("github", _bare(found["repo"]), int(found["n"]) if found["n"] else None)
-        raise UsageError(f"not a GitHub repository or pull request URL: {text}")
-    if host in gitlab_hosts or "/-/" in path:
-        if host not in gitlab_hosts:
-            raise UsageError(f"{host} is not the GitLab Jury talks to: set JURY_GITLAB_API to its API URL")
-        found = _GITLAB_URL_PATH.match(path)
-        if found:
-            return ForgeRef("gitlab", _bare(found["repo"]), int(found["n"]) if found["n"] else None)
-        raise UsageError(f"not a GitLab project or merge request URL: {text}")
-    raise UsageError(
-        f"unknown forge host {host!r}: set JURY_GITHUB_API or JURY_GITLAB_API to its API URL, "
-        "or name the repository as github:OWNER/REPO or gitlab:GROUP/PROJECT"
-    )
+    host = (split.hostname or "").lower()
+    try:
+        pr = split_pr_url(text)
+    except TargetError as exc:
+        if any(d.pr_path.fullmatch(split.path) for d in FORGES.values()):
+            raise UsageError(str(exc)) from None  # a request URL, and a bad one
+        return _parse_repo_url(text, host, split.path, settings)
+    hosts = pr.descriptor.web_hosts(settings)
+    if host not in hosts and pr.host not in hosts:
+        raise UsageError(
+            f"{host} is not the {pr.descriptor.title} Jury talks to: set {pr.descriptor.api_variable} "
+            "to its API URL"
+        )
+    return ForgeRef(pr.forge, pr.project, int(pr.number))
+
+
+def _parse_repo_url(text: str, host: str, path: str, settings: ForgeSettings) -> ForgeRef:
+    """A repository's web URL: the forge kind whose API is configured for its host."""
+    kinds = _served_by(host, settings)
+    if not kinds:
+        variables = " or ".join(d.api_variable for d in FORGES.values() if d.api_variable)
+        raise UsageError(
+            f"unknown forge host {host!r}: set {variables} to its API URL, or name the repository as "
+            + ", ".join(f"{name}:{d.names_shape}" for name, d in FORGES.items())
+        )
+    if len(kinds) > 1:
+        raise UsageError(f"{host} serves {' and '.join(kinds)}: name the repository as KIND:NAMES")
+    descriptor: ForgeDescriptor = FORGES[kinds[0]]
+    found = descriptor.repo_path.fullmatch(path)
+    if not found or not descriptor.names_fit(found["project"].count("/") + 1):
+        raise UsageError(f"not a {descriptor.title} repository or {descriptor.request} URL: {text}")
+    return ForgeRef(kinds[0], _bare(found["project"]), int(found["n"]) if found["n"] else None)
 
 
 def make_forge(
@@ -198,32 +151,8 @@ def make_forge(
     clock: Clock = time.time,
     cache: ETagCache | None = None,
 ) -> Forge:
-    if kind == "github":
-        token = settings.github_token.get_secret_value() if settings.github_token else None
-        return github.GitHub(
-            client,
-            token=token,
-            api=settings.github_api,
-            login=settings.github_login,
-            checks=settings.github_checks,
-            sleep=sleep,
-            clock=clock,
-            cache=cache,
-            max_retries=settings.retries,
-            max_wait=settings.max_wait,
-        )
-    token = settings.gitlab_token.get_secret_value() if settings.gitlab_token else None
-    return gitlab.GitLab(
-        client,
-        token=token,
-        api=settings.gitlab_api,
-        auth_scheme=settings.gitlab_auth,
-        sleep=sleep,
-        clock=clock,
-        cache=cache,
-        max_retries=settings.retries,
-        max_wait=settings.max_wait,
-    )
+    """The API client of forge kind ``kind``, as its descriptor builds it from ``settings``."""
+    return FORGES[kind].client(settings, client, sleep=sleep, clock=clock, cache=cache)
 
 
 def forge_for(

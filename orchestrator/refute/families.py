@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from pydantic import BaseModel
 
-if TYPE_CHECKING:
-    from orchestrator.spec import AgentSpec
-
 __all__ = [
     "AGENT_FAMILIES",
+    "FamilyFields",
+    "OpinionCandidate",
     "RefuterChoice",
     "agent_family",
     "choose_refuter",
@@ -28,6 +27,28 @@ __all__ = [
     "refuter_for",
     "spec_family",
 ]
+
+
+class FamilyFields(Protocol):
+    """What the family resolver reads of an agent's entry (``orchestrator.spec.AgentSpec`` has it; this
+    module imports nothing of it, so the entry's own ``family`` property can use the resolver)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def model(self) -> str | None: ...
+
+    @property
+    def family_override(self) -> str | None: ...
+
+
+class OpinionCandidate(FamilyFields, Protocol):
+    """An agent entry that may be chosen as the second opinion when it ``gives_opinions`` (a model; a
+    deterministic checker never answers a claim)."""
+
+    @property
+    def gives_opinions(self) -> bool: ...
 
 
 # Vendor prefixes and their family (aliases normalized; routers resolved through the model part).
@@ -159,7 +180,7 @@ def agent_family(name: str, model: str | None) -> str | None:
     return AGENT_FAMILIES.get(head)
 
 
-def spec_family(spec: AgentSpec, answered_model: str | None = None) -> str | None:
+def spec_family(spec: FamilyFields, answered_model: str | None = None) -> str | None:
     """The family of an agent entry: the one resolver, for the refuter's choice and for its independence.
 
     The operator's configured ``family`` wins, for every model of the entry: it says what a model id
@@ -249,16 +270,16 @@ def choose_refuter(
 
 
 def refuter_for(
-    agents: Mapping[str, AgentSpec], names: Iterable[str], judge: str | None, forced: str | None = None
+    agents: Mapping[str, OpinionCandidate], names: Iterable[str], judge: str | None, forced: str | None = None
 ) -> RefuterChoice:
-    """The second opinion's agent among ``names`` (in preference order; check agents never answer), or
+    """The second opinion's agent among ``names`` (in preference order; only agents that give opinions), or
     ``forced`` as is, by ``choose_refuter`` on the families ``spec_family`` resolves. ``forced`` must be
     one of ``agents``."""
     judge_family = spec_family(agents[judge]) if judge is not None and judge in agents else None
     if forced is not None:
         candidates = {forced: spec_family(agents[forced])}
     else:
-        known = [n for n in dict.fromkeys(names) if n in agents and agents[n].kind != "check"]
+        known = [n for n in dict.fromkeys(names) if n in agents and agents[n].gives_opinions]
         candidates = {n: spec_family(agents[n]) for n in known}
     return choose_refuter(judge_family, candidates, forced)
 

@@ -15,13 +15,14 @@ from pathlib import Path
 
 @contextmanager
 def jury_worker(
-    env: Mapping[str, str], log_path: Path, concurrency: int
+    env: Mapping[str, str], log_path: Path, concurrency: int, module: str = "jury_cli"
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """``jury worker --concurrency N`` with ``env`` until the block ends."""
+    """``jury worker --concurrency N`` with ``env`` until the block ends; ``module`` is the entry point
+    run with ``python -m`` (a test's own, which registers a kind first, then runs jury)."""
     argv = [
         sys.executable,
         "-m",
-        "jury_cli",
+        module,
         "worker",
         "--concurrency",
         str(concurrency),

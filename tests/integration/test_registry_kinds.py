@@ -16,7 +16,7 @@ import pytest
 import redis
 
 from orchestrator.actions import ACTIONS, ActionKind
-from orchestrator.agent_kinds import AGENT_KINDS
+from orchestrator.agent_kinds import AGENT_KINDS, AgentKindDescriptor
 from orchestrator.config import Settings
 from orchestrator.domain import ActionDispatched, Event, JuryConfigEvent, TargetEvent
 from orchestrator.fold import DispatchedAction, RunState, fold
@@ -86,7 +86,7 @@ def declared() -> Iterator[None]:
     """``echo`` (an agent kind and its seat) and ``ping`` (an action kind) for this test only; each test
     binds ``ping`` to its own handler."""
     with (
-        AGENT_KINDS.registered("echo", "reads stats.py back"),
+        AGENT_KINDS.registered("echo", AgentKindDescriptor("reads stats.py back")),
         SEATS.registered("echo", EchoSeat()),
         ACTIONS.registered("ping", ActionKind(name="ping", queue="ping", on_failure=ping_failed)),
     ):
@@ -216,7 +216,7 @@ def test_a_holder_that_lost_its_lease_while_the_seat_ran_records_nothing(
         client.set(keys.lease(prefix, f"{SLUG}:{KEY}"), "another-holder")
 
     with (
-        AGENT_KINDS.registered("slow", "loses its lease while it runs"),
+        AGENT_KINDS.registered("slow", AgentKindDescriptor("loses its lease while it runs")),
         SEATS.registered("slow", EchoSeat(during=taken)),
         HANDLERS.registered("ping", ping),
     ):
@@ -245,7 +245,7 @@ class MeteredSeat(EchoSeat):
 
 def test_a_seat_that_pays_per_call_has_each_call_reserved_and_settled(rt: Runtime, sample_repo: Path) -> None:
     with (
-        AGENT_KINDS.registered("metered", "pays per call"),
+        AGENT_KINDS.registered("metered", AgentKindDescriptor("pays per call")),
         SEATS.registered("metered", MeteredSeat()),
         HANDLERS.registered("ping", ping),
     ):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from orchestrator.agent_keys import ALLOWED_AGENT_KEYS, SECRET_NAME_RE
+from orchestrator.agent_keys import _VALUE_CHECKS, ALLOWED_AGENT_KEYS, SECRET_NAME_RE
 from orchestrator.config import (
     JuryDefaults,
     RepoConfig,
@@ -304,6 +304,7 @@ def test_errors_name_the_config_file(tmp_path: Path) -> None:
 def test_every_allowed_key_is_an_agent_field() -> None:
     keys = {field.alias or name for name, field in AgentSpec.model_fields.items()}
     assert set(ALLOWED_AGENT_KEYS) == keys - {"name"}
+    assert set(ALLOWED_AGENT_KEYS) == set(_VALUE_CHECKS)  # and every one has its check
 
 
 @pytest.mark.parametrize(

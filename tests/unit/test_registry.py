@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from orchestrator.actions import ACTIONS, CONTROL, ActionKind, failure_events, queues, routes
 from orchestrator.agent_keys import check_agent
-from orchestrator.agent_kinds import AGENT_KINDS
+from orchestrator.agent_kinds import AGENT_KINDS, AgentKindDescriptor
 from orchestrator.decide import DispatchAction, Emit, decide
 from orchestrator.domain import (
     ActionDispatched,
@@ -248,7 +248,10 @@ class Recorder(SeatHooks):
 
 @pytest.fixture
 def echo_kind() -> Any:
-    with AGENT_KINDS.registered("echo", "answers with its prompt"), SEATS.registered("echo", EchoSeat()):
+    with (
+        AGENT_KINDS.registered("echo", AgentKindDescriptor("answers with its prompt")),
+        SEATS.registered("echo", EchoSeat()),
+    ):
         yield AgentSpec(name="e", kind="echo")
 
 
@@ -306,7 +309,7 @@ def test_a_hook_that_raises_before_the_run_keeps_the_seat_from_running(
 
 def test_an_agent_kind_is_a_config_kind_only_while_it_is_declared(echo_kind: AgentSpec) -> None:
     assert check_agent("op.toml", "e", {"kind": "echo"}, None).kind == "echo"
-    with AGENT_KINDS.registered("other", "x"):
+    with AGENT_KINDS.registered("other", AgentKindDescriptor("x")):
         assert AgentSpec(name="o", kind="other").kind == "other"
     with pytest.raises(ValidationError, match="unknown agent kind 'other'; known: cli, http, check, echo"):
         AgentSpec(name="o", kind="other")
@@ -320,7 +323,10 @@ def test_every_agent_kind_has_a_seat() -> None:
 
 
 def test_a_declared_agent_kind_without_a_seat_fails_when_it_would_run(tmp_path: Path) -> None:
-    with AGENT_KINDS.registered("seatless", "x"), pytest.raises(UnknownName, match="unknown seat 'seatless'"):
+    with (
+        AGENT_KINDS.registered("seatless", AgentKindDescriptor("x")),
+        pytest.raises(UnknownName, match="unknown seat 'seatless'"),
+    ):
         run_seat(request(AgentSpec(name="s", kind="seatless"), tmp_path, []))
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.agent_kinds import AGENT_KINDS
+from orchestrator.agent_kinds import AGENT_KINDS, AgentKindDescriptor
 from orchestrator.spec import AgentSpec
 from orchestrator.transcript import Commands
 from workers.agents import SEATS, AgentRun, Seat, SeatHooks, SeatRequest, run_seat
@@ -62,7 +62,10 @@ class Seen(SeatHooks):
 @pytest.fixture(autouse=True)
 def declared(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setenv("BLAB_TOKEN", SECRET)
-    with AGENT_KINDS.registered("blabber", "says its secret"), SEATS.registered("blabber", BlabberSeat()):
+    with (
+        AGENT_KINDS.registered("blabber", AgentKindDescriptor("says its secret")),
+        SEATS.registered("blabber", BlabberSeat()),
+    ):
         yield
 
 

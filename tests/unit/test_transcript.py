@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from orchestrator.agent_kinds import commands_of
 from orchestrator.parse import extract_report, parse_review
 from orchestrator.transcript import (
     Commands,
@@ -17,7 +18,6 @@ from orchestrator.transcript import (
     codex_rollout,
     codex_thread,
     codex_usage,
-    commands_of,
     http_tools,
     json_lines,
     stream_json,

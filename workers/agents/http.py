@@ -37,7 +37,7 @@ from typing import Any
 import httpx
 import structlog
 
-from orchestrator.agent_keys import key_in_clear
+from orchestrator.cleartext import key_in_clear
 from orchestrator.domain import Role
 from orchestrator.forge.limits import retry_after
 from orchestrator.logs import add_secret, redact

@@ -15,7 +15,7 @@ import structlog
 
 from orchestrator.domain import CommitPushed, TargetEvent
 from orchestrator.errors import GitError, JuryError
-from orchestrator.forge import forge_for, load_forge_settings
+from orchestrator.forge import FORGES, forge_for, load_forge_settings
 from orchestrator.logs import add_secret
 from orchestrator.pushgate import FIXES_PATCH, HeadOrigin, Touch, ci_touches, held_note, push_refusal
 from orchestrator.spec import Target
@@ -36,9 +36,10 @@ def head_origin(url: str) -> HeadOrigin:
         settings = load_forge_settings()
         with httpx.Client(timeout=FORGE_TIMEOUT) as client:
             forge, project, number = forge_for(url, settings, client=client)
-            token = settings.github_token if forge.kind == "github" else settings.gitlab_token
+            kind = FORGES[forge.kind]
+            token = kind.token(settings)
             if token is None:
-                variable = "GITHUB_TOKEN" if forge.kind == "github" else "GITLAB_TOKEN"
+                variable = kind.token_variable
                 return HeadOrigin(False, f"no {variable} to ask {forge.kind} where the head comes from")
             add_secret(token.get_secret_value())
             if number is None:

@@ -112,8 +112,7 @@ def _forge_repo(url: str, forge_hosts: Sequence[str] = ()) -> str | None:
         pr = parse_pr_url(url, forge_hosts)
     except TargetError:
         return None
-    kind = "github" if pr.kind == "pull" else "gitlab"
-    return f"{kind}:{pr.project.lower()}"
+    return f"{pr.forge}:{pr.project.lower()}"
 
 
 def _wanted(target: str) -> tuple[str, str]:
