@@ -306,7 +306,7 @@ def summary(console: Console, s: RunState, where: str | None = None) -> None:
 def publish_lines(s: RunState) -> list[str]:
     """What publishing the run to its PR did: the latest attempt (a failure says why), the trunk
     re-verifications of its findings (``jury verify``), and a publish still to come."""
-    from orchestrator.publishing import awaiting_publish
+    from orchestrator.decide import awaiting_publish
 
     out: list[str] = []
     if s.published:

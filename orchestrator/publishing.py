@@ -37,34 +37,6 @@ _COULD_NOT_REVIEW = ("sandbox unavailable", "budget exhausted")
 JUDGE_COULD_NOT_RUN = "the judge could not run"  # how a triage whose judge never answered refuses its finding
 
 
-def publish_key(s: RunState) -> str:
-    """The publish action of the run's current end: one per end state and epoch (a resumed run that ends
-    again publishes again)."""
-    return f"publish:{s.state}:e{s.epoch}"
-
-
-def wants_publish(s: RunState) -> bool:
-    return s.config is not None and s.config.publish and s.state in TERMINAL_STATES
-
-
-def publish_due(s: RunState) -> bool:
-    """The run ended with ``publish`` on and this end has no publish action yet."""
-    return wants_publish(s) and publish_key(s) not in s.actions
-
-
-def awaiting_publish(s: RunState) -> bool:
-    """The run ended with ``publish`` on and nothing is recorded yet of publishing this end (the publish
-    action's ``run.published``, success or failure): whoever waits for the run waits for that too."""
-    if not wants_publish(s):
-        return False
-    key = publish_key(s)
-    return not any(p.get("key") == key for p in s.published)
-
-
-def last_published(s: RunState) -> dict[str, object] | None:
-    return s.published[-1] if s.published else None
-
-
 # --- the verdict ------------------------------------------------------------------------------------
 
 

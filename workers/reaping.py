@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from orchestrator.decide import awaiting_publish
 from orchestrator.fold import FOLD_VERSION, KINDS, RunState
-from orchestrator.publishing import awaiting_publish
 from workers.runtime import Runtime, state_from
 
 

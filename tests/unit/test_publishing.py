@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.decide import DispatchAction, decide
+from orchestrator.decide import DispatchAction, awaiting_publish, decide, publish_key
 from orchestrator.fold import AgentSlot, FindingState, RoundState, RunState
-from orchestrator.publishing import awaiting_publish, clip, parse_loc, plan, publish_key, verdict
+from orchestrator.publishing import clip, parse_loc, plan, verdict
 from orchestrator.refute.record import RefutationRecord
 from orchestrator.refute.verdicts import ParsedRefutation
 from orchestrator.spec import AgentSpec, JuryConfig, Target

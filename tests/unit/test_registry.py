@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from orchestrator.actions import ACTIONS, CONTROL, ActionKind, failure_events, queues, routes
 from orchestrator.agent_keys import check_agent
 from orchestrator.agent_kinds import AGENT_KINDS
-from orchestrator.decide import DispatchAction, Emit, decide
+from orchestrator.decide import DispatchAction, Emit, StartRound, decide
 from orchestrator.domain import (
     ActionDispatched,
     ActionDone,
@@ -27,6 +27,7 @@ from orchestrator.domain import (
 )
 from orchestrator.errors import ConfigError
 from orchestrator.fold import DispatchedAction, RunState, apply, fold
+from orchestrator.prompts import round_start
 from orchestrator.registry import Registry, UnknownName
 from orchestrator.spec import AgentSpec, JuryConfig, Target
 from workers.actions import handles
@@ -166,6 +167,7 @@ def settle(state: RunState) -> list[Any]:
     for _ in range(50):
         actions = decide(state)
         emits = [a.event for a in actions if isinstance(a, Emit)]
+        emits += [round_start(a) for a in actions if isinstance(a, StartRound)]
         if not emits:
             return actions
         for e in emits:
