@@ -231,6 +231,14 @@ def summary(console: Console, s: RunState, where: str | None = None) -> None:
         )
         for note in s.config.config_notes:  # what the configuration loader set aside, and trust
             console.print(f"  config: {note}", markup=False, highlight=False)
+    if s.unknown_events:  # kept in the log, folded as nothing: say so rather than show less than it holds
+        kinds = ", ".join(f"{t!r} x{n}" for t, n in sorted(s.unknown_events.items()))
+        console.print(
+            f"  unknown events: {sum(s.unknown_events.values())} of kinds this Jury does not know, not shown "
+            f"({kinds}); a newer Jury reads them",
+            markup=False,
+            highlight=False,
+        )
     if s.carried_from:
         console.print(
             f"  carried over: {len(s.carried)} settled findings of run {s.carried_from} (an earlier head)",

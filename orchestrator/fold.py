@@ -50,6 +50,7 @@ from orchestrator.domain import (
     RunResumed,
     TargetEvent,
     ToolRefused,
+    UnknownEvent,
     VerifyRan,
     VerifyTable,
 )
@@ -58,7 +59,7 @@ from orchestrator.spec import JuryConfig, Model, Target
 
 # Bumped whenever ``apply`` or the state's shape changes: a snapshot folded by another version is not
 # trusted, and the state is folded again from the whole log (the log stays the only truth).
-FOLD_VERSION = 7  # 7: a run.resumed spends the run.cancel before it
+FOLD_VERSION = 8  # 8: events of an unknown kind are counted (unknown_events), no longer dropped on read
 
 FindingStatus = Literal["open", "accepted", "rejected", "deferred", "superseded"]
 
@@ -195,6 +196,8 @@ class RunState(Model):
     carried: list[CarriedItem] = Field(default_factory=list)  # settled by an earlier run of the PR
     carried_from: str | None = None  # that run's slug
     events: int = 0
+    # Events of a kind this release does not know, by ``t``: folded as nothing, reported (``jury show``).
+    unknown_events: dict[str, int] = Field(default_factory=dict)
     first_ts: str | None = None
     last_ts: str | None = None
     seen: set[str] = Field(default_factory=set, exclude=True)
@@ -417,6 +420,8 @@ def apply(s: RunState, e: Event) -> None:
                     reply.verdict, reply.contests = e.verdict, e.contests
                     reply.seconds, reply.error = e.seconds, e.error
                     break
+        case UnknownEvent():  # a newer release's (or a foreign writer's): nothing to fold but its count
+            s.unknown_events[e.t] = s.unknown_events.get(e.t, 0) + 1
         case _:
             # Every event kind has its case: a new one without is a type error here (``assert_never``),
             # and at run time a clear error rather than an event silently ignored.
