@@ -128,10 +128,10 @@ def live_view(s: RunState, started: float) -> Group:
     table.add_column("elapsed", justify="right")
     table.add_column("summary", overflow="ellipsis", max_width=70)
     if r is not None:
-        for name, slot in r.agents.items():
+        for name, seat in r.agents.items():
             table.add_row(
                 *cells(
-                    name, Text(slot.state, STYLE.get(slot.state, "")), f"{slot.seconds:.0f}s", slot.summary
+                    name, Text(seat.state, STYLE.get(seat.state, "")), f"{seat.seconds:.0f}s", seat.summary
                 )
             )
     judging = [f.id for f in s.findings.values() if f.judging]
@@ -245,13 +245,13 @@ def summary(console: Console, s: RunState, where: str | None = None) -> None:
             markup=False,
         )
     for r in s.rounds:
-        verdicts = ", ".join(f"{a}={slot.state}" for a, slot in r.agents.items())
+        verdicts = ", ".join(f"{a}={seat.state}" for a, seat in r.agents.items())
         console.print(f"  round {r.n} at {r.sha[:12]}: {verdicts}", markup=False, highlight=False)
-        for a, slot in r.agents.items():
-            if slot.error:
-                console.print(f"    {a}: {slot.error}", markup=False)
-            if slot.wrote:
-                console.print(f"    {a} changed files (discarded): {', '.join(slot.wrote)}", markup=False)
+        for a, seat in r.agents.items():
+            if seat.error:
+                console.print(f"    {a}: {seat.error}", markup=False)
+            if seat.wrote:
+                console.print(f"    {a} changed files (discarded): {', '.join(seat.wrote)}", markup=False)
     for waiting in s.inflight():
         if waiting.deferred:  # put back with a countdown, not yet running again
             console.print(f"  {waiting.key} waiting ({waiting.deferred})", markup=False, highlight=False)

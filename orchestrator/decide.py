@@ -294,9 +294,9 @@ def decide(s: RunState) -> list[Action]:
         ]
     # 2. an agent that could not run
     for a in cfg.reviewers:
-        slot = cur.agents[a]
-        if slot.state == "error":
-            return [end(s, "human", f"reviewer {a} could not run in round {n}: {slot.error or 'error'}")]
+        seat = cur.agents[a]
+        if seat.state == "error":
+            return [end(s, "human", f"reviewer {a} could not run in round {n}: {seat.error or 'error'}")]
 
     # 3. duplicates; findings that went round too often
     if emits := duplicates(s, n):

@@ -410,7 +410,8 @@ class BudgetRefused(EventBase):
 
 
 class ToolRefused(EventBase):
-    """A model asked for a tool its role was not offered (or outside its worktree): refused at dispatch."""
+    """A model asked for a tool its role was not offered (or outside its worktree): refused when called
+    (``workers.agents.tools.call_tool``)."""
 
     t: Literal["tool.refused"] = "tool.refused"
     key: str

@@ -50,9 +50,9 @@ def could_not_review(s: RunState) -> str | None:
     cur = s.current
     if cur is not None and s.config is not None:
         for name in s.config.reviewers:
-            slot = cur.agents.get(name)
-            if slot is not None and slot.state == "error":
-                return note or f"reviewer {name} could not run: {slot.error or 'error'}"
+            seat = cur.agents.get(name)
+            if seat is not None and seat.state == "error":
+                return note or f"reviewer {name} could not run: {seat.error or 'error'}"
     if s.state in TERMINAL_STATES and not s.rounds:
         return note or "no review round ran"
     open_ = [f for f in s.findings.values() if f.status == "open"]

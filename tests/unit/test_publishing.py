@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrator.decide import DispatchAction, awaiting_publish, decide, publish_key
-from orchestrator.fold import AgentSlot, FindingState, RoundState, RunState
+from orchestrator.fold import FindingState, RoundSeat, RoundState, RunState
 from orchestrator.publishing import clip, parse_loc, plan, verdict
 from orchestrator.refute.record import RefutationRecord
 from orchestrator.refute.verdicts import ParsedRefutation
@@ -27,7 +27,7 @@ def run(state: Any, note: str = "", *, publish: bool = True, **findings: Any) ->
     )
     s.rounds.append(
         RoundState(
-            n=1, sha="h" * 40, prompt="", started_at="t", agents={"a": AgentSlot(agent="a", state="found")}
+            n=1, sha="h" * 40, prompt="", started_at="t", agents={"a": RoundSeat(agent="a", state="found")}
         )
     )
     for i, (fid, status) in enumerate(findings.items()):
