@@ -284,8 +284,8 @@ def summary(console: Console, s: RunState, where: str | None = None) -> None:
     for refusal in s.tool_refusals:
         who, tool, why = f"{refusal['agent']} ({refusal['role']})", refusal["tool"], refusal["reason"]
         console.print(f"  refused {who} the tool {tool}: {why}", markup=False)
-    if s.final_check is not None:
-        console.print(f"  second opinion on the converged claim: {s.final_check.words()}", markup=False)
+    if s.final_refutation is not None:
+        console.print(f"  second opinion on the converged claim: {s.final_refutation.words()}", markup=False)
     if s.spent or s.unknown_costs or s.budget_refused:
         per_agent = ", ".join(f"{a} ${v:.4f}" for a, v in sorted(s.spent.items())) or "nothing known"
         unknown = f"; {s.unknown_costs} call(s) of unknown cost" if s.unknown_costs else ""

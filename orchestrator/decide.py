@@ -368,7 +368,7 @@ def decide(s: RunState) -> list[Action]:
 
 def converge(s: RunState, cfg: JuryConfig, n: int) -> list[Action]:
     """Every reviewer is clean: a second opinion on that claim when checks are declared, the push, the end."""
-    if cfg.checks and cfg.refute and s.final_check is None:
+    if cfg.checks and cfg.refute and s.final_refutation is None:
         if cfg.refuter is None:
             return [
                 Emit(
@@ -383,8 +383,8 @@ def converge(s: RunState, cfg: JuryConfig, n: int) -> list[Action]:
         if key in s.actions:
             return []
         return [DispatchAction(kind="refute", key=key, round=n, agent=cfg.refuter, sha=s.tip)]
-    if s.final_check and s.final_check.outcome == "refuted":
-        return [end(s, "human", f"the second opinion refuted the converged claim: {s.final_check.reason}")]
+    if (final := s.final_refutation) and final.outcome == "refuted":
+        return [end(s, "human", f"the second opinion refuted the converged claim: {final.reason}")]
     if cfg.push and s.commits and not any(c.pushed for c in s.commits):
         key = f"push:{s.tip}{_suffix(s)}"  # a resumed run pushes again
         if key not in s.actions:

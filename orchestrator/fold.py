@@ -192,7 +192,9 @@ class RunState(Model):
     cancel_requested: bool = False
     cancel_reason: str | None = None  # why, when not the user's word (a sweep superseding the run)
     tool_refusals: list[dict[str, Any]] = Field(default_factory=list)  # tools refused to http agents
-    final_check: RefutationRecord | None = None  # the second opinion on the converged claim
+    # The second opinion on the converged claim. Its wire name stays ``finalCheck`` (run.json, the console,
+    # ``jury show --json``); "check" is a declared command or the published check (docs/glossary.md).
+    final_refutation: RefutationRecord | None = Field(default=None, alias="finalCheck")
     published: list[dict[str, Any]] = Field(default_factory=list)  # run.published, oldest first
     carried: list[CarriedItem] = Field(default_factory=list)  # settled by an earlier run of the PR
     carried_from: str | None = None  # that run's slug
@@ -374,7 +376,7 @@ def apply(s: RunState, e: Event) -> None:
                 }
         case RefuteVerdict() | RefuteSkipped():
             if e.id is None:
-                s.final_check = e.record()
+                s.final_refutation = e.record()
             elif (f := s.findings.get(e.id)) is not None:
                 f.refutation = e.record()
         case BudgetReserved():

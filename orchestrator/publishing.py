@@ -76,9 +76,9 @@ def verdict(s: RunState) -> tuple[Conclusion, str]:
     why = could_not_review(s)
     if why is not None:
         return "neutral", plain(f"Jury could not review: {why}", 200)
-    if s.final_check is not None and s.final_check.outcome == "refuted":
+    if s.final_refutation is not None and s.final_refutation.outcome == "refuted":
         return "failure", plain(
-            f"Jury: the second opinion refuted the converged claim: {s.final_check.reason}", 200
+            f"Jury: the second opinion refuted the converged claim: {s.final_refutation.reason}", 200
         )
     left = unresolved(s)
     if left:
@@ -243,8 +243,8 @@ def summary_body(s: RunState, conclusion: Conclusion, title: str, off_diff: list
     lines += _section("Rejected", [f"{item(f)}: {clip(f.reason, 300)}" for f in by("rejected")])
     lines += _section("Deferred", [f"{item(f)}: {clip(f.reason, 300)}" for f in by("deferred")])
     refuted = [f"{item(f)}: {clip(_refuted_why(f), 300)}" for f in _refuted(s)]
-    if s.final_check is not None and s.final_check.outcome == "refuted":
-        refuted.append(f"the converged claim: {clip(s.final_check.reason or '', 300)}")
+    if s.final_refutation is not None and s.final_refutation.outcome == "refuted":
+        refuted.append(f"the converged claim: {clip(s.final_refutation.reason or '', 300)}")
     lines += _section("Refuted by the second opinion", refuted)
     lines += _section("Open", [item(f) for f in by("open")])
     if off_diff:

@@ -499,7 +499,7 @@ def run_page(slug: str, log: LogRead, ticks: list[AgentAlive], now: datetime | N
         "rounds": rounds(s, now),
         "conversations": conversations(s, log.events),
         "findings": findings(s),
-        "finalCheck": s.final_check.model_dump(mode="json") if s.final_check is not None else None,
+        "finalCheck": s.final_refutation.model_dump(mode="json") if s.final_refutation is not None else None,
         "commits": [c.wire() for c in s.commits],
         "spend": spend(s),
         "toolRefusals": s.tool_refusals,

@@ -63,7 +63,7 @@ def test_the_conclusion_is_the_runs_true_state() -> None:
     assert verdict(run("failed", "push refused", f1="accepted"))[0] == "neutral"
     assert verdict(run("review"))[0] == "neutral"  # never success before the end
     refuted = run("human", "the second opinion refuted the converged claim: test fails")
-    refuted.final_check = RefutationRecord.from_verdict(
+    refuted.final_refutation = RefutationRecord.from_verdict(
         ParsedRefutation(outcome="refuted", reason="test fails")
     )
     assert verdict(refuted)[0] == "failure"

@@ -202,7 +202,7 @@ def test_a_crashed_second_opinion_on_the_converged_claim_does_not_leave_the_run_
     ]:
         apply(state, e)
     assert settle(state) == [] and state.state == "converged"  # it used to wait here for ever, in review
-    record = state.final_check  # a dict or a model, as the fold keeps it
+    record = state.final_refutation  # a dict or a model, as the fold keeps it
     fields = record if isinstance(record, dict) else record.model_dump()  # type: ignore[union-attr]
     assert fields["ran"] is False and fields["skipped_reason"] == "the refuter could not run: boom"
 
