@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     Field,
@@ -513,7 +513,9 @@ Event = KnownEvent | UnknownEvent
 EVENT_ADAPTER: TypeAdapter[KnownEvent] = TypeAdapter(KnownEvent)
 # Every ``t`` this release knows. Old spellings of a renamed Jury-only ``t`` would be listed in
 # ``T_ALIASES`` (old -> new, rewritten before validating); codejury's ``t`` values never change.
-KNOWN_T: frozenset[str] = frozenset(EVENT_ADAPTER.json_schema()["discriminator"]["mapping"])
+KNOWN_T: frozenset[str] = frozenset(
+    kind.model_fields["t"].default for kind in get_args(get_args(KnownEvent)[0])
+)
 T_ALIASES: dict[str, str] = {}
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.domain import KNOWN_T, T_ALIASES, UnknownEvent, dump_event, parse_event
+from orchestrator.domain import EVENT_ADAPTER, KNOWN_T, T_ALIASES, UnknownEvent, dump_event, parse_event
 from orchestrator.fold import fold, run_json
 from orchestrator.store.files import FileStore
 
@@ -95,6 +95,10 @@ def test_an_unknown_event_is_written_back_whole() -> None:
 )
 def test_what_is_not_an_event_is_still_none(line: str) -> None:
     assert parse_event(line) is None
+
+
+def test_every_kind_the_parser_reads_is_known() -> None:
+    assert frozenset(EVENT_ADAPTER.json_schema()["discriminator"]["mapping"]) == KNOWN_T
 
 
 def test_an_alias_names_a_known_kind_and_no_alias_shadows_one() -> None:
