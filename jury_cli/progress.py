@@ -36,7 +36,7 @@ from orchestrator.domain import (
     VerifyRan,
     VerifyTable,
 )
-from orchestrator.fold import RunState
+from orchestrator.fold import FindingState, RunState
 
 STYLE = {
     "clean": "green",
@@ -128,10 +128,10 @@ def live_view(s: RunState, started: float) -> Group:
     table.add_column("elapsed", justify="right")
     table.add_column("summary", overflow="ellipsis", max_width=70)
     if r is not None:
-        for name, slot in r.agents.items():
+        for name, seat in r.agents.items():
             table.add_row(
                 *cells(
-                    name, Text(slot.state, STYLE.get(slot.state, "")), f"{slot.seconds:.0f}s", slot.summary
+                    name, Text(seat.state, STYLE.get(seat.state, "")), f"{seat.seconds:.0f}s", seat.summary
                 )
             )
     judging = [f.id for f in s.findings.values() if f.judging]
@@ -214,7 +214,8 @@ class Progress:
             self.live.update(live_view(state, self.started))
 
 
-def summary(console: Console, s: RunState, where: str | None = None) -> None:
+def _heading(console: Console, s: RunState) -> None:
+    """The run's name and state, its target and jury, and what the record holds beyond the rounds."""
     t = s.target
     console.print(Text.assemble(("Run ", "bold"), (s.slug, "bold"), "  ", (s.state, STYLE.get(s.state, ""))))
     if t.state_note:
@@ -231,19 +232,50 @@ def summary(console: Console, s: RunState, where: str | None = None) -> None:
         )
         for note in s.config.config_notes:  # what the configuration loader set aside, and trust
             console.print(f"  config: {note}", markup=False, highlight=False)
+    if s.unknown_events:  # kept in the log, folded as nothing: say so rather than show less than it holds
+        kinds = ", ".join(f"{kind!r} x{n}" for kind, n in sorted(s.unknown_events.items()))
+        console.print(
+            f"  unknown events: {sum(s.unknown_events.values())} of kinds this Jury does not know, not shown "
+            f"({kinds}); a newer Jury reads them",
+            markup=False,
+            highlight=False,
+        )
     if s.carried_from:
         console.print(
             f"  carried over: {len(s.carried)} settled findings of run {s.carried_from} (an earlier head)",
             markup=False,
         )
+
+
+def _finding_details(console: Console, f: FindingState) -> None:
+    """A finding's history below the table: refusals, reopenings, verification, second opinion."""
+    for i, why in enumerate(f.refusals, 1):
+        console.print(f"  {f.id} triage refused ({i}): {why}", markup=False)
+    for why in f.reopens:
+        console.print(f"  {f.id} reopened: {why}", markup=False)
+    for v in f.verification:
+        console.print(
+            f"  {f.id} verify: `{v['command']}` on the {v['tree']} tree exited {v.get('exitCode')}",
+            markup=False,
+            highlight=False,
+        )
+    if f.verification_table is not None:
+        for line in table_lines(f.id, f.verification_table):
+            console.print(line, markup=False, highlight=False)
+    if f.refutation is not None:
+        console.print(f"  {f.id} second opinion: {f.refutation.words()}", markup=False)
+
+
+def summary(console: Console, s: RunState, where: str | None = None) -> None:
+    _heading(console, s)
     for r in s.rounds:
-        verdicts = ", ".join(f"{a}={slot.state}" for a, slot in r.agents.items())
+        verdicts = ", ".join(f"{a}={seat.state}" for a, seat in r.agents.items())
         console.print(f"  round {r.n} at {r.sha[:12]}: {verdicts}", markup=False, highlight=False)
-        for a, slot in r.agents.items():
-            if slot.error:
-                console.print(f"    {a}: {slot.error}", markup=False)
-            if slot.wrote:
-                console.print(f"    {a} changed files (discarded): {', '.join(slot.wrote)}", markup=False)
+        for a, seat in r.agents.items():
+            if seat.error:
+                console.print(f"    {a}: {seat.error}", markup=False)
+            if seat.wrote:
+                console.print(f"    {a} changed files (discarded): {', '.join(seat.wrote)}", markup=False)
     for waiting in s.inflight():
         if waiting.deferred:  # put back with a countdown, not yet running again
             console.print(f"  {waiting.key} waiting ({waiting.deferred})", markup=False, highlight=False)
@@ -258,26 +290,12 @@ def summary(console: Console, s: RunState, where: str | None = None) -> None:
             table.add_row(*cells(f.id, Text(f.status, STYLE.get(f.status, "")), f.loc, f.claim, reason))
         console.print(table)
         for f in s.findings.values():
-            for i, why in enumerate(f.refusals, 1):
-                console.print(f"  {f.id} triage refused ({i}): {why}", markup=False)
-            for why in f.reopens:
-                console.print(f"  {f.id} reopened: {why}", markup=False)
-            for v in f.verification:
-                console.print(
-                    f"  {f.id} verify: `{v['command']}` on the {v['tree']} tree exited {v.get('exitCode')}",
-                    markup=False,
-                    highlight=False,
-                )
-            if f.verification_table is not None:
-                for line in table_lines(f.id, f.verification_table):
-                    console.print(line, markup=False, highlight=False)
-            if f.refutation is not None:
-                console.print(f"  {f.id} second opinion: {f.refutation.words()}", markup=False)
+            _finding_details(console, f)
     for refusal in s.tool_refusals:
         who, tool, why = f"{refusal['agent']} ({refusal['role']})", refusal["tool"], refusal["reason"]
         console.print(f"  refused {who} the tool {tool}: {why}", markup=False)
-    if s.final_check is not None:
-        console.print(f"  second opinion on the converged claim: {s.final_check.words()}", markup=False)
+    if s.final_refutation is not None:
+        console.print(f"  second opinion on the converged claim: {s.final_refutation.words()}", markup=False)
     if s.spent or s.unknown_costs or s.budget_refused:
         per_agent = ", ".join(f"{a} ${v:.4f}" for a, v in sorted(s.spent.items())) or "nothing known"
         unknown = f"; {s.unknown_costs} call(s) of unknown cost" if s.unknown_costs else ""
@@ -306,7 +324,7 @@ def summary(console: Console, s: RunState, where: str | None = None) -> None:
 def publish_lines(s: RunState) -> list[str]:
     """What publishing the run to its PR did: the latest attempt (a failure says why), the trunk
     re-verifications of its findings (``jury verify``), and a publish still to come."""
-    from orchestrator.publishing import awaiting_publish
+    from orchestrator.decide import awaiting_publish
 
     out: list[str] = []
     if s.published:

@@ -15,10 +15,10 @@ from jury_cli.backend import Backend, backend
 from jury_cli.context import DirOpt, RefuteOpt, RefuteRejectionsOpt, RefuterOpt, err, out, settings_for
 from jury_cli.progress import Progress, summary
 from orchestrator.config import Settings, load_config, operator_config_file
+from orchestrator.decide import awaiting_publish, publish_key, wants_publish
 from orchestrator.domain import Event, RunResumed, TargetEvent
 from orchestrator.errors import JuryError, StoreError, UsageError
 from orchestrator.fold import RunState, apply, fold, tick
-from orchestrator.publishing import awaiting_publish, publish_key, wants_publish
 from orchestrator.spec import TERMINAL_STATES, Target
 from orchestrator.start import RunOptions, first_events, jury_config
 from orchestrator.store.base import RunVanished

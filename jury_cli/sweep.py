@@ -60,8 +60,8 @@ def follow_all(
     it comes. On a terminal, a live line below says how many are queued, running and done."""
     from rich.live import Live
 
+    from orchestrator.decide import awaiting_publish
     from orchestrator.fold import fold
-    from orchestrator.publishing import awaiting_publish
 
     console = console or out
     left, ended = set(slugs), {}

@@ -21,9 +21,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from orchestrator.codex_json import codex_usage, json_lines
 from orchestrator.errors import ConfigError
 from orchestrator.parse import report_cost
-from orchestrator.transcript import codex_usage, json_lines
 
 PRICES_FILE = "prices.toml"
 PER_TOKENS = 1_000_000

@@ -1,9 +1,11 @@
 """Run state -> the next actions. Pure.
 
-``decide`` returns either events to append now (``Emit``: a state transition that needs no worker) or
-actions for workers (``DispatchAction``, of a kind declared in ``orchestrator.actions``). The
-coordinator appends the emits, folds again and asks again until only dispatches (or nothing) remain, so
-each call handles one step of the loop:
+``decide`` returns either events to append now (``Emit``: a state transition that needs no worker; or
+``StartRound``: the facts of a round about to open, whose ``round.start`` event carries the reviewers'
+prompt, written outside this module by ``orchestrator.prompts.round_start``), or actions for workers
+(``DispatchAction``, of a kind declared in ``orchestrator.actions``). The coordinator appends the emits,
+folds again and asks again until only dispatches (or nothing) remain, so each call handles one step of the
+loop:
 
 1. every reviewer of the round reports (the barrier: all of them, then look);
 2. an agent that could not run, or a report with nothing parseable, ends the run ``human``;
@@ -13,14 +15,18 @@ each call handles one step of the loop:
    tree in the order the findings were raised (a patch that no longer applies reopens its finding);
 6. reviewers are told what became of their findings, and may contest (which reopens them);
 7. the round ends: all reviewers clean -> converged; round cap -> human; else the next round;
-8. an ended run with ``publish`` on is published to its PR, once per end (``orchestrator.publishing``).
+8. an ended run with ``publish`` on is published to its PR, once per end (``publish_due``; what it says
+   there is ``orchestrator.publishing``'s).
+
+No words are written here (the ``wordless-core`` import contract): prompts, review bodies and transcripts
+are built by their own modules from what ``decide`` returns.
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from orchestrator.actions import ActionName
 from orchestrator.domain import (
@@ -29,18 +35,42 @@ from orchestrator.domain import (
     FindingResolved,
     RefuteSkipped,
     RoundEnd,
-    RoundStart,
     TargetEvent,
 )
 from orchestrator.fold import FindingState, RunState
 from orchestrator.parse import same_finding
-from orchestrator.prompts import SettledItem, review_prompt
-from orchestrator.publishing import publish_due, publish_key
-from orchestrator.spec import JuryConfig, Target
+from orchestrator.spec import TERMINAL_STATES, JuryConfig, Target
 
 
 class Emit(BaseModel):
     event: Event
+
+
+class SettledItem(BaseModel):
+    """A finding whose outcome is known, as reviewers are told of it (in a round's prompt, in a reply)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    verdict: str
+    claim: str
+    loc: str
+    reason: str = ""
+
+
+class StartRound(BaseModel):
+    """Open round ``n`` on ``sha``: what its reviewers are to be told. The ``round.start`` event (with the
+    prompt in words) is made from it by ``orchestrator.prompts.round_start``, outside the core."""
+
+    n: int
+    sha: str
+    repo: str
+    branch: str | None
+    trunk: str | None
+    base: str
+    settled: list[SettledItem]
+    task: str | None = None
+    carried_from: str | None = None
 
 
 class DispatchAction(BaseModel):
@@ -62,7 +92,7 @@ class Integrate(BaseModel):
     sha: str
 
 
-Action = Emit | DispatchAction | Integrate
+Action = Emit | StartRound | DispatchAction | Integrate
 
 
 def end(s: RunState, state: Literal["converged", "human", "failed", "cancelled"], reason: str) -> Emit:
@@ -102,25 +132,46 @@ def carry_over(s: RunState) -> list[CarriedItem]:
     return [*s.carried, *own][-MAX_CARRIED:]
 
 
-def start_round(s: RunState, n: int) -> Emit:
+def start_round(s: RunState, n: int) -> StartRound:
     t = s.target
-    sha = s.tip or ""
-    prompt = review_prompt(
-        round_n=n,
+    return StartRound(
+        n=n,
+        sha=s.tip or "",
         repo=t.repo or "",
         branch=t.branch,
         trunk=t.trunk,
         base=t.base or "",
-        head=sha,
         settled=settled_items(s),
         task=t.title,
         carried_from=s.carried_from,
     )
-    return Emit(
-        event=RoundStart(
-            eid=f"round.start:{n}", n=n, sha=sha, prompt=prompt, prompt_file=f"round-{n}.prompt.md"
-        )
-    )
+
+
+# --- publishing: when (what it says is ``orchestrator.publishing``'s) ---------------------------------
+
+
+def publish_key(s: RunState) -> str:
+    """The publish action of the run's current end: one per end state and epoch (a resumed run that ends
+    again publishes again)."""
+    return f"publish:{s.state}:e{s.epoch}"
+
+
+def wants_publish(s: RunState) -> bool:
+    return s.config is not None and s.config.publish and s.state in TERMINAL_STATES
+
+
+def publish_due(s: RunState) -> bool:
+    """The run ended with ``publish`` on and this end has no publish action yet."""
+    return wants_publish(s) and publish_key(s) not in s.actions
+
+
+def awaiting_publish(s: RunState) -> bool:
+    """The run ended with ``publish`` on and nothing is recorded yet of publishing this end (the publish
+    action's ``run.published``, success or failure): whoever waits for the run waits for that too."""
+    if not wants_publish(s):
+        return False
+    key = publish_key(s)
+    return not any(p.get("key") == key for p in s.published)
 
 
 def _suffix(s: RunState) -> str:
@@ -243,9 +294,9 @@ def decide(s: RunState) -> list[Action]:
         ]
     # 2. an agent that could not run
     for a in cfg.reviewers:
-        slot = cur.agents[a]
-        if slot.state == "error":
-            return [end(s, "human", f"reviewer {a} could not run in round {n}: {slot.error or 'error'}")]
+        seat = cur.agents[a]
+        if seat.state == "error":
+            return [end(s, "human", f"reviewer {a} could not run in round {n}: {seat.error or 'error'}")]
 
     # 3. duplicates; findings that went round too often
     if emits := duplicates(s, n):
@@ -317,7 +368,7 @@ def decide(s: RunState) -> list[Action]:
 
 def converge(s: RunState, cfg: JuryConfig, n: int) -> list[Action]:
     """Every reviewer is clean: a second opinion on that claim when checks are declared, the push, the end."""
-    if cfg.checks and cfg.refute and s.final_check is None:
+    if cfg.checks and cfg.refute and s.final_refutation is None:
         if cfg.refuter is None:
             return [
                 Emit(
@@ -332,8 +383,8 @@ def converge(s: RunState, cfg: JuryConfig, n: int) -> list[Action]:
         if key in s.actions:
             return []
         return [DispatchAction(kind="refute", key=key, round=n, agent=cfg.refuter, sha=s.tip)]
-    if s.final_check and s.final_check.outcome == "refuted":
-        return [end(s, "human", f"the second opinion refuted the converged claim: {s.final_check.reason}")]
+    if (final := s.final_refutation) and final.outcome == "refuted":
+        return [end(s, "human", f"the second opinion refuted the converged claim: {final.reason}")]
     if cfg.push and s.commits and not any(c.pushed for c in s.commits):
         key = f"push:{s.tip}{_suffix(s)}"  # a resumed run pushes again
         if key not in s.actions:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     Field,
@@ -21,6 +21,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticSerializationError
 
+from orchestrator import jsonsafe
 from orchestrator.refute.record import RefutationRecord, RefuteSource
 from orchestrator.refute.signals import Signal
 from orchestrator.refute.verdicts import ParsedRefutation, RefuteOutcome
@@ -409,7 +410,8 @@ class BudgetRefused(EventBase):
 
 
 class ToolRefused(EventBase):
-    """A model asked for a tool its role was not offered (or outside its worktree): refused at dispatch."""
+    """A model asked for a tool its role was not offered (or outside its worktree): refused when called
+    (``workers.agents.tools.call_tool``)."""
 
     t: Literal["tool.refused"] = "tool.refused"
     key: str
@@ -461,7 +463,16 @@ def cancel_eid(epoch: int, superseded_by: str | None = None) -> str:
     return base if epoch == 0 else f"{base}:e{epoch}"
 
 
-Event = Annotated[
+class UnknownEvent(EventBase):
+    """An event whose ``t`` this release does not know (written by a newer release, or another tool
+    writing into the log): kept whole, so it is written back unchanged (its fields are the model's
+    extras), folded as nothing but a count (``RunState.unknown_events``), and reported where the run is
+    shown, never dropped silently."""
+
+    t: str
+
+
+KnownEvent = Annotated[
     TargetEvent
     | JuryConfigEvent
     | RunResumed
@@ -497,16 +508,38 @@ Event = Annotated[
     | RunCancel,
     Field(discriminator="t"),
 ]
+Event = KnownEvent | UnknownEvent
 
-EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+EVENT_ADAPTER: TypeAdapter[KnownEvent] = TypeAdapter(KnownEvent)
+# Every ``t`` this release knows. Old spellings of a renamed Jury-only ``t`` would be listed in
+# ``T_ALIASES`` (old -> new, rewritten before validating); codejury's ``t`` values never change.
+KNOWN_T: frozenset[str] = frozenset(
+    kind.model_fields["t"].default for kind in get_args(get_args(KnownEvent)[0])
+)
+T_ALIASES: dict[str, str] = {}
 
 
 def parse_event(data: dict[str, Any] | str | bytes) -> Event | None:
-    """An event from its wire form, or None when it is not one (a torn or foreign line)."""
+    """An event from its wire form; an ``UnknownEvent`` for a well-formed event of a ``t`` this release
+    does not know; None when it is not an event at all (a torn or foreign line, a known ``t`` with bad
+    fields)."""
     try:
         if isinstance(data, str | bytes):
             return EVENT_ADAPTER.validate_json(data)
         return EVENT_ADAPTER.validate_python(data)
+    except ValidationError:
+        pass
+    try:  # not a known event as it stands: an old spelling of one, an unknown kind, or no event
+        obj = jsonsafe.loads(data) if isinstance(data, str | bytes) else data
+    except (ValueError, RecursionError):  # torn, not UTF-8, nested too deep
+        return None
+    t = obj.get("t") if isinstance(obj, dict) else None
+    if not isinstance(obj, dict) or not isinstance(t, str) or not isinstance(obj.get("eid"), str):
+        return None
+    try:
+        if t in T_ALIASES:
+            return EVENT_ADAPTER.validate_python({**obj, "t": T_ALIASES[t]})
+        return None if t in KNOWN_T else UnknownEvent.model_validate(obj)
     except ValidationError:
         return None
 
@@ -521,4 +554,7 @@ def dump_event(event: Event) -> str:
         return event.model_dump_json(by_alias=True, exclude_none=True)
     except PydanticSerializationError:
         wire = json.dumps(event.model_dump(mode="json", by_alias=True, exclude_none=True), ensure_ascii=False)
-        return dump_event(EVENT_ADAPTER.validate_json(_SURROGATES.sub("\ufffd", wire)))
+        cleaned = parse_event(_SURROGATES.sub("\ufffd", wire))
+        if cleaned is None:  # cannot be: the same fields, with U+FFFD for each lone surrogate
+            raise
+        return dump_event(cleaned)

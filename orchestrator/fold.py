@@ -50,6 +50,7 @@ from orchestrator.domain import (
     RunResumed,
     TargetEvent,
     ToolRefused,
+    UnknownEvent,
     VerifyRan,
     VerifyTable,
 )
@@ -58,7 +59,7 @@ from orchestrator.spec import JuryConfig, Model, Target
 
 # Bumped whenever ``apply`` or the state's shape changes: a snapshot folded by another version is not
 # trusted, and the state is folded again from the whole log (the log stays the only truth).
-FOLD_VERSION = 7  # 7: a run.resumed spends the run.cancel before it
+FOLD_VERSION = 8  # 8: events of an unknown kind are counted (unknown_events), no longer dropped on read
 
 FindingStatus = Literal["open", "accepted", "rejected", "deferred", "superseded"]
 
@@ -106,8 +107,9 @@ class FindingState(Model):
         return self.sha is not None
 
 
-class AgentSlot(Model):
-    """One agent's run in a round."""
+class RoundSeat(Model):
+    """A reviewer's seat in a round: its one review there and how it ended (named "seat" to keep
+    "slot" for a [limits] place, docs/glossary.md)."""
 
     agent: str
     state: Literal["queued", "running", "clean", "found", "error"] = "queued"
@@ -130,7 +132,7 @@ class RoundState(Model):
     prompt_file: str | None = None
     started_at: str
     ended: bool = False
-    agents: dict[str, AgentSlot] = Field(default_factory=dict)
+    agents: dict[str, RoundSeat] = Field(default_factory=dict)
 
 
 class ReplyState(Model):
@@ -190,11 +192,15 @@ class RunState(Model):
     cancel_requested: bool = False
     cancel_reason: str | None = None  # why, when not the user's word (a sweep superseding the run)
     tool_refusals: list[dict[str, Any]] = Field(default_factory=list)  # tools refused to http agents
-    final_check: RefutationRecord | None = None  # the second opinion on the converged claim
+    # The second opinion on the converged claim. Its wire name stays ``finalCheck`` (run.json, the console,
+    # ``jury show --json``); "check" is a declared command or the published check (docs/glossary.md).
+    final_refutation: RefutationRecord | None = Field(default=None, alias="finalCheck")
     published: list[dict[str, Any]] = Field(default_factory=list)  # run.published, oldest first
     carried: list[CarriedItem] = Field(default_factory=list)  # settled by an earlier run of the PR
     carried_from: str | None = None  # that run's slug
     events: int = 0
+    # Events of a kind this release does not know, by ``t``: folded as nothing, reported (``jury show``).
+    unknown_events: dict[str, int] = Field(default_factory=dict)
     first_ts: str | None = None
     last_ts: str | None = None
     seen: set[str] = Field(default_factory=set, exclude=True)
@@ -321,15 +327,15 @@ def apply(s: RunState, e: Event) -> None:
                 a.deferred = None  # it runs now
                 a.launches += 1
             if e.role == "reviewer" and (r := s.round(e.round)) is not None:
-                launched = r.agents.setdefault(e.agent, AgentSlot(agent=e.agent))
+                launched = r.agents.setdefault(e.agent, RoundSeat(agent=e.agent))
                 launched.state, launched.launched_at = "running", e.ts
         case AgentAlive():  # logs written before ticks were kept beside the log hold them
             tick(s, e)
         case AgentReport():
             _report(s, e)
         case AgentWrote():
-            if (r := s.round(e.round)) is not None and (slot := r.agents.get(e.agent)) is not None:
-                slot.wrote = sorted(set(slot.wrote) | set(e.paths))
+            if (r := s.round(e.round)) is not None and (seat := r.agents.get(e.agent)) is not None:
+                seat.wrote = sorted(set(seat.wrote) | set(e.paths))
         case FindingRaised():
             if e.id not in s.findings:
                 s.findings[e.id] = FindingState(
@@ -370,7 +376,7 @@ def apply(s: RunState, e: Event) -> None:
                 }
         case RefuteVerdict() | RefuteSkipped():
             if e.id is None:
-                s.final_check = e.record()
+                s.final_refutation = e.record()
             elif (f := s.findings.get(e.id)) is not None:
                 f.refutation = e.record()
         case BudgetReserved():
@@ -417,6 +423,8 @@ def apply(s: RunState, e: Event) -> None:
                     reply.verdict, reply.contests = e.verdict, e.contests
                     reply.seconds, reply.error = e.seconds, e.error
                     break
+        case UnknownEvent():  # a newer release's (or a foreign writer's): nothing to fold but its count
+            s.unknown_events[e.t] = s.unknown_events.get(e.t, 0) + 1
         case _:
             # Every event kind has its case: a new one without is a type error here (``assert_never``),
             # and at run time a clear error rather than an event silently ignored.
@@ -431,11 +439,11 @@ def tick(s: RunState, e: AgentAlive) -> None:
     """Show a running agent's latest liveness tick: how long it has run, how long it has been quiet.
 
     Ticks are kept beside the log (``LiveStore.alive``), not in it, so whoever shows a run lays them over
-    its fold with this; a tick changes only a slot still running, so a stale one never hides a report.
+    its fold with this; a tick changes only a seat still running, so a stale one never hides a report.
     """
-    if (r := s.round(e.round)) is not None and (slot := r.agents.get(e.agent)) is not None:
-        if slot.state == "running":
-            slot.seconds, slot.quiet_seconds = e.seconds, e.quiet_seconds
+    if (r := s.round(e.round)) is not None and (seat := r.agents.get(e.agent)) is not None:
+        if seat.state == "running":
+            seat.seconds, seat.quiet_seconds = e.seconds, e.quiet_seconds
 
 
 def _report(s: RunState, e: AgentReport) -> None:
@@ -444,12 +452,12 @@ def _report(s: RunState, e: AgentReport) -> None:
     r = s.round(e.round)
     if r is None:
         return
-    slot = r.agents.setdefault(e.agent, AgentSlot(agent=e.agent))
-    slot.state = e.verdict
-    slot.seconds, slot.summary, slot.report = e.seconds, e.summary, e.report
-    slot.raw_file, slot.error, slot.reported_at = e.raw_file, e.error, e.ts
+    seat = r.agents.setdefault(e.agent, RoundSeat(agent=e.agent))
+    seat.state = e.verdict
+    seat.seconds, seat.summary, seat.report = e.seconds, e.summary, e.report
+    seat.raw_file, seat.error, seat.reported_at = e.raw_file, e.error, e.ts
     if e.session_id:
-        slot.session_id = e.session_id
+        seat.session_id = e.session_id
         s.sessions[e.agent] = e.session_id
         if e.host:
             s.session_hosts[e.agent] = e.host
@@ -484,7 +492,7 @@ def _resume(s: RunState, e: RunResumed) -> None:
         if f.status == "open":
             f.refused_since_open = 0
     if (r := s.current) is not None and not r.ended:
-        for name in [a for a, slot in r.agents.items() if slot.state in ("error", "running", "queued")]:
+        for name in [a for a, seat in r.agents.items() if seat.state in ("error", "running", "queued")]:
             del r.agents[name]
 
 
@@ -505,26 +513,26 @@ def run_json(s: RunState) -> dict[str, Any]:
     lanes: dict[str, list[dict[str, Any]]] = {}
     for r in s.rounds:
         verdicts = []
-        for slot in r.agents.values():
+        for seat in r.agents.values():
             verdicts.append(
                 {
-                    "a": slot.agent,
-                    "s": slot.state,
-                    "t": slot.summary,
-                    "seconds": slot.seconds,
-                    "report": slot.report,
-                    "rawFile": slot.raw_file,
+                    "a": seat.agent,
+                    "s": seat.state,
+                    "t": seat.summary,
+                    "seconds": seat.seconds,
+                    "report": seat.report,
+                    "rawFile": seat.raw_file,
                 }
             )
             seg: dict[str, Any] = {
                 "r": r.n,
-                "s": _minutes(slot.launched_at, start),
-                "e": _minutes(slot.reported_at, start),
-                "t": slot.state,
+                "s": _minutes(seat.launched_at, start),
+                "e": _minutes(seat.reported_at, start),
+                "t": seat.state,
             }
-            if slot.reported_at is None:
+            if seat.reported_at is None:
                 seg["open" if r is s.current else "abandoned"] = True
-            lanes.setdefault(slot.agent, []).append(seg)
+            lanes.setdefault(seat.agent, []).append(seg)
         rounds.append(
             {
                 "n": r.n,

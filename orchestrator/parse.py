@@ -16,9 +16,9 @@ from typing import Any, Literal, cast
 from pydantic import BaseModel, ConfigDict
 
 from orchestrator import jsonsafe
+from orchestrator.codex_json import codex_message
 from orchestrator.domain import Contest
 from orchestrator.refute.commands import MAX_COMMAND
-from orchestrator.transcript import codex_message
 
 STOP_TOKEN = "NO NEW FINDINGS"
 NO_CONTEST = "NO CONTEST"

@@ -37,34 +37,6 @@ _COULD_NOT_REVIEW = ("sandbox unavailable", "budget exhausted")
 JUDGE_COULD_NOT_RUN = "the judge could not run"  # how a triage whose judge never answered refuses its finding
 
 
-def publish_key(s: RunState) -> str:
-    """The publish action of the run's current end: one per end state and epoch (a resumed run that ends
-    again publishes again)."""
-    return f"publish:{s.state}:e{s.epoch}"
-
-
-def wants_publish(s: RunState) -> bool:
-    return s.config is not None and s.config.publish and s.state in TERMINAL_STATES
-
-
-def publish_due(s: RunState) -> bool:
-    """The run ended with ``publish`` on and this end has no publish action yet."""
-    return wants_publish(s) and publish_key(s) not in s.actions
-
-
-def awaiting_publish(s: RunState) -> bool:
-    """The run ended with ``publish`` on and nothing is recorded yet of publishing this end (the publish
-    action's ``run.published``, success or failure): whoever waits for the run waits for that too."""
-    if not wants_publish(s):
-        return False
-    key = publish_key(s)
-    return not any(p.get("key") == key for p in s.published)
-
-
-def last_published(s: RunState) -> dict[str, object] | None:
-    return s.published[-1] if s.published else None
-
-
 # --- the verdict ------------------------------------------------------------------------------------
 
 
@@ -78,9 +50,9 @@ def could_not_review(s: RunState) -> str | None:
     cur = s.current
     if cur is not None and s.config is not None:
         for name in s.config.reviewers:
-            slot = cur.agents.get(name)
-            if slot is not None and slot.state == "error":
-                return note or f"reviewer {name} could not run: {slot.error or 'error'}"
+            seat = cur.agents.get(name)
+            if seat is not None and seat.state == "error":
+                return note or f"reviewer {name} could not run: {seat.error or 'error'}"
     if s.state in TERMINAL_STATES and not s.rounds:
         return note or "no review round ran"
     open_ = [f for f in s.findings.values() if f.status == "open"]
@@ -104,9 +76,9 @@ def verdict(s: RunState) -> tuple[Conclusion, str]:
     why = could_not_review(s)
     if why is not None:
         return "neutral", plain(f"Jury could not review: {why}", 200)
-    if s.final_check is not None and s.final_check.outcome == "refuted":
+    if s.final_refutation is not None and s.final_refutation.outcome == "refuted":
         return "failure", plain(
-            f"Jury: the second opinion refuted the converged claim: {s.final_check.reason}", 200
+            f"Jury: the second opinion refuted the converged claim: {s.final_refutation.reason}", 200
         )
     left = unresolved(s)
     if left:
@@ -271,8 +243,8 @@ def summary_body(s: RunState, conclusion: Conclusion, title: str, off_diff: list
     lines += _section("Rejected", [f"{item(f)}: {clip(f.reason, 300)}" for f in by("rejected")])
     lines += _section("Deferred", [f"{item(f)}: {clip(f.reason, 300)}" for f in by("deferred")])
     refuted = [f"{item(f)}: {clip(_refuted_why(f), 300)}" for f in _refuted(s)]
-    if s.final_check is not None and s.final_check.outcome == "refuted":
-        refuted.append(f"the converged claim: {clip(s.final_check.reason or '', 300)}")
+    if s.final_refutation is not None and s.final_refutation.outcome == "refuted":
+        refuted.append(f"the converged claim: {clip(s.final_refutation.reason or '', 300)}")
     lines += _section("Refuted by the second opinion", refuted)
     lines += _section("Open", [item(f) for f in by("open")])
     if off_diff:

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from orchestrator import jsonsafe
+from orchestrator.codex_json import json_lines
 
 ERROR_CHARS = 300
 # codex's tools that run a shell command (unified exec, the classic shell tool, its newer spelling)
@@ -64,21 +64,6 @@ def broken_reason(commands: Commands | None, agent: str) -> str | None:
 
 
 # --- reading JSON lines ---------------------------------------------------------------------------
-
-
-def json_lines(text: str) -> Iterator[dict[str, Any]]:
-    """The JSON objects of ``text``, one a line; anything else (torn, too large, nested deeper than
-    ``jsonsafe`` allows, not an object) is skipped with its line."""
-    for line in (text or "").splitlines():
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            value = jsonsafe.loads(line)
-        except (ValueError, RecursionError):  # BadJSON is a ValueError
-            continue
-        if isinstance(value, dict):
-            yield value
 
 
 def _obj(value: Any) -> dict[str, Any]:
@@ -222,39 +207,6 @@ def codex_thread(stdout: str) -> str | None:
             if isinstance(thread, str) and _THREAD_RE.match(thread):
                 return thread
     return None
-
-
-def codex_message(stdout: str) -> str | None:
-    """The final answer of codex ``exec --json``: the text of its last ``agent_message`` item; "" when it
-    printed events but no message (never the raw events); None when stdout holds no codex event."""
-    found, events = None, False
-    for rec in json_lines(stdout):
-        kind = rec.get("type")
-        if not isinstance(kind, str):
-            continue
-        events = events or kind.startswith(("thread.", "turn.", "item."))
-        item = _obj(rec.get("item"))
-        if (
-            kind == "item.completed"
-            and item.get("type") == "agent_message"
-            and isinstance(item.get("text"), str)
-        ):
-            found = item["text"]
-    if found is not None:
-        return found
-    return "" if events else None
-
-
-def codex_usage(stdout: str) -> dict[str, int]:
-    """Token counts summed over the ``turn.completed`` events (empty when none reports usage)."""
-    usage: dict[str, int] = {}
-    for rec in json_lines(stdout):
-        if rec.get("type") != "turn.completed":
-            continue
-        for name, value in _obj(rec.get("usage")).items():
-            if (count := _int(value)) is not None and count >= 0:
-                usage[name] = usage.get(name, 0) + count
-    return usage
 
 
 def codex_failure(stdout: str) -> str | None:

@@ -18,6 +18,7 @@ import pytest
 import redis
 
 from orchestrator.demo import make_sample_repo
+from tests.redis_server import redis_url, shown
 
 # Under CI=true a skipped test fails the session: a check that did not run is not a pass. A failed test
 # that used ``state_dir`` shows what its runs said (tests/run_digest.py).
@@ -162,13 +163,14 @@ def test_db() -> Iterator[int]:
 
 @pytest.fixture
 def shared_redis(test_db: int) -> Iterator[str]:
-    """A URL to this session's database of the machine's Redis, empty before and after the test."""
-    url = f"redis://127.0.0.1:6379/{test_db}"
+    """A URL to this session's database of the test Redis (``JURY_TEST_REDIS_URL``), empty before and
+    after the test."""
+    url = redis_url(test_db)
     client = redis.Redis.from_url(url)
     try:
         client.ping()
     except redis.ConnectionError:
-        pytest.fail("the tests need Redis on 127.0.0.1:6379 (see README: Tests)")
+        pytest.fail(f"the tests need Redis at {shown()} (JURY_TEST_REDIS_URL; see README: Tests)")
     client.flushdb()
     yield url
     client.flushdb()

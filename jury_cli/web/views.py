@@ -310,11 +310,11 @@ def rounds(s: RunState, now: datetime) -> list[dict[str, Any]]:
     """A card per round: its tree and each reviewer's verdict (a running one's time: its latest tick, else
     the time since its launch)."""
 
-    def elapsed(slot: Any) -> float:
-        launched = _ts(slot.launched_at)
-        if slot.state == "running" and not slot.seconds and launched is not None:
+    def elapsed(seat: Any) -> float:
+        launched = _ts(seat.launched_at)
+        if seat.state == "running" and not seat.seconds and launched is not None:
             return round(max(0.0, (now - launched).total_seconds()), 1)
-        return float(slot.seconds)
+        return float(seat.seconds)
 
     return [
         {
@@ -325,16 +325,16 @@ def rounds(s: RunState, now: datetime) -> list[dict[str, Any]]:
             "prompt": r.prompt_file,
             "verdicts": [
                 {
-                    "agent": slot.agent,
-                    "state": slot.state,
-                    "summary": slot.summary,
-                    "seconds": elapsed(slot),
-                    "quietSeconds": slot.quiet_seconds,
-                    "error": slot.error,
-                    "rawFile": slot.raw_file,
-                    "wrote": slot.wrote,
+                    "agent": seat.agent,
+                    "state": seat.state,
+                    "summary": seat.summary,
+                    "seconds": elapsed(seat),
+                    "quietSeconds": seat.quiet_seconds,
+                    "error": seat.error,
+                    "rawFile": seat.raw_file,
+                    "wrote": seat.wrote,
                 }
-                for slot in r.agents.values()
+                for seat in r.agents.values()
             ],
         }
         for r in s.rounds
@@ -463,9 +463,9 @@ def artifacts(s: RunState) -> list[str]:
     names: list[str] = []
     for r in s.rounds:
         names += [r.prompt_file] if r.prompt_file else []
-        for slot in r.agents.values():
-            if slot.raw_file:
-                names += [slot.raw_file, slot.raw_file.replace(".stdout.txt", ".stderr.txt")]
+        for seat in r.agents.values():
+            if seat.raw_file:
+                names += [seat.raw_file, seat.raw_file.replace(".stdout.txt", ".stderr.txt")]
     names += [f.patch for f in s.findings.values() if f.patch]
     return list(dict.fromkeys(names))
 
@@ -499,7 +499,7 @@ def run_page(slug: str, log: LogRead, ticks: list[AgentAlive], now: datetime | N
         "rounds": rounds(s, now),
         "conversations": conversations(s, log.events),
         "findings": findings(s),
-        "finalCheck": s.final_check.model_dump(mode="json") if s.final_check is not None else None,
+        "finalCheck": s.final_refutation.model_dump(mode="json") if s.final_refutation is not None else None,
         "commits": [c.wire() for c in s.commits],
         "spend": spend(s),
         "toolRefusals": s.tool_refusals,

@@ -12,25 +12,13 @@ from functools import cache
 from importlib import resources
 from string import Template
 
-from pydantic import BaseModel, ConfigDict
-
+from orchestrator.decide import SettledItem, StartRound
+from orchestrator.domain import RoundStart
 from orchestrator.refute.signals import Signal
 
-__all__ = ["SettledItem", "refute_prompt", "reply_prompt", "review_prompt", "triage_prompt"]
+__all__ = ["SettledItem", "refute_prompt", "reply_prompt", "review_prompt", "round_start", "triage_prompt"]
 
 _LINE_LIMIT = 500
-
-
-class SettledItem(BaseModel):
-    """A finding whose outcome is known, as shown to reviewers."""
-
-    model_config = ConfigDict(frozen=True)
-
-    id: str
-    verdict: str
-    claim: str
-    loc: str
-    reason: str = ""
 
 
 @cache
@@ -96,6 +84,29 @@ def review_prompt(
             if carried_from
             else ""
         ),
+    )
+
+
+def round_start(step: StartRound) -> RoundStart:
+    """The ``round.start`` event of the round ``decide`` opens: its facts, and the reviewers' prompt
+    written from them (also kept as the artifact ``round-N.prompt.md``)."""
+    prompt = review_prompt(
+        round_n=step.n,
+        repo=step.repo,
+        branch=step.branch,
+        trunk=step.trunk,
+        base=step.base,
+        head=step.sha,
+        settled=step.settled,
+        task=step.task,
+        carried_from=step.carried_from,
+    )
+    return RoundStart(
+        eid=f"round.start:{step.n}",
+        n=step.n,
+        sha=step.sha,
+        prompt=prompt,
+        prompt_file=f"round-{step.n}.prompt.md",
     )
 
 

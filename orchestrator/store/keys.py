@@ -62,13 +62,13 @@ and ``unacked_mutex``; only Celery touches them.
 
 A run's keys: everything under ``run:<slug>:``, and the ``lease``, ``done``, ``sent``, ``taken``,
 ``resent`` and ``ledger:call`` keys whose name starts with ``<slug>:`` (actions and agent calls are named
-``<slug>:<key>``). A new key that belongs to one run must live in one of these families
-(``RUN_FAMILIES``), and be a fixed name (``fixed_run_keys``) or be added to the run's key set
+``<slug>:<key>``). A new key that belongs to one run must live in one of these key spaces
+(``RUN_KEY_SPACES``), and be a fixed name (``fixed_run_keys``) or be added to the run's key set
 (``run_index``) by whoever writes it, in the same transaction (``redis_scripts.name_in_run``), or it
 outlives the run's retention: an ended run's expiry reads that set, so its cost is the run's own keys,
 not the whole database's. One without a TTL of its own is also given its run's expiry when written
 after the run ended (``redis_scripts.expire_with_run``). Slugs hold no ``:`` and no glob character, so
-``<family>:<slug>:`` names one run's keys only.
+``<key space>:<slug>:`` names one run's keys only.
 """
 
 from __future__ import annotations
@@ -260,8 +260,9 @@ def forge_etag(prefix: str, cache_key: str) -> str:
     return f"{prefix}:forge:etag:{hashlib.sha256(cache_key.encode()).hexdigest()}"
 
 
-# The key families that hold one run's keys, as ``<prefix>:<family>:<slug>:...``.
-RUN_FAMILIES: tuple[str, ...] = ("run", "lease", "done", "sent", "taken", "resent", "ledger:call")
+# The key spaces that hold one run's keys, as ``<prefix>:<key space>:<slug>:...`` ("family" is a model's
+# vendor, docs/glossary.md).
+RUN_KEY_SPACES: tuple[str, ...] = ("run", "lease", "done", "sent", "taken", "resent", "ledger:call")
 # Keys of a run with a lifetime of their own (a lock's timeout, a lease's TTL, ...): an ended run's expiry
 # may shorten it, a resumed run must not make it permanent.
 SELF_EXPIRING: tuple[str, ...] = ("lock", "cancel")
@@ -273,9 +274,9 @@ def run_scan_pattern(prefix: str, slug: str) -> str:
 
 
 def run_key_re(prefix: str, slug: str) -> re.Pattern[str]:
-    """Whether a key belongs to the run: one of ``RUN_FAMILIES`` followed by ``<slug>:``."""
-    families = "|".join(re.escape(f) for f in RUN_FAMILIES)
-    return re.compile(rf"{re.escape(prefix)}:(?:{families}):{re.escape(slug)}:")
+    """Whether a key belongs to the run: one of ``RUN_KEY_SPACES`` followed by ``<slug>:``."""
+    spaces = "|".join(re.escape(f) for f in RUN_KEY_SPACES)
+    return re.compile(rf"{re.escape(prefix)}:(?:{spaces}):{re.escape(slug)}:")
 
 
 def is_record_key(prefix: str, slug: str, key: str) -> bool:

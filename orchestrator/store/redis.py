@@ -471,7 +471,7 @@ class RedisStore(RedisMarks):
         return [name for name, n in zip(names, there, strict=True) if n]
 
     def scan_run_keys(self, slug: str) -> list[str]:
-        """Every key of the run now in Redis (``keys.RUN_FAMILIES``), found with one SCAN of the whole
+        """Every key of the run now in Redis (``keys.RUN_KEY_SPACES``), found with one SCAN of the whole
         database: for a run without a key set, and for the tests that check the set lists them all."""
         check_slug(slug)
         belongs = keys.run_key_re(self.prefix, slug)

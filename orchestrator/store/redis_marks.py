@@ -155,9 +155,9 @@ class RedisMarks:
         if not action_keys:
             return []
         marks = [
-            family(self.prefix, f"{slug}:{key}")
+            mark_key(self.prefix, f"{slug}:{key}")
             for key in action_keys
-            for family in (keys.sent, keys.taken, keys.resent)
+            for mark_key in (keys.sent, keys.taken, keys.resent)
         ]
         with store_errors("read the sent marks of actions in", slug):
             values = cast(list[bytes | None], self.client.mget(marks))
@@ -169,9 +169,9 @@ class RedisMarks:
         for slug, action_keys in wanted:
             check_slug(slug)
             names += [
-                family(self.prefix, f"{slug}:{key}")
+                mark_key(self.prefix, f"{slug}:{key}")
                 for key in action_keys
-                for family in (keys.sent, keys.taken, keys.resent)
+                for mark_key in (keys.sent, keys.taken, keys.resent)
             ]
         if not names:
             return [[] for _ in wanted]

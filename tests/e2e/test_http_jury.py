@@ -21,7 +21,7 @@ from orchestrator.config import RepoFile, config_dir, load_config, resolve_jury
 from orchestrator.demo import IDENTITY
 from tests.fakes.chat_server import ChatServer, status
 from tests.fakes.scripted_models import ScriptedModel, always, with_key
-from workers.agents.tools import dispatch
+from workers.agents.tools import call_tool
 
 KEY_ENV = "SCRIPTED_MODEL_KEY"
 SECRET = "sk-scripted-" + secrets.token_hex(12)
@@ -273,7 +273,7 @@ def test_a_reviewer_model_that_writes_is_refused_and_the_refusal_is_logged(
     d = the_run(state_dir)
     events = events_of(d)
 
-    # every attempt was refused at dispatch and recorded, in each of the two review rounds
+    # every attempt was refused when called and recorded, in each of the two review rounds
     refused = of_kind(events, "tool.refused")
     assert {e["key"] for e in refused} == {"review:r1:vandal", "review:r2:vandal"}
     for key in ("review:r1:vandal", "review:r2:vandal"):
@@ -421,7 +421,7 @@ def test_judge_tools_refuse_paths_out_of_the_worktree(
     (outside / "secret.txt").write_text("TOPSECRET\n")
     (wt / "link.txt").symlink_to(outside / "secret.txt")
     (wt / "linkdir").symlink_to(outside)
-    result = dispatch(tool, args, role="judge", worktree=wt)
+    result = call_tool(tool, args, role="judge", worktree=wt)
     assert result.refused and "outside the worktree" in result.refused
     assert "TOPSECRET" not in result.text
     assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]

@@ -1,4 +1,5 @@
-"""Fixtures for tests against the machine's Redis: a client, and a key prefix of one's own."""
+"""Fixtures for tests against the test Redis (``JURY_TEST_REDIS_URL``, db 0): a client, and a key prefix
+of one's own."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import pytest
 import redis
 
 from orchestrator.store import keys
+from tests.redis_server import redis_url
 
-REDIS_URL = "redis://127.0.0.1:6379/0"
+REDIS_URL = redis_url(0)
 
 
 @pytest.fixture

@@ -26,13 +26,14 @@ from orchestrator.config import Settings
 from orchestrator.spec import AgentSpec, SandboxSettings
 from orchestrator.store.files import FileStore
 from tests.fakes import console_run as run
+from tests.redis_server import host_port, redis_url
 from workers.agents.cli import run_cli_agent
 from workers.isolation.sandbox import sandbox_problem
 
 pytestmark = pytest.mark.skipif(sandbox_problem(SandboxSettings()) is not None, reason="no bubblewrap here")
 
 AGENT = Path(__file__).resolve().parents[1] / "fakes" / "egress_agent.py"
-REDIS = "127.0.0.1:6379"
+REDIS = "{}:{}".format(*host_port())
 GET = "GET /api/runs HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n"
 PING = "PING\r\n"
 
@@ -94,7 +95,7 @@ def attack(tmp_path: Path, tries: list[dict[str, str]], egress: list[str]) -> di
 def test_an_agent_gets_nothing_from_the_console_or_redis(
     tmp_path: Path, console: str, model_server: str
 ) -> None:
-    assert redis.Redis.from_url(f"redis://{REDIS}").ping()  # Redis answers the host
+    assert redis.Redis.from_url(redis_url(0)).ping()  # Redis answers the host
     tries = [
         {"label": f"{how}-{name}", "how": how, "target": target, "send": send}
         for name, target, send in (("console", console, GET), ("redis", REDIS, PING))

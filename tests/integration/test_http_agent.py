@@ -22,7 +22,7 @@ from workers.agents.seat import CALL_DROPPED
 from workers.agents.tools import (
     TOOL_SCHEMAS,
     ToolRefusal,
-    dispatch,
+    call_tool,
     resolve_in,
     schemas_for,
     tools_for,
@@ -150,7 +150,9 @@ def test_v1_base_url(server: ChatServer, repo: Path, tmp_path: Path) -> None:
     assert server.requests[0].path == "/v1/chat/completions"
 
 
-def test_reviewer_write_is_refused_where_dispatched(server: ChatServer, repo: Path, tmp_path: Path) -> None:
+def test_reviewer_write_is_refused_where_the_tool_is_called(
+    server: ChatServer, repo: Path, tmp_path: Path
+) -> None:
     server.script(
         "acme/m1",
         tool_call("write_file", {"path": "src/app.py", "content": "pwned\n"}),
@@ -592,67 +594,69 @@ def test_resolve_in_refuses_a_symlink_pointing_out(repo: Path, outside: Path) ->
 
 def test_tools_refuse_the_symlink_out(repo: Path, outside: Path) -> None:
     (repo / "link.txt").symlink_to(outside)
-    read = dispatch("read_file", {"path": "link.txt"}, role="reviewer", worktree=repo)
+    read = call_tool("read_file", {"path": "link.txt"}, role="reviewer", worktree=repo)
     assert not read.ok and read.refused and "TOPSECRET" not in read.text
-    judge_write = dispatch("write_file", {"path": "link.txt", "content": "x"}, role="judge", worktree=repo)
+    judge_write = call_tool("write_file", {"path": "link.txt", "content": "x"}, role="judge", worktree=repo)
     assert judge_write.refused and outside.read_text() == "TOPSECRET outside the worktree\n"
-    found = dispatch("search_text", {"pattern": "TOPSECRET"}, role="reviewer", worktree=repo)
+    found = call_tool("search_text", {"pattern": "TOPSECRET"}, role="reviewer", worktree=repo)
     assert found.ok and found.text == "(no matches)"
 
 
 def test_read_file_ranges_and_errors(repo: Path) -> None:
-    ok = dispatch(
+    ok = call_tool(
         "read_file", {"path": "src/app.py", "start_line": 2, "end_line": 2}, role="reviewer", worktree=repo
     )
     assert ok.ok and ok.text == "2\t    return a - b"
-    missing = dispatch("read_file", {"path": "nope.py"}, role="reviewer", worktree=repo)
+    missing = call_tool("read_file", {"path": "nope.py"}, role="reviewer", worktree=repo)
     assert not missing.ok and missing.refused is None and "not a file" in missing.text
     (repo / "bin.dat").write_bytes(b"\x00\x01\x02")
-    binary = dispatch("read_file", {"path": "bin.dat"}, role="reviewer", worktree=repo)
+    binary = call_tool("read_file", {"path": "bin.dat"}, role="reviewer", worktree=repo)
     assert not binary.ok and "binary" in binary.text
 
 
 def test_read_file_output_is_capped(repo: Path) -> None:
     (repo / "big.txt").write_text("x" * 100 + "\n" * 1 + ("y" * 99 + "\n") * 1000, encoding="utf-8")
-    result = dispatch("read_file", {"path": "big.txt"}, role="reviewer", worktree=repo)
+    result = call_tool("read_file", {"path": "big.txt"}, role="reviewer", worktree=repo)
     assert result.ok and len(result.text) < 20_200 and "characters cut" in result.text
 
 
 def test_list_dir_and_search_text(repo: Path) -> None:
-    listing = dispatch("list_dir", {}, role="reviewer", worktree=repo)
+    listing = call_tool("list_dir", {}, role="reviewer", worktree=repo)
     assert listing.text.splitlines() == ["README.md", "src/"]
     (repo / "bin.dat").write_bytes(b"\x00return a - b")
-    found = dispatch("search_text", {"pattern": r"return a [-+] b"}, role="reviewer", worktree=repo)
+    found = call_tool("search_text", {"pattern": r"return a [-+] b"}, role="reviewer", worktree=repo)
     assert found.text == "src/app.py:2:     return a - b"
-    bad = dispatch("search_text", {"pattern": "("}, role="reviewer", worktree=repo)
+    bad = call_tool("search_text", {"pattern": "("}, role="reviewer", worktree=repo)
     assert bad.refused and "bad regular expression" in bad.refused
 
 
 def test_edit_file_needs_exactly_one_occurrence(repo: Path) -> None:
     (repo / "twice.txt").write_text("a\na\n", encoding="utf-8")
-    twice = dispatch("edit_file", {"path": "twice.txt", "old": "a", "new": "b"}, role="judge", worktree=repo)
+    twice = call_tool("edit_file", {"path": "twice.txt", "old": "a", "new": "b"}, role="judge", worktree=repo)
     assert not twice.ok and "occurs 2 times" in twice.text
-    none = dispatch("edit_file", {"path": "twice.txt", "old": "zzz", "new": "b"}, role="judge", worktree=repo)
+    none = call_tool(
+        "edit_file", {"path": "twice.txt", "old": "zzz", "new": "b"}, role="judge", worktree=repo
+    )
     assert not none.ok and "not found" in none.text
     assert (repo / "twice.txt").read_text() == "a\na\n"
 
 
 def test_git_tools_are_read_only(repo: Path) -> None:
     (repo / "README.md").write_text("changed\n", encoding="utf-8")
-    diff = dispatch("git_diff", {}, role="reviewer", worktree=repo)
+    diff = call_tool("git_diff", {}, role="reviewer", worktree=repo)
     assert diff.ok and "+changed" in diff.text
-    log_ = dispatch("git_log", {"max_count": 1}, role="reviewer", worktree=repo)
+    log_ = call_tool("git_log", {"max_count": 1}, role="reviewer", worktree=repo)
     assert log_.ok and "first" in log_.text
-    show = dispatch("git_show", {"rev": "HEAD:src/app.py"}, role="reviewer", worktree=repo)
+    show = call_tool("git_show", {"rev": "HEAD:src/app.py"}, role="reviewer", worktree=repo)
     assert show.ok and "return a - b" in show.text
     for name, args in (
         ("git_show", {"rev": "--output=/tmp/x"}),
         ("git_diff", {"rev_range": "-o/tmp/x"}),
         ("git_log", {"rev_range": "HEAD --output=x"}),
     ):
-        result = dispatch(name, args, role="reviewer", worktree=repo)
+        result = call_tool(name, args, role="reviewer", worktree=repo)
         assert result.refused, (name, args)
-    bad_rev = dispatch("git_show", {"rev": "no-such-rev"}, role="reviewer", worktree=repo)
+    bad_rev = call_tool("git_show", {"rev": "no-such-rev"}, role="reviewer", worktree=repo)
     assert not bad_rev.ok and bad_rev.refused is None
 
 
@@ -670,19 +674,19 @@ def test_git_tools_are_read_only(repo: Path) -> None:
 )
 def test_run_command_runs_no_free_command(repo: Path, command: str) -> None:
     """Not even read-only git: the git tools read git, run_command only runs declared checks."""
-    result = dispatch("run_command", {"command": command}, role="reviewer", worktree=repo)
+    result = call_tool("run_command", {"command": command}, role="reviewer", worktree=repo)
     assert result.refused and "not a declared check" in result.refused, result.text
     assert (repo / "src" / "app.py").read_text() == APP
 
 
 def test_run_command_by_name_in_the_sandbox(repo: Path) -> None:
     check = f'{sys.executable} -c "import os; print(os.getpid(), sorted(os.environ))"'
-    result = dispatch("run_command", {"check": "env"}, role="reviewer", worktree=repo, checks={"env": check})
+    result = call_tool("run_command", {"check": "env"}, role="reviewer", worktree=repo, checks={"env": check})
     assert result.ok and "exit code 0" in result.text, result.text
     pid, names = result.text.splitlines()[2].split(" ", 1)
     assert int(pid) < 10  # a fresh pid namespace: the check cannot see the worker's processes
     assert "HOME" in names and "SECRET" not in names and "JURY" not in names
-    unknown = dispatch(
+    unknown = call_tool(
         "run_command", {"check": "nope"}, role="reviewer", worktree=repo, checks={"env": check}
     )
     assert unknown.refused and "env (" in unknown.refused
@@ -690,9 +694,9 @@ def test_run_command_by_name_in_the_sandbox(repo: Path) -> None:
 
 def test_run_command_runs_exactly_the_declared_check(repo: Path) -> None:
     check = f'{sys.executable} -c "import sys; print(42); sys.exit(3)"'
-    ok = dispatch("run_command", {"command": check}, role="refuter", worktree=repo, checks={"t": check})
+    ok = call_tool("run_command", {"command": check}, role="refuter", worktree=repo, checks={"t": check})
     assert ok.ok and "exit code 3" in ok.text and "42" in ok.text
-    extra = dispatch(
+    extra = call_tool(
         "run_command", {"command": check + " --x"}, role="refuter", worktree=repo, checks={"t": check}
     )
     assert extra.refused
@@ -700,7 +704,7 @@ def test_run_command_runs_exactly_the_declared_check(repo: Path) -> None:
 
 def test_run_command_timeout(repo: Path) -> None:
     check = f'{sys.executable} -c "import time; time.sleep(10)"'
-    result = dispatch(
+    result = call_tool(
         "run_command", {"command": check}, role="reviewer", worktree=repo, checks={"t": check}, timeout=0.5
     )
     assert not result.ok and "timed out" in result.text

@@ -1,5 +1,5 @@
-"""Leases, heartbeats, done markers and ``once``: one contract, run against ``RedisLeases`` (the real Redis
-on 127.0.0.1:6379, db 0, under a random key prefix deleted afterwards) and ``MemoryLeases`` (no Redis;
+"""Leases, heartbeats, done markers and ``once``: one contract, run against ``RedisLeases`` (the test Redis,
+``JURY_TEST_REDIS_URL``, db 0, under a random key prefix deleted afterwards) and ``MemoryLeases`` (no Redis;
 its TTLs run on a ``ManualClock`` that a test moves instead of waiting). Then each one's own details.
 
 No test waits for a TTL to pass in real time, so none depends on how fast the machine is: a Redis lease

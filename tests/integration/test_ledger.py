@@ -1,6 +1,6 @@
-"""The budget ledger: one contract, run against ``Ledger`` (the real Redis on 127.0.0.1:6379, db 0, under a
-random key prefix) and ``MemoryLedger`` (no Redis; its TTLs and its "today" run on a ``ManualClock``).
-Then each one's own details."""
+"""The budget ledger: one contract, run against ``Ledger`` (the test Redis, ``JURY_TEST_REDIS_URL``,
+db 0, under a random key prefix) and ``MemoryLedger`` (no Redis; its TTLs and its "today" run on a
+``ManualClock``). Then each one's own details."""
 
 from __future__ import annotations
 

@@ -15,6 +15,7 @@ from orchestrator.spec import Target
 from orchestrator.store import keys
 from orchestrator.store.redis import RedisStore
 from orchestrator.store.redis_scripts import KEEP_WITH_RUN_LUA
+from tests.redis_server import redis_url
 from workers.runtime.lease import RedisLeases
 
 SLUG = "multi-run"
@@ -34,7 +35,7 @@ class Recording(redis.Connection):
 @pytest.fixture
 def store(shared_redis: str) -> Iterator[RedisStore]:
     db = int(shared_redis.rsplit("/", 1)[1])
-    pool = redis.ConnectionPool(connection_class=Recording, host="127.0.0.1", port=6379, db=db)
+    pool = redis.ConnectionPool.from_url(redis_url(db), connection_class=Recording)
     client = redis.Redis(connection_pool=pool)
     s = RedisStore(client, prefix=f"jt-{uuid.uuid4().hex[:8]}")
     s.append(SLUG, [TargetEvent(eid="target:0", target=Target(repo="acme/x", state="review"))])

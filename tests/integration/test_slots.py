@@ -22,6 +22,7 @@ import redis
 
 from orchestrator.store import keys
 from orchestrator.store.memory import ManualClock
+from tests.redis_server import redis_url
 from workers.isolation.limits import MemorySlots, RedisSlots, Slot, Slots
 
 TTL = 600.0
@@ -208,7 +209,7 @@ def test_a_slot_is_renewed_while_its_holder_lives_and_frees_when_it_is_killed(
     slots = RedisSlots(client, prefix)
     key = keys.slots(prefix, slot.name)
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
-    url = "redis://127.0.0.1:6379/0"
+    url = redis_url(0)
     p = subprocess.Popen(
         [sys.executable, "-c", HOLDER, url, prefix, str(ttl)], stdout=subprocess.PIPE, env=env, text=True
     )

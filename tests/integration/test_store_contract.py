@@ -2,9 +2,10 @@
 contract (the control plane's marks, retention), run against RedisStore and MemoryStore; then each
 store's own details.
 
-Redis tests use the server on 127.0.0.1:6379 (db 0) under a random key prefix and delete exactly those
-keys afterwards; the URL tests start a private ``redis-server`` on a unix socket. The memory params need
-no Redis: their time is a ``ManualClock``, moved by hand where Redis's tests wait for a key to expire.
+Redis tests use the test server (``JURY_TEST_REDIS_URL``, default 127.0.0.1:6379; db 0) under a random
+key prefix and delete exactly those keys afterwards; the URL tests start a private ``redis-server`` on a
+unix socket. The memory params need no Redis: their time is a ``ManualClock``, moved by hand where
+Redis's tests wait for a key to expire.
 """
 
 from __future__ import annotations
@@ -35,8 +36,9 @@ from orchestrator.store.base import LiveStore, SweepClaim, SweptStart, pull_head
 from orchestrator.store.memory import ManualClock, MemoryStore
 from orchestrator.store.redis import RedisStore, cap_bytes, from_url
 from orchestrator.store.urls import normalize_url
+from tests.redis_server import redis_url
 
-REDIS_URL = "redis://127.0.0.1:6379/0"
+REDIS_URL = redis_url(0)
 SLUG = "acme-widgets-pr-7"
 
 

@@ -2,7 +2,8 @@
 position, each event with its own), the coordinator's snapshot beside the log, and the agents' latest
 liveness ticks, kept beside the log instead of in it.
 
-Redis tests use the server on 127.0.0.1:6379 under a random key prefix (``tests/integration/conftest.py``).
+Redis tests use the test server (``JURY_TEST_REDIS_URL``) under a random key prefix
+(``tests/integration/conftest.py``).
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ from tests.fakes.chat_server import Brain, ChatServer, Recorded, Reply, answer, 
 from tests.fakes.scripted_models import Conversation, ScriptedModel, with_key
 from workers.agents import toolbase
 from workers.agents.http import run_http_agent
-from workers.agents.tools import dispatch
+from workers.agents.tools import call_tool
 
 SENTINEL = "SENTINEL-" + secrets.token_hex(8)
 DECLARED = f'{sys.executable} -c "print(1)"'
@@ -234,7 +234,7 @@ def test_every_escape_is_refused_and_nothing_is_read_or_run(
     hostile: Hostile, processes: list[list[str]], tool: str, args: dict[str, Any]
 ) -> None:
     config_before = (hostile.wt / ".git" / "config").read_bytes()
-    result = dispatch(
+    result = call_tool(
         tool, _fill(args, hostile), role="judge", worktree=hostile.wt, checks={"test": DECLARED}
     )
     assert not result.ok and result.refused, result.text
@@ -249,7 +249,7 @@ def test_every_escape_is_refused_and_nothing_is_read_or_run(
 
 def test_the_hostile_repository_is_readable_without_running_its_programs(hostile: Hostile) -> None:
     def call(tool: str, args: dict[str, Any]) -> str:
-        result = dispatch(tool, args, role="reviewer", worktree=hostile.wt)
+        result = call_tool(tool, args, role="reviewer", worktree=hostile.wt)
         assert result.ok, (tool, args, result.text)
         return result.text
 
@@ -277,7 +277,7 @@ def test_a_planted_worktree_location_does_not_move_git(hostile: Hostile, tmp_pat
     (elsewhere / "src").mkdir(parents=True)
     (elsewhere / "src" / "app.py").write_text(SENTINEL + "\n")
     git(hostile.wt, "config", "core.worktree", str(elsewhere))
-    result = dispatch("git_diff", {}, role="reviewer", worktree=hostile.wt)
+    result = call_tool("git_diff", {}, role="reviewer", worktree=hostile.wt)
     assert result.ok and "+    return b + a" in result.text and SENTINEL not in result.text
 
 
@@ -294,7 +294,7 @@ def test_a_promisor_remote_cannot_make_git_fetch_through_a_program(tmp_path: Pat
     git(tmp_path, "clone", "-q", "--filter=blob:none", "--no-checkout", f"file://{src}", str(wt))
     git(wt, "config", "remote.origin.url", f"ext::sh -c touch% {marker}")
     git(wt, "config", "protocol.ext.allow", "always")
-    result = dispatch("git_show", {"rev": "HEAD:f.txt"}, role="reviewer", worktree=wt)
+    result = call_tool("git_show", {"rev": "HEAD:f.txt"}, role="reviewer", worktree=wt)
     assert not result.ok and "hi" not in result.text, result.text  # "transport 'ext' not allowed"
     assert not marker.exists()
     # the plant is live: git told to show the file fetches it through the program
@@ -313,15 +313,15 @@ def test_a_declared_check_runs_by_name_or_exact_text_and_nothing_else(
         f'print(open(sys.argv[1]).read())" {hostile.sentinel}'
     )
     checks = {"test": DECLARED, "probe": probe}
-    by_name = dispatch("run_command", {"check": "test"}, role="reviewer", worktree=hostile.wt, checks=checks)
+    by_name = call_tool("run_command", {"check": "test"}, role="reviewer", worktree=hostile.wt, checks=checks)
     assert by_name.ok and "exit code 0" in by_name.text and "\n1\n" in by_name.text
-    by_text = dispatch(
+    by_text = call_tool(
         "run_command", {"command": DECLARED}, role="reviewer", worktree=hostile.wt, checks=checks
     )
     assert by_text.ok and by_text.text == by_name.text
     assert processes == [[sys.executable, "-c", "print(1)"]] * 2
     # even a declared check sees only the sandbox: no file outside the worktree, no worker processes
-    jailed = dispatch("run_command", {"check": "probe"}, role="reviewer", worktree=hostile.wt, checks=checks)
+    jailed = call_tool("run_command", {"check": "probe"}, role="reviewer", worktree=hostile.wt, checks=checks)
     assert SENTINEL not in jailed.text and "No such file" in jailed.text, jailed.text
     hostile.untouched()
 
@@ -367,7 +367,7 @@ def test_a_catastrophic_pattern_is_an_error_within_its_limit_while_the_worker_ti
     limit = 2.0
     with Heartbeat() as beat:
         started = time.monotonic()
-        result = dispatch(
+        result = call_tool(
             "search_text",
             {"pattern": pattern, "path": "long.txt"},
             role="reviewer",
@@ -383,13 +383,13 @@ def test_a_catastrophic_pattern_is_an_error_within_its_limit_while_the_worker_ti
 
 def test_search_text_still_finds_and_refuses_a_bad_pattern(hostile: Hostile) -> None:
     (hostile.wt / "long.txt").write_text("a" * 40 + "b\n")
-    slow_but_fine = dispatch(
+    slow_but_fine = call_tool(
         "search_text", {"pattern": r"(a+)+$", "path": "long.txt"}, role="reviewer", worktree=hostile.wt
     )
     assert slow_but_fine.ok and slow_but_fine.text == "(no matches)"
-    found = dispatch("search_text", {"pattern": r"return [ab] \+"}, role="reviewer", worktree=hostile.wt)
+    found = call_tool("search_text", {"pattern": r"return [ab] \+"}, role="reviewer", worktree=hostile.wt)
     assert found.ok and found.text == "src/app.py:2:     return b + a"
-    bad = dispatch("search_text", {"pattern": "("}, role="reviewer", worktree=hostile.wt)
+    bad = call_tool("search_text", {"pattern": "("}, role="reviewer", worktree=hostile.wt)
     assert bad.refused and "bad regular expression" in bad.refused
     hostile.untouched()
 

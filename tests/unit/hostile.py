@@ -51,16 +51,27 @@ def huge_line() -> st.SearchStrategy[str]:
     )
 
 
-def deep_json() -> st.SearchStrategy[str]:
-    """JSON (or almost JSON) nested from a few levels to far past the decoder's recursion limit."""
-    return st.builds(
-        lambda opener, closer, n, closed, inner: opener * n + inner + (closer * n if closed else ""),
+VERDICT_OBJECT = '{"verdict": "accepted"}'
+
+
+def deep_json_parts() -> st.SearchStrategy[tuple[str, str, int, bool, str]]:
+    """What ``deep_json`` is made of: (opener, closer, how many, closed, the innermost value)."""
+    return st.tuples(
         st.sampled_from(["[", '{"a":', '{"verdict":', '{"result":', '{"item":']),
         st.sampled_from(["]", "}"]),
         st.sampled_from([3, 99, 100, 101, 500, 5_000, 20_000]),
         st.booleans(),
-        st.sampled_from(["1", '"x"', "{}", "[]", "", '{"verdict": "accepted"}']),
+        st.sampled_from(["1", '"x"', "{}", "[]", "", VERDICT_OBJECT]),
     )
+
+
+def nest(opener: str, closer: str, n: int, closed: bool, inner: str) -> str:
+    return opener * n + inner + (closer * n if closed else "")
+
+
+def deep_json() -> st.SearchStrategy[str]:
+    """JSON (or almost JSON) nested from a few levels to far past the decoder's recursion limit."""
+    return deep_json_parts().map(lambda parts: nest(*parts))
 
 
 def json_values(max_leaves: int = 12) -> st.SearchStrategy[Any]:

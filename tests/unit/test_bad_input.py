@@ -17,7 +17,7 @@ from orchestrator import diagnostics, jsonsafe
 from orchestrator.parse import extract_report, parse_reply, parse_review, parse_verdict, report_cost
 from orchestrator.refute.verdicts import parse_refutation
 from orchestrator.store.files import FileStore
-from workers.agents.tools import ToolRefusal, _parse_args, dispatch
+from workers.agents.tools import ToolRefusal, _parse_args, call_tool
 
 DEEP = 100_000
 DEEP_ARRAY = "[" * DEEP + "]" * DEEP
@@ -119,7 +119,7 @@ def test_files_record_with_a_hostile_line(tmp_path: Path) -> None:
 def test_tool_arguments_too_deep_are_refused(text: str, tmp_path: Path) -> None:
     with pytest.raises(ToolRefusal, match="not valid JSON"):
         _parse_args(text)
-    result = dispatch("read_file", text, role="reviewer", worktree=tmp_path)
+    result = call_tool("read_file", text, role="reviewer", worktree=tmp_path)
     assert result.refused and not result.ok
 
 
@@ -127,7 +127,7 @@ def test_tool_arguments_of_50mb_are_refused_unread(tmp_path: Path) -> None:
     args = json.dumps({"path": "a.txt", "content": "x" * (50 * MB)})
     with pytest.raises(ToolRefusal):
         _parse_args(args)
-    result = dispatch("write_file", args, role="judge", worktree=tmp_path)
+    result = call_tool("write_file", args, role="judge", worktree=tmp_path)
     assert result.refused and not (tmp_path / "a.txt").exists()
 
 

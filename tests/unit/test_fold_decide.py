@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.decide import DispatchAction, Emit, decide
+from orchestrator.decide import DispatchAction, Emit, StartRound, decide
 from orchestrator.domain import (
     ActionDispatched,
     ActionDone,
@@ -25,6 +25,7 @@ from orchestrator.domain import (
     TargetEvent,
 )
 from orchestrator.fold import fold, run_json
+from orchestrator.prompts import round_start
 from orchestrator.spec import AgentSpec, JuryConfig, Target
 
 SPEC = AgentSpec(name="x", argv=["x", "{prompt}"], judge_argv=["x", "{prompt}"])
@@ -98,6 +99,8 @@ def describe(actions: list) -> list[str]:
         if isinstance(a, DispatchAction):
             out.append(f"dispatch {a.key}")
         else:
+            if isinstance(a, StartRound):
+                a = Emit(event=round_start(a))
             assert isinstance(a, Emit)
             e = a.event
             match e:
@@ -338,8 +341,9 @@ def test_settled_findings_reach_the_next_round_prompt() -> None:
         ]
     )
     (action,) = decide(s)
-    assert isinstance(action, Emit) and isinstance(action.event, RoundStart)
-    assert "r1-a-1" in action.event.prompt and action.event.sha == "c1"
+    assert isinstance(action, StartRound) and [i.id for i in action.settled] == ["r1-a-1"]
+    event = round_start(action)
+    assert "r1-a-1" in event.prompt and event.sha == "c1" and event.prompt_file == "round-2.prompt.md"
 
 
 def test_run_json_has_codejury_shape() -> None:

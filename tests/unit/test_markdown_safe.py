@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from orchestrator.fold import AgentSlot, FindingState, RoundState, RunState
+from orchestrator.fold import FindingState, RoundSeat, RoundState, RunState
 from orchestrator.forge.base import BODY_MAX, InlineComment, ReviewDraft, summary_text, with_marker
 from orchestrator.markdown_safe import (
     CUT_NOTE,
@@ -204,7 +204,7 @@ def hostile_run(fields: list[str]) -> RunState:
     )
     s.rounds.append(
         RoundState(
-            n=1, sha="h" * 40, prompt="", started_at="t", agents={"a": AgentSlot(agent="a", state="found")}
+            n=1, sha="h" * 40, prompt="", started_at="t", agents={"a": RoundSeat(agent="a", state="found")}
         )
     )
     s.spent = {next(it): 0.5}

@@ -27,7 +27,7 @@ from orchestrator.parse import (
     same_finding,
     summarize,
 )
-from tests.unit.hostile import deep_json, hostile_text
+from tests.unit.hostile import VERDICT_OBJECT, deep_json_parts, hostile_text, nest
 
 REVIEW_WORDS = ["FINDING:", "FINDING 2:", "Finding #3:", "WHERE:", "Where:", STOP_TOKEN, "NO CONTEST"]
 ANY_REPORT = hostile_text(REVIEW_WORDS)
@@ -292,8 +292,20 @@ def test_a_contest_inside_a_fence_is_no_contest(before: str, inner: str) -> None
     assert [c.id for c in fenced.contests] == [c.id for c in plain.contests]
 
 
-@given(text=deep_json())
-def test_deep_nesting_is_no_verdict_and_no_crash(text: str) -> None:
-    parse_verdict(text)
-    parse_review(text)
-    parse_reply(text)
+@given(parts=deep_json_parts())
+@example(parts=("[", "]", 99, True, VERDICT_OBJECT))  # within the limit: found
+@example(parts=('{"verdict":', "}", 3, True, "1"))  # a verdict key with no verdict in it: none
+def test_deep_nesting_crashes_nothing_and_makes_nothing_up(parts: tuple[str, str, int, bool, str]) -> None:
+    """Nesting from a few levels to far past the decoder's limit: no parser crashes; no finding, stop
+    token or contest comes of it; the only verdict read is the well-formed verdict object the text really
+    holds, and one nested within the limit under other JSON is still found."""
+    opener, _, n, _, inner = parts
+    text = nest(*parts)
+    review = parse_review(text)
+    assert review.findings == [] and not review.stop_token
+    assert parse_reply(text).contests == []
+    verdict = parse_verdict(text)
+    holds_one = inner == VERDICT_OBJECT
+    assert verdict is None or (holds_one and verdict.verdict == "accepted" and verdict.reproduced is None)
+    if holds_one and n < 100 and opener != '{"verdict":':  # an outer "verdict" key would be the last word
+        assert verdict is not None

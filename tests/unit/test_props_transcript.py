@@ -14,7 +14,7 @@ from typing import Any
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from orchestrator import agent_kinds, transcript
+from orchestrator import agent_kinds, codex_json, transcript
 from orchestrator.cost import cost_from_report
 from orchestrator.parse import extract_report, report_cost
 from orchestrator.transcript import Commands
@@ -100,17 +100,17 @@ def consistent(commands: Commands | None) -> None:
 @given(stdout=ANY_OUTPUT, stderr=ANY_OUTPUT, rollout=st.none() | ANY_OUTPUT)
 @example(stdout='{"a":' * 50_000 + "\n" + '{"type": "turn.completed"}', stderr="", rollout=None)
 def test_any_transcript_counts_commands_consistently(stdout: str, stderr: str, rollout: str | None) -> None:
-    assert all(isinstance(rec, dict) for rec in transcript.json_lines(stdout))
+    assert all(isinstance(rec, dict) for rec in codex_json.json_lines(stdout))
     for kind, report in (("http", "whole"), ("cli", "codex-json"), ("cli", "stream-json"), ("cli", "whole")):
         consistent(agent_kinds.commands_of(kind, report, stdout, stderr, rollout))
     consistent(transcript.codex_rollout(rollout or stdout))
-    usage = transcript.codex_usage(stdout)
+    usage = codex_json.codex_usage(stdout)
     assert all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in usage.values())
     thread = transcript.codex_thread(stdout)
     assert thread is None or ("/" not in thread and "*" not in thread and ".." not in thread)
     failure = transcript.codex_failure(stdout)
     assert failure is None or (failure and "\n" not in failure)
-    message = transcript.codex_message(stdout)
+    message = codex_json.codex_message(stdout)
     assert message is None or isinstance(message, str)
 
 
@@ -165,7 +165,7 @@ def test_codex_events_read_back(commands: list[tuple[str, int, str]], noise: lis
         if failures:
             _, code, out = failures[0]
             assert got.first_error == (first_line(out) or f"exit code {code}")
-    assert transcript.codex_message(stdout) == "done"
+    assert codex_json.codex_message(stdout) == "done"
     assert extract_report(stdout, "", "codex-json") == "done"
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.decide import DispatchAction, decide
-from orchestrator.fold import AgentSlot, FindingState, RoundState, RunState
-from orchestrator.publishing import awaiting_publish, clip, parse_loc, plan, publish_key, verdict
+from orchestrator.decide import DispatchAction, awaiting_publish, decide, publish_key
+from orchestrator.fold import FindingState, RoundSeat, RoundState, RunState
+from orchestrator.publishing import clip, parse_loc, plan, verdict
 from orchestrator.refute.record import RefutationRecord
 from orchestrator.refute.verdicts import ParsedRefutation
 from orchestrator.spec import AgentSpec, JuryConfig, Target
@@ -27,7 +27,7 @@ def run(state: Any, note: str = "", *, publish: bool = True, **findings: Any) ->
     )
     s.rounds.append(
         RoundState(
-            n=1, sha="h" * 40, prompt="", started_at="t", agents={"a": AgentSlot(agent="a", state="found")}
+            n=1, sha="h" * 40, prompt="", started_at="t", agents={"a": RoundSeat(agent="a", state="found")}
         )
     )
     for i, (fid, status) in enumerate(findings.items()):
@@ -63,7 +63,7 @@ def test_the_conclusion_is_the_runs_true_state() -> None:
     assert verdict(run("failed", "push refused", f1="accepted"))[0] == "neutral"
     assert verdict(run("review"))[0] == "neutral"  # never success before the end
     refuted = run("human", "the second opinion refuted the converged claim: test fails")
-    refuted.final_check = RefutationRecord.from_verdict(
+    refuted.final_refutation = RefutationRecord.from_verdict(
         ParsedRefutation(outcome="refuted", reason="test fails")
     )
     assert verdict(refuted)[0] == "failure"

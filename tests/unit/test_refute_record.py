@@ -173,7 +173,7 @@ def test_the_fold_stores_the_record_and_run_json_shows_it(record: RefutationReco
     on_finding = refutation_event(record, eid="k:1", id="f1")
     on_claim = refutation_event(record, eid="k:2", id=None)
     s = fold([raised(), on_finding, on_claim], slug="s")
-    assert s.findings["f1"].refutation == record and s.final_check == record
+    assert s.findings["f1"].refutation == record and s.final_refutation == record
     jury = run_json(s)["jury"]
     shown = record.model_dump(mode="json", exclude_none=True)
     assert jury["findings"]["f1"]["refutation"] == shown and jury["finalCheck"] == shown

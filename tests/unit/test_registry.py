@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from orchestrator.actions import ACTIONS, CONTROL, ActionKind, failure_events, queues, routes
 from orchestrator.agent_keys import check_agent
 from orchestrator.agent_kinds import AGENT_KINDS, AgentKindDescriptor
-from orchestrator.decide import DispatchAction, Emit, decide
+from orchestrator.decide import DispatchAction, Emit, StartRound, decide
 from orchestrator.domain import (
     ActionDispatched,
     ActionDone,
@@ -27,6 +27,7 @@ from orchestrator.domain import (
 )
 from orchestrator.errors import ConfigError
 from orchestrator.fold import DispatchedAction, RunState, apply, fold
+from orchestrator.prompts import round_start
 from orchestrator.registry import Registry, UnknownName
 from orchestrator.spec import AgentSpec, JuryConfig, Target
 from workers.agents import SEATS, AgentRun, Seat, SeatHooks, SeatRequest, register_seat, run_seat
@@ -166,6 +167,7 @@ def settle(state: RunState) -> list[Any]:
     for _ in range(50):
         actions = decide(state)
         emits = [a.event for a in actions if isinstance(a, Emit)]
+        emits += [round_start(a) for a in actions if isinstance(a, StartRound)]
         if not emits:
             return actions
         for e in emits:
@@ -200,7 +202,7 @@ def test_a_crashed_second_opinion_on_the_converged_claim_does_not_leave_the_run_
     ]:
         apply(state, e)
     assert settle(state) == [] and state.state == "converged"  # it used to wait here for ever, in review
-    record = state.final_check  # a dict or a model, as the fold keeps it
+    record = state.final_refutation  # a dict or a model, as the fold keeps it
     fields = record if isinstance(record, dict) else record.model_dump()  # type: ignore[union-attr]
     assert fields["ran"] is False and fields["skipped_reason"] == "the refuter could not run: boom"
 

@@ -8,18 +8,16 @@ import json
 import pytest
 
 from orchestrator.agent_kinds import commands_of
+from orchestrator.codex_json import codex_message, codex_usage, json_lines
 from orchestrator.parse import extract_report, parse_review
 from orchestrator.transcript import (
     Commands,
     broken_reason,
     codex_events,
     codex_failure,
-    codex_message,
     codex_rollout,
     codex_thread,
-    codex_usage,
     http_tools,
-    json_lines,
     stream_json,
 )
 

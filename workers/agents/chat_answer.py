@@ -78,7 +78,7 @@ def tool_arguments(raw: Any) -> str | dict[str, Any] | None:
     The arguments are a JSON string inside the JSON body: a key spelled there with ``\\u`` escapes is not
     the key's bytes when the body is redacted, nor after the body is parsed, only once the arguments
     are. So they are parsed here and redacted parsed; what does not parse goes on as text (already
-    redacted), for ``dispatch`` to refuse.
+    redacted), for ``call_tool`` to refuse.
     """
     if raw is None or isinstance(raw, dict):
         return raw

@@ -1,7 +1,7 @@
 """Running an http agent once: a tool loop over an OpenAI-compatible ``POST {base_url}/chat/completions``.
 
 The model gets the role's rules, the prompt and the tools its role is offered (``tools.tools_for``); each
-tool call goes through ``tools.dispatch``, which refuses what the role may not do. The loop ends when the
+tool call goes through ``tools.call_tool``, which refuses what the role may not do. The loop ends when the
 model answers without tool calls (that answer is the report), after ``spec.max_rounds`` turns, or when
 the wall clock runs out. Requests are retried with backoff (429, 5xx, timeouts, connection errors,
 malformed answers), then the next model of ``spec.fallback`` is tried. Every call reserves its projected
@@ -53,7 +53,7 @@ from workers.agents.chat_answer import (
 )
 from workers.agents.run import AgentRun, RateLimited
 from workers.agents.seat import CALL_DROPPED
-from workers.agents.tools import dispatch, schemas_for
+from workers.agents.tools import call_tool, schemas_for
 from workers.isolation.supervise import Interrupted, ProcResult
 
 log = structlog.get_logger()
@@ -322,7 +322,7 @@ class _Session:
             call_id = str(call.get("id") or f"call_{turn}_{i}")
             tool = str(fn.get("name") or "")
             args = tool_arguments(fn.get("arguments"))
-            result = dispatch(
+            result = call_tool(
                 tool,
                 args,
                 role=self.role,

@@ -1,6 +1,6 @@
 """The tools an http agent may call, confined to its worktree.
 
-``dispatch`` is the one entry point: it refuses a tool the role was not offered (a reviewer, reply or
+``call_tool`` is the one entry point: it refuses a tool the role was not offered (a reviewer, reply or
 refuter cannot write, whatever the model asks for), an unknown tool and bad arguments, and never raises
 for any of that. Every tool is built so the model's arguments cannot bend it:
 
@@ -64,7 +64,7 @@ __all__ = [
     "ToolFailed",
     "ToolRefusal",
     "ToolResult",
-    "dispatch",
+    "call_tool",
     "resolve_in",
     "schemas_for",
     "tool_env",
@@ -405,7 +405,7 @@ def _parse_args(raw: str | Mapping[str, Any] | None) -> dict[str, Any]:
     return value
 
 
-def dispatch(
+def call_tool(
     name: str,
     args: str | Mapping[str, Any] | None,
     *,

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from orchestrator.decide import awaiting_publish
 from orchestrator.fold import FOLD_VERSION, KINDS, RunState
-from orchestrator.publishing import awaiting_publish
 from orchestrator.run_reader import state_from
 from orchestrator.store.base import LiveStore
 

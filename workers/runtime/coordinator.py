@@ -21,7 +21,7 @@ import redis
 import structlog
 
 from orchestrator.actions import failure_events as failure_of
-from orchestrator.decide import DispatchAction, Emit, Integrate, decide
+from orchestrator.decide import DispatchAction, Emit, Integrate, StartRound, awaiting_publish, decide
 from orchestrator.domain import (
     ActionDeferred,
     ActionDispatched,
@@ -33,7 +33,7 @@ from orchestrator.domain import (
 )
 from orchestrator.errors import GitError, StoreError
 from orchestrator.fold import RunState, apply, fold, snapshot, tick
-from orchestrator.publishing import awaiting_publish
+from orchestrator.prompts import round_start
 from orchestrator.run_reader import read_state
 from orchestrator.spec import TERMINAL_STATES, Target
 from orchestrator.store.files import record
@@ -94,6 +94,7 @@ def coordinate(rt: Runtime, slug: str) -> RunState:
         for _ in range(200):
             actions = decide(state)
             emits = [a.event for a in actions if isinstance(a, Emit)]
+            emits += [round_start(a) for a in actions if isinstance(a, StartRound)]  # the prompt, in words
             for step in (a for a in actions if isinstance(a, Integrate)):
                 emits += integrate(rt, state, step.findings, step.sha)
             if not emits:

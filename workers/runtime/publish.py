@@ -23,12 +23,13 @@ from typing import Any
 import httpx
 import structlog
 
+from orchestrator.decide import publish_key
 from orchestrator.domain import RunPublished
 from orchestrator.errors import GitError, JuryError, UsageError
 from orchestrator.fold import RunState, fold
 from orchestrator.forge import ForgeSettings, InlineComment, ReviewDraft, forge_for, load_forge_settings
 from orchestrator.logs import add_secret, redact
-from orchestrator.publishing import plan, publish_key
+from orchestrator.publishing import plan
 from orchestrator.store.base import EventStore
 from orchestrator.store.files import FileStore, mirror
 from workers.isolation.supervise import Interrupted
