@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 
 from bench.stats import Figure, figure
-from orchestrator import agent_kinds, diagnostics, jsonsafe, parse
+from orchestrator import diagnostics, jsonsafe, parse, transcript
 from orchestrator.refute import classify_command, commands_in_task, parse_refutation
 
 FORMATS = ["whole", "tail", "result-json", "opencode-json", "stream-json", "codex-json"]
@@ -35,7 +35,7 @@ PARSERS: dict[str, Callable[[str], object]] = {
     "parse_sarif": diagnostics.parse_sarif,
     "parse_auto": lambda t: diagnostics.parse_auto("checker", t),
     "changed_lines": diagnostics.changed_lines,
-    "transcript": lambda t: [agent_kinds.commands_of(k, r, t, t, t) for k, r in KINDS],
+    "transcript": lambda t: [transcript.commands_of(k, r, t, t, t) for k, r in KINDS],
     "jsonsafe.values": lambda t: list(jsonsafe.values(t, parse._VALUE_START)),
 }
 

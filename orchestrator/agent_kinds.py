@@ -19,7 +19,6 @@ from pydantic import AfterValidator
 
 from orchestrator.cleartext import key_in_clear
 from orchestrator.registry import Registry
-from orchestrator.transcript import Commands, commands_in_report, http_tools
 
 Which = Callable[[str], str | None]
 """Where this machine has a program (a path), or None: ``jury agents`` passes its own lookup, so this
@@ -69,9 +68,9 @@ class AgentKindDescriptor:
         """Why the agent cannot judge (its triage prompt needs an answer it cannot give); None: it can."""
         return None
 
-    def read_commands(self, report: str, stdout: str, stderr: str, rollout: str | None) -> Commands | None:
-        """What the run's transcript says of the commands the agent ran; None when it says nothing."""
-        return commands_in_report(report, stdout, rollout)
+    # Which transcript reader (``orchestrator.transcript.READERS``) says what commands an agent of the kind
+    # ran: a name, not the reader, so the core that reads descriptors never imports transcripts.
+    commands_in = "report"
 
     def presence(self, spec: AgentFields, which: Which) -> str | None:
         """Where this machine has what the agent needs (a program's path, an endpoint); None: missing."""
@@ -108,8 +107,7 @@ class HttpKind(AgentKindDescriptor):
             str(fields["base_url"]), fields.get("api_key_env"), bool(fields.get("insecure_http"))
         )
 
-    def read_commands(self, report: str, stdout: str, stderr: str, rollout: str | None) -> Commands | None:
-        return http_tools(stderr)
+    commands_in = "tool-loop"  # the tool loop's own transcript, on stderr
 
     def presence(self, spec: AgentFields, which: Which) -> str | None:
         return spec.base_url  # an endpoint: nothing to install
@@ -138,17 +136,3 @@ AGENT_KINDS.register("http", HttpKind("an OpenAI-compatible chat endpoint driven
 AGENT_KINDS.register("check", CheckKind("a deterministic checker whose diagnostics become findings"))
 
 AgentKind = Annotated[str, AfterValidator(AGENT_KINDS.check)]
-
-
-def commands_of(
-    kind: str, report: str, stdout: str, stderr: str, rollout: str | None = None
-) -> Commands | None:
-    """What the run's transcript says of its commands, per the agent's kind and report format; None
-    when it says nothing (a format that does not report commands, or no command asked for).
-
-    For codex, a rollout that reports commands wins over the stdout events (it also has the commands
-    its sandbox could not start)."""
-    try:
-        return AGENT_KINDS[kind].read_commands(report, stdout, stderr, rollout)
-    except RecursionError:  # belt and braces: a pathological transcript is bad input, never a crash
-        return None

@@ -22,11 +22,14 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from orchestrator import jsonsafe
+from orchestrator.agent_kinds import AGENT_KINDS
 from orchestrator.codex_json import json_lines
+from orchestrator.registry import Registry
 
 ERROR_CHARS = 300
 # codex's tools that run a shell command (unified exec, the classic shell tool, its newer spelling)
@@ -287,3 +290,30 @@ def commands_in_report(report: str, stdout: str, rollout: str | None = None) -> 
     if report == "stream-json":
         return stream_json(stdout)
     return None
+
+
+Reader = Callable[[str, str, str, "str | None"], "Commands | None"]
+"""A transcript reader: ``(report format, stdout, stderr, rollout)`` -> the commands the run asked for."""
+
+# The readers an agent kind's descriptor may name (``commands_in``); a new kind with a transcript of its
+# own registers its reader here.
+READERS: Registry[Reader] = Registry("transcript reader")
+READERS.register(
+    "report", lambda report, stdout, stderr, rollout: commands_in_report(report, stdout, rollout)
+)
+READERS.register("tool-loop", lambda report, stdout, stderr, rollout: http_tools(stderr))
+
+
+def commands_of(
+    kind: str, report: str, stdout: str, stderr: str, rollout: str | None = None
+) -> Commands | None:
+    """What the run's transcript says of its commands, per the agent's kind (its descriptor names the
+    reader) and report format; None when it says nothing (a format that does not report commands, or no
+    command asked for).
+
+    For codex, a rollout that reports commands wins over the stdout events (it also has the commands
+    its sandbox could not start)."""
+    try:
+        return READERS[AGENT_KINDS[kind].commands_in](report, stdout, stderr, rollout)
+    except RecursionError:  # belt and braces: a pathological transcript is bad input, never a crash
+        return None

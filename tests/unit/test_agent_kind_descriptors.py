@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from orchestrator.agent_keys import check_agent
-from orchestrator.agent_kinds import AGENT_KINDS, AgentFields, AgentKindDescriptor, Which, commands_of
+from orchestrator.agent_kinds import AGENT_KINDS, AgentFields, AgentKindDescriptor, Which
 from orchestrator.errors import ConfigError
 from orchestrator.refute.families import refuter_for
 from orchestrator.spec import AgentSpec
-from orchestrator.transcript import Commands
+from orchestrator.transcript import READERS, Commands, commands_of
 
 
 class Linter(AgentKindDescriptor):
@@ -29,8 +29,7 @@ class Linter(AgentKindDescriptor):
     def judge_refusal(self, spec: AgentFields) -> str | None:
         return "a linter only lints"
 
-    def read_commands(self, report: str, stdout: str, stderr: str, rollout: str | None) -> Commands | None:
-        return Commands(run=1, source="linter")
+    commands_in = "linter-log"  # a reader of its own, registered by this test
 
     def presence(self, spec: AgentFields, which: Which) -> str | None:
         return which(f"lint-{spec.command}")
@@ -38,7 +37,10 @@ class Linter(AgentKindDescriptor):
 
 @pytest.fixture(autouse=True)
 def linter() -> Iterator[None]:
-    with AGENT_KINDS.registered("linter", Linter("lints")):
+    reader = READERS.registered(
+        "linter-log", lambda report, stdout, stderr, rollout: Commands(run=1, source="linter")
+    )
+    with AGENT_KINDS.registered("linter", Linter("lints")), reader:
         yield
 
 

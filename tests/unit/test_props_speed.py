@@ -15,7 +15,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from orchestrator import agent_kinds, diagnostics, jsonsafe, parse
+from orchestrator import diagnostics, jsonsafe, parse, transcript
 from orchestrator.refute import classify_command, commands_in_task, parse_refutation
 from tests.unit.hostile import DECORATION_CHARS, cpu_seconds
 
@@ -42,7 +42,7 @@ PARSERS: dict[str, Callable[[str], object]] = {
     "parse_sarif": diagnostics.parse_sarif,
     "parse_auto": lambda t: diagnostics.parse_auto("checker", t),
     "changed_lines": diagnostics.changed_lines,
-    "transcript": lambda t: [agent_kinds.commands_of(k, r, t, t, t) for k, r in transcript_kinds()],
+    "transcript": lambda t: [transcript.commands_of(k, r, t, t, t) for k, r in transcript_kinds()],
     "jsonsafe.values": lambda t: list(jsonsafe.values(t, parse._VALUE_START)),
 }
 

@@ -14,7 +14,7 @@ from typing import Any
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from orchestrator import agent_kinds, codex_json, transcript
+from orchestrator import codex_json, transcript
 from orchestrator.cost import cost_from_report
 from orchestrator.parse import extract_report, report_cost
 from orchestrator.transcript import Commands
@@ -102,7 +102,7 @@ def consistent(commands: Commands | None) -> None:
 def test_any_transcript_counts_commands_consistently(stdout: str, stderr: str, rollout: str | None) -> None:
     assert all(isinstance(rec, dict) for rec in codex_json.json_lines(stdout))
     for kind, report in (("http", "whole"), ("cli", "codex-json"), ("cli", "stream-json"), ("cli", "whole")):
-        consistent(agent_kinds.commands_of(kind, report, stdout, stderr, rollout))
+        consistent(transcript.commands_of(kind, report, stdout, stderr, rollout))
     consistent(transcript.codex_rollout(rollout or stdout))
     usage = codex_json.codex_usage(stdout)
     assert all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in usage.values())

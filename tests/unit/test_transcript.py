@@ -7,7 +7,6 @@ import json
 
 import pytest
 
-from orchestrator.agent_kinds import commands_of
 from orchestrator.codex_json import codex_message, codex_usage, json_lines
 from orchestrator.parse import extract_report, parse_review
 from orchestrator.transcript import (
@@ -17,6 +16,7 @@ from orchestrator.transcript import (
     codex_failure,
     codex_rollout,
     codex_thread,
+    commands_of,
     http_tools,
     stream_json,
 )

@@ -12,12 +12,11 @@ from pathlib import Path
 
 import structlog
 
-from orchestrator.agent_kinds import commands_of
 from orchestrator.codex_json import codex_usage
 from orchestrator.domain import Role
 from orchestrator.parse import extract_report, find_session
 from orchestrator.spec import AgentSpec, SandboxSettings
-from orchestrator.transcript import codex_thread
+from orchestrator.transcript import codex_thread, commands_of
 from workers.agents.run import AgentRun
 from workers.isolation.egress import egress_proxy
 from workers.isolation.sandbox import Jail, git_dirs_of, jail_env, program_visible
