@@ -167,7 +167,7 @@ def shared_redis(test_db: int) -> Iterator[str]:
     try:
         client.ping()
     except redis.ConnectionError:
-        pytest.fail("the tests need Redis on 127.0.0.1:6379 (see README: Tests)")
+        pytest.fail("the tests need Redis on 127.0.0.1:6379 (see docs/testing.md)")
     client.flushdb()
     yield url
     client.flushdb()
