@@ -7,7 +7,7 @@
 #
 # AGENTS names agents of config/agents/*.toml whose install hint is an npm package (codex, claude,
 # gemini, opencode, qwen, copilot, amp, grok, kimi); docker/install_agents.py installs them. The sandbox
-# needs user namespaces, mount and a fresh /proc inside the container: see README, "Deployment".
+# needs user namespaces, mount and a fresh /proc inside the container: see docs/deployment.md.
 # This file is checked by tests/unit/test_deploy_files.py; no image was built where it was written.
 
 ARG NODE_IMAGE=node:22-bookworm-slim
@@ -48,7 +48,7 @@ COPY jury_cli/ jury_cli/
 RUN pip install --no-cache-dir . && rm -rf /opt/jury-build
 
 # Workers run as an unprivileged user: inside the sandbox, root-owned files outside HOME stay readable
-# to a worker that runs as root (README, "Security model").
+# to a worker that runs as root (docs/security.md).
 RUN useradd --create-home --uid 10001 --shell /usr/sbin/nologin jury
 USER jury
 WORKDIR /home/jury
@@ -58,5 +58,5 @@ VOLUME ["/home/jury/.jury"]
 EXPOSE 9100
 
 ENTRYPOINT ["tini", "--", "jury"]
-# The metrics on every address: a container's loopback is out of a scraper's reach (README, "Metrics").
+# The metrics on every address: a container's loopback is out of a scraper's reach (docs/operations.md, "Metrics").
 CMD ["worker", "--metrics-port", "9100", "--metrics-host", "0.0.0.0"]

@@ -7,7 +7,7 @@ Three sides, each on W worker processes of concurrency 1, one after another on t
   checkout, the agent in its sandbox, its events; coordinate again), three tasks a run, on ``jury worker``
   processes;
 - **celery**: Celery's own no-op task (``bench/noop.py``), Celery's defaults: the yardstick of the
-  target (README, "Benchmarks");
+  target (docs/benchmarks.md);
 - **celery in Jury's app**: the same no-op in Jury's own Celery app (``bench/jury_noop.py``): what a worker
   spends handling one of Jury's tasks before Jury's code runs and after it returns, which no change to
   that code can shed.

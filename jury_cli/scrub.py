@@ -16,7 +16,7 @@ files) and the variables named with ``--secret-env``; every spelling of them is 
 
 What was published cannot be taken back from here: for every run that was published while its record
 held a secret, the command lists the review, inline comments and check that held one, to be edited or
-deleted on the forge — and the leaked key is to be rotated (the README's "Rotating a leaked key").
+deleted on the forge — and the leaked key is to be rotated (docs/security.md, "Rotating a leaked key").
 """
 
 from __future__ import annotations

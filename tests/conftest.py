@@ -170,7 +170,7 @@ def shared_redis(test_db: int) -> Iterator[str]:
     try:
         client.ping()
     except redis.ConnectionError:
-        pytest.fail(f"the tests need Redis at {shown()} (JURY_TEST_REDIS_URL; see README: Tests)")
+        pytest.fail(f"the tests need Redis at {shown()} (JURY_TEST_REDIS_URL; see docs/testing.md)")
     client.flushdb()
     yield url
     client.flushdb()

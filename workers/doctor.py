@@ -9,7 +9,7 @@ meet.
 In a container (``/.dockerenv``, ``/run/.containerenv``, or a container's cgroup of pid 1), a sandbox that
 cannot start usually means the container was started without what bubblewrap needs; doctor reads what it
 can see (a seccomp filter, an AppArmor profile, a masked ``/proc``, the kernel's user-namespace switches)
-and says which option to change (``sandbox_hints``; README, "Deployment").
+and says which option to change (``sandbox_hints``; docs/deployment.md).
 """
 
 from __future__ import annotations
@@ -206,8 +206,9 @@ def diagnose(settings: Settings, sandbox: SandboxSettings) -> Report:
         report.notes += [f"in a container, to run the sandbox: {h}" for h in hints]
         if not hints:
             report.notes.append(
-                "in a container, the sandbox needs user namespaces, mount and a fresh /proc: see the README, "
-                "Deployment (--security-opt seccomp=..., apparmor=unconfined, systempaths=unconfined)"
+                "in a container, the sandbox needs user namespaces, mount and a fresh /proc: see"
+                " docs/deployment.md (--security-opt seccomp=..., apparmor=unconfined,"
+                " systempaths=unconfined)"
             )
     elif any(c.what == "userns" and c.ok is False for c in report.checks):
         report.notes += sandbox_hints(_failure(report), in_container=False)

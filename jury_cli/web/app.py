@@ -1,5 +1,5 @@
 """The console's ASGI app (Starlette): three pages, their one script and style sheet, and the JSON API
-they use (README, "Console").
+they use (docs/console.md).
 
     GET  /  /runs/{slug}  /fleet                 the pages: static HTML, filled in by console.js
     GET  /api/session                            what this browser may do (its token, publishing)

@@ -1,4 +1,4 @@
-"""The event log on disk, in codejury's layout (the README's run record).
+"""The event log on disk, in codejury's layout (the run record of README.md and docs/index.md).
 
     <root>/runs/<slug>/events.ndjson    one event a line (``dump_event``), appended under an flock
     <root>/runs/<slug>/run.json         the fold, pretty JSON, replaced atomically

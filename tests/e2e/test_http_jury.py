@@ -28,7 +28,7 @@ SECRET = "sk-scripted-" + secrets.token_hex(12)
 RUFF = Path(sys.executable).parent / "ruff"
 CHECK = "python3 -m unittest discover"  # the [checks] command the models run
 SCOUT, ARBITER = "acme/scout-1", "judgeco/arbiter-1"
-README = Path(__file__).resolve().parents[2] / "README.md"
+CONFIGURATION_PAGE = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 
 
 # --- helpers ------------------------------------------------------------------------------------------
@@ -432,19 +432,19 @@ def test_judge_tools_refuse_paths_out_of_the_worktree(
 # --- 5. the documented configurations load ------------------------------------------------------------
 
 
-def readme_toml(section: str) -> str:
-    text = README.read_text()
+def documented_toml(section: str) -> str:
+    text = CONFIGURATION_PAGE.read_text()
     start = text.index(f"## {section}\n")
     end = text.find("\n## ", start + 1)
     found = re.search(r"```toml\n(.*?)```", text[start : end if end != -1 else None], re.DOTALL)
-    assert found, f"no toml block in README section {section!r}"
+    assert found, f"no toml block in the section {section!r} of docs/configuration.md"
     return found.group(1)
 
 
-def test_the_readme_mixed_jury_loads(tmp_path: Path) -> None:
+def test_the_documented_mixed_jury_loads(tmp_path: Path) -> None:
     # a trusted repository's jury.toml (a local path): every key applies
     cfg = load_config(
-        RepoFile(source="jury.toml", identity=str(tmp_path), local=True, text=readme_toml("A mixed jury"))
+        RepoFile(source="jury.toml", identity=str(tmp_path), local=True, text=documented_toml("A mixed jury"))
     )
     reviewers, judge, rounds = resolve_jury(cfg, None, None, None)
     kinds = {cfg.agents[name].kind for name in [*reviewers, judge]}

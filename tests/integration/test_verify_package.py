@@ -5,7 +5,7 @@ with its own pytest suite of 54 tests and its own pytest configuration. Its PR b
 precedence (a shorter list of identifiers must sort lower); one of its own tests already fails on the PR
 head. The judge's fix restores the rule and adds a regression test. Verification runs in the sandbox:
 the named test on the fixed tree under coverage, on the reverted tree, and the package's whole suite on
-the head and on the fixed tree. The cost is printed (``pytest -s`` shows it) for the README.
+the head and on the fixed tree. The cost is printed (``pytest -s`` shows it) for docs/verification.md.
 """
 
 from __future__ import annotations

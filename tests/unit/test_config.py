@@ -1164,9 +1164,9 @@ def test_a_huge_jury_toml_is_refused(branches: Path) -> None:
         repo_config(resolve_local(branches, "f3", "main"))
 
 
-def test_the_readme_operator_example_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme[readme.index("## Configuration\n") : readme.index("## A mixed jury\n")]
+def test_the_documented_operator_example_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
+    section = page[page.index("## The configuration layers\n") : page.index("## Fair sharing\n")]
     found = re.search(r"```toml\n(.*?)```", section, re.DOTALL)
     assert found
     monkeypatch.setenv("HOME", str(tmp_path))

@@ -1,13 +1,13 @@
 """The deployment files, checked without a Docker engine (none runs where Jury is tested).
 
-``docker-compose.yml`` is parsed (PyYAML) and held to what the README promises: a private Redis with AOF
-and a password, one worker service per queue covering every queue, the sandbox's security options, no
+``docker-compose.yml`` is parsed (PyYAML) and held to what docs/deployment.md promises: a private Redis
+with AOF and a password, one worker service per queue covering every queue, the sandbox's security options, no
 privilege, health checks, published ports on loopback only, and every ``jury`` command line in it parsed by
 Jury's own CLI. The ``Dockerfile`` is read for what can be checked without building it: every ``COPY``
 source exists and is not excluded by ``.dockerignore``, the entrypoint is ``jury`` under tini, the default
 command parses, it installs git and bubblewrap, runs as a user, and builds the agents named in ``AGENTS``
 with ``docker/install_agents.py``, which is run here (``--dry-run``) against the real catalog. Whether the
-image builds and the sandbox starts in it was not tried (README, "Deployment").
+image builds and the sandbox starts in it was not tried (docs/deployment.md).
 """
 
 from __future__ import annotations
@@ -197,16 +197,16 @@ def test_the_entrypoint_is_jury_and_the_default_command_parses() -> None:
     assert ("ARG", 'AGENTS=""') in instructions()
 
 
-def test_the_default_command_serves_metrics_to_other_containers_as_the_readme_says() -> None:
+def test_the_default_command_serves_metrics_to_other_containers_as_the_docs_say() -> None:
     """A container's loopback is its own: a scraper in another container (or host) reaches the worker's
     metrics only on another address, so the image's default command binds 0.0.0.0, the port it exposes;
-    and the README's "Deployment" names that very command."""
+    and docs/deployment.md names that very command."""
     found = dict(instructions())
     cmd = json.loads(found["CMD"])
     assert option(cmd, "--metrics-host") == "0.0.0.0"
     assert option(cmd, "--metrics-port") == found["EXPOSE"] == "9100"
-    readme = " ".join((ROOT / "README.md").read_text().split())
-    assert f"by default `jury {' '.join(cmd)}`" in readme
+    page = " ".join((ROOT / "docs" / "deployment.md").read_text().split())
+    assert f"by default `jury {' '.join(cmd)}`" in page
 
 
 def install(*agents: str) -> subprocess.CompletedProcess[str]:
