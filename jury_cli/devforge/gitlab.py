@@ -10,10 +10,10 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-from tests.fakes.forge_server import FakePR, HttpError, Recorded, Reply, Repo, User, iso
+from jury_cli.devforge.server import FakePR, HttpError, Recorded, Reply, Repo, User, iso
 
 if TYPE_CHECKING:
-    from tests.fakes.forge_server import ForgeServer
+    from jury_cli.devforge.server import ForgeServer
 
 PROJECT = r"/projects/(?P<pid>[^/]+)"
 MR = PROJECT + r"/merge_requests/(?P<iid>\d+)"
@@ -41,7 +41,7 @@ def routes(server: ForgeServer) -> list[tuple[str, str, Any]]:
         auth = request.headers.get("authorization", "")
         if token is None and auth.startswith("Bearer "):
             token = auth.removeprefix("Bearer ")
-        user = server.users.get(token or "")
+        user = server.user_of(token or "")
         if user is None and required:
             raise HttpError(401, "401 Unauthorized")
         return user

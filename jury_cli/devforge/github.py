@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tests.fakes.forge_server import FakePR, HttpError, Recorded, Reply, Repo, User, iso
+from jury_cli.devforge.server import FakePR, HttpError, Recorded, Reply, Repo, User, iso
 
 if TYPE_CHECKING:
-    from tests.fakes.forge_server import ForgeServer
+    from jury_cli.devforge.server import ForgeServer
 
 REPO = r"/repos/(?P<owner>[^/]+)/(?P<name>[^/]+)"
 STATUS_STATES = {"error", "failure", "pending", "success"}
@@ -29,7 +29,7 @@ def routes(server: ForgeServer) -> list[tuple[str, str, Any]]:
 
     def who(request: Recorded, *, required: bool = True) -> User | None:
         auth = request.headers.get("authorization", "")
-        user = server.users.get(auth.removeprefix("Bearer ")) if auth.startswith("Bearer ") else None
+        user = server.user_of(auth.removeprefix("Bearer ")) if auth.startswith("Bearer ") else None
         if user is None and required:
             raise HttpError(401, "Requires authentication")
         return user
