@@ -75,7 +75,10 @@ def serve(
         Path, typer.Option(help="Where the bare repositories are (OWNER/NAME.git); made if missing.")
     ] = Path("forge"),
     port: Annotated[
-        int, typer.Option(min=0, max=65535, help="The port on 127.0.0.1 (0: any free one).")
+        int,
+        typer.Option(
+            min=0, max=65535, envvar="JURY_DEV_FORGE_PORT", help="The port on 127.0.0.1 (0: any free one)."
+        ),
     ] = 8765,
 ) -> None:
     """Serve the dev forge on 127.0.0.1 until stopped (SIGTERM, Ctrl-C); print each write Jury makes."""

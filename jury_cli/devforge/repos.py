@@ -116,6 +116,11 @@ class DevRepos:
         except GitError:
             raise HttpError(422, missing) from None
 
+    def _branch_at(self, bare: Path, sha: str) -> str | None:
+        """A branch whose tip is ``sha`` (a PR found again on a restart: its branch, when it has one)."""
+        names = git(["for-each-ref", "--format=%(refname:short)", f"--points-at={sha}", "refs/heads/"], bare)
+        return next(iter(names.split()), None)
+
     def _show(
         self, name: str, number: int, head: str | None, base: str | None, title: str, body: str
     ) -> FakePR:
@@ -132,9 +137,8 @@ class DevRepos:
             if pr.head_sha != sha:
                 pr.push(sha, when)
         else:
-            pr = repo.add(
-                FakePR(number, title or subject, sha, base=base, head_branch=head or f"pr-{number}")
-            )
+            head = head or self._branch_at(bare, sha) or f"pr-{number}"
+            pr = repo.add(FakePR(number, title or subject, sha, base=base, head_branch=head))
             pr.body, pr.updated_at = body, when
         pr.base, pr.base_sha = base, base_sha
         pr.diff = diff_lines(bare, base_sha, sha)
