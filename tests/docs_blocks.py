@@ -10,7 +10,12 @@ The convention a page follows (and the docs pages' tests rely on):
   the reader writes: it is written to PATH (relative to the run's folder, the comment line dropped) at its
   place in the page, before the bash blocks after it run.
 - Every other block (``text`` output, ``toml`` examples without a file line) is shown only. ``sh``,
-  ``shell`` and ``console`` are refused (``blocks``): a shell block either runs or says why not.
+  ``shell``, ``console`` and ``zsh`` are refused (``blocks``): a shell block either runs or says why not.
+  A backtick in an info string is refused too (CommonMark would not read it as a fence).
+
+A test may swap a text in every block before the run (``replace``: the fixed port a page names, for a
+free one) and gives the environment (``page_env``: a private ``JURY_DIR``); the venv's ``bin`` comes
+first on PATH.
 """
 
 from __future__ import annotations
@@ -106,11 +111,15 @@ def blocks(page: Path) -> list[Block]:
     return found
 
 
-def script(page: Path) -> str:
+def script(page: Path, replace: dict[str, str] | None = None) -> str:
     """One bash script of the page: each file block written, each ``bash`` block run, in page order,
-    each preceded by a marker line naming where it is in the page (``### page:line``)."""
+    each preceded by a marker line naming where it is in the page (``### page:line``). ``replace``: text
+    swapped in every block first (a port the page names, for a free one)."""
     parts = ["set -euo pipefail"]
-    for block in blocks(page):
+    for found in blocks(page):
+        block = found
+        for old, new in (replace or {}).items():
+            block = Block(block.info, block.body.replace(old, new), block.line)
         if block.file is not None:
             path = shlex.quote(block.file)
             write = f"cat > {path} <<'JURY_DOCS_EOF'\n{block.content}JURY_DOCS_EOF"
@@ -121,14 +130,14 @@ def script(page: Path) -> str:
 
 
 def run_page(
-    page: Path, where: Path, env: dict[str, str], timeout: float
+    page: Path, where: Path, env: dict[str, str], timeout: float, replace: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     """Run ``script(page)`` in ``where`` with ``env`` (the venv's bin first on PATH), in a session of its
     own: whatever it left running (a server it started with ``&`` and did not stop, the run failed
     midway) is killed with that session's process group when it ends."""
     full = dict(env, PATH=f"{VENV_BIN}{os.pathsep}{env.get('PATH', os.defpath)}")
     proc = subprocess.Popen(
-        ["bash", "-c", script(page)],
+        ["bash", "-c", script(page, replace)],
         cwd=where,
         env=full,
         stdout=subprocess.PIPE,
