@@ -22,8 +22,8 @@ from orchestrator.private_files import write_privately
 
 HELP = "Jury: a code jury of AI agents."
 # Each command: its name -> (the module, the function in it, the first line of that function's
-# docstring, which `jury --help` lists). One more command is one more line here, in the order
-# `jury --help` lists them.
+# docstring, which `jury --help` lists); the "function" may be a ``typer.Typer`` of subcommands, and the
+# line its help. One more command is one more line here, in the order `jury --help` lists them.
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "review": ("jury_cli.review", "review", "Review a branch or a PR with a jury of agents."),
     "demo": (
@@ -99,6 +99,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "web",
         "Serve the console: runs, their timeline, findings and spend, live; the fleet; cancel and resume.",
     ),
+    "dev": (
+        "jury_cli.devforge.command",
+        "dev",
+        "Try Jury offline: a local fake forge to sweep, and the bundled scripted agents.",
+    ),
     "version": ("jury_cli.app", "version", "Print Jury's version."),
 }
 
@@ -132,8 +137,11 @@ class Command(UnsetHelpIsFalse, TyperCommand):
 def load_command(name: str) -> click.Command:
     """The click command ``name`` of ``COMMANDS``, its module imported now."""
     module, function, _ = COMMANDS[name]
+    found = getattr(import_module(module), function)
+    if isinstance(found, typer.Typer):  # a group of subcommands (``jury dev``)
+        return typer.main.get_command(found)
     one = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
-    one.command(name=name, cls=Command)(getattr(import_module(module), function))
+    one.command(name=name, cls=Command)(found)
     return typer.main.get_command(one)
 
 

@@ -143,10 +143,20 @@ def failure(block: Block, result: subprocess.CompletedProcess[str]) -> str | Non
     )
 
 
+# Pages whose bash blocks build on each other (exports, a server started with &): each runs as one
+# script, in page order, by a test of its own (tests/docs_blocks.py), not block by block here.
+WHOLE_PAGE_TESTS = {
+    "sweeps-offline.md": "tests/e2e/test_docs_sweeps_offline.py",
+    "writing-an-agent.md": "tests/e2e/test_docs_agent_walkthrough.py",
+}
+
+
 def runnable() -> dict[str, list[Block]]:
     """The scripts of the blocks that run, each once: script -> the blocks that hold it."""
     found: dict[str, list[Block]] = {}
     for block in all_blocks():
+        if block.path.name in WHOLE_PAGE_TESTS:
+            continue
         if block.is_shell and block.not_run is None:
             found.setdefault(script_of(block), []).append(block)
     return found
@@ -165,6 +175,12 @@ def test_there_are_blocks_to_run_and_blocks_tagged_not_run() -> None:
     readme = [b for b in all_blocks() if b.path.name == "README.md"]
     assert any(b.not_run is None and "jury demo" in b.text for b in readme)
     assert any(b.not_run and "pip install -e '.[dev]'" in b.text for b in readme)
+
+
+def test_every_whole_page_has_its_test() -> None:
+    for page, test in WHOLE_PAGE_TESTS.items():
+        assert (ROOT / "docs" / page).is_file() and (ROOT / test).is_file(), (page, test)
+        assert page in (ROOT / test).read_text(encoding="utf-8"), f"{test} does not run {page}"
 
 
 def test_every_not_run_tag_gives_a_reason() -> None:

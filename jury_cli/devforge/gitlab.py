@@ -10,46 +10,51 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-from tests.fakes.forge_server import FakePR, HttpError, Recorded, Reply, Repo, User, iso
+from jury_cli.devforge.server import FakePR, HttpError, Recorded, Reply, Repo, User, iso
 
 if TYPE_CHECKING:
-    from tests.fakes.forge_server import ForgeServer
+    from jury_cli.devforge.server import ForgeServer
 
 PROJECT = r"/projects/(?P<pid>[^/]+)"
 MR = PROJECT + r"/merge_requests/(?P<iid>\d+)"
 STATUS_STATES = {"pending", "running", "success", "failed", "canceled", "skipped"}
 
 
-def routes(server: ForgeServer) -> list[tuple[str, str, Any]]:
-    def project_of(pid: str) -> Repo:
+class _Routes:
+    """The GitLab handlers, a method each, over the server's state; ``table`` routes them."""
+
+    def __init__(self, server: ForgeServer) -> None:
+        self.server = server
+
+    def project_of(self, pid: str) -> Repo:
         if pid.isdigit():
-            found = next((p for p in server.gitlab.values() if p.id == int(pid)), None)
+            found = next((p for p in self.server.gitlab.values() if p.id == int(pid)), None)
         else:
-            found = server.gitlab.get(unquote(pid))
+            found = self.server.gitlab.get(unquote(pid))
         if found is None:
             raise HttpError(404, "404 Project Not Found")
         return found
 
-    def mr_of(project: Repo, iid: str) -> FakePR:
+    def mr_of(self, project: Repo, iid: str) -> FakePR:
         found = project.prs.get(int(iid))
         if found is None:
             raise HttpError(404, "404 Not found")
         return found
 
-    def who(request: Recorded, *, required: bool = True) -> User | None:
+    def who(self, request: Recorded, *, required: bool = True) -> User | None:
         token = request.headers.get("private-token")
         auth = request.headers.get("authorization", "")
         if token is None and auth.startswith("Bearer "):
             token = auth.removeprefix("Bearer ")
-        user = server.users.get(token or "")
+        user = self.server.user_of(token or "")
         if user is None and required:
             raise HttpError(401, "401 Unauthorized")
         return user
 
-    def author(user: User) -> dict[str, Any]:
+    def author(self, user: User) -> dict[str, Any]:
         return {"id": user.id, "username": user.login}
 
-    def mr_json(project: Repo, mr: FakePR) -> dict[str, Any]:
+    def mr_json(self, project: Repo, mr: FakePR) -> dict[str, Any]:
         return {
             "id": 90000 + mr.number,
             "iid": mr.number,
@@ -71,13 +76,13 @@ def routes(server: ForgeServer) -> list[tuple[str, str, Any]]:
             "diff_refs": {"base_sha": mr.base_sha, "start_sha": mr.start_sha, "head_sha": mr.head_sha},
         }
 
-    def get_user(request: Recorded) -> Reply:
-        user = who(request)
+    def get_user(self, request: Recorded) -> Reply:
+        user = self.who(request)
         assert user is not None
-        return Reply(200, author(user))
+        return Reply(200, self.author(user))
 
-    def get_project(request: Recorded, pid: str) -> Reply:
-        project = project_of(pid)
+    def get_project(self, request: Recorded, pid: str) -> Reply:
+        project = self.project_of(pid)
         return Reply(
             200,
             {
@@ -88,13 +93,13 @@ def routes(server: ForgeServer) -> list[tuple[str, str, Any]]:
             },
         )
 
-    def list_mrs(request: Recorded, pid: str) -> Reply:
-        project = project_of(pid)
+    def list_mrs(self, request: Recorded, pid: str) -> Reply:
+        project = self.project_of(pid)
         q = {k: v[0] for k, v in request.query.items()}
         if q.get("state", "opened") != "opened":
-            return server.paginate(request, [], default=20)
+            return self.server.paginate(request, [], default=20)
         items = list(project.prs.values())
-        if not server.gitlab_filters:
+        if not self.server.gitlab_filters:
             q = {k: v for k, v in q.items() if k in ("order_by", "sort")}
         if "target_branch" in q:
             items = [m for m in items if m.base == q["target_branch"]]
@@ -110,14 +115,14 @@ def routes(server: ForgeServer) -> list[tuple[str, str, Any]]:
             items.sort(key=lambda m: m.updated_at, reverse=q.get("sort", "desc") == "desc")
         else:
             items.sort(key=lambda m: m.number, reverse=True)
-        return server.paginate(request, [mr_json(project, m) for m in items], default=20)
+        return self.server.paginate(request, [self.mr_json(project, m) for m in items], default=20)
 
-    def get_mr(request: Recorded, pid: str, iid: str) -> Reply:
-        project = project_of(pid)
-        return Reply(200, mr_json(project, mr_of(project, iid)))
+    def get_mr(self, request: Recorded, pid: str, iid: str) -> Reply:
+        project = self.project_of(pid)
+        return Reply(200, self.mr_json(project, self.mr_of(project, iid)))
 
-    def versions(request: Recorded, pid: str, iid: str) -> Reply:
-        mr = mr_of(project_of(pid), iid)
+    def versions(self, request: Recorded, pid: str, iid: str) -> Reply:
+        mr = self.mr_of(self.project_of(pid), iid)
         items = [
             {
                 "id": n,
@@ -128,30 +133,30 @@ def routes(server: ForgeServer) -> list[tuple[str, str, Any]]:
             for n, sha in enumerate(mr.heads, 1)
         ]
         items.reverse()
-        return server.paginate(request, items, default=20)
+        return self.server.paginate(request, items, default=20)
 
-    def threads(project: Repo, mr: FakePR) -> list[dict[str, Any]]:
+    def threads(self, project: Repo, mr: FakePR) -> list[dict[str, Any]]:
         return project.discussions.setdefault(mr.number, [])
 
-    def list_discussions(request: Recorded, pid: str, iid: str) -> Reply:
-        project = project_of(pid)
-        return server.paginate(request, threads(project, mr_of(project, iid)), default=20)
+    def list_discussions(self, request: Recorded, pid: str, iid: str) -> Reply:
+        project = self.project_of(pid)
+        return self.server.paginate(request, self.threads(project, self.mr_of(project, iid)), default=20)
 
-    def note(user: User, body: str, position: dict[str, Any] | None) -> dict[str, Any]:
+    def note(self, user: User, body: str, position: dict[str, Any] | None) -> dict[str, Any]:
         return {
-            "id": server.next_id(),
+            "id": self.server.next_id(),
             "body": body,
-            "author": author(user),
+            "author": self.author(user),
             "type": "DiffNote" if position else None,
             "position": position,
             "system": False,
         }
 
-    def post_discussion(request: Recorded, pid: str, iid: str) -> Reply:
-        user = who(request)
+    def post_discussion(self, request: Recorded, pid: str, iid: str) -> Reply:
+        user = self.who(request)
         assert user is not None
-        project = project_of(pid)
-        mr = mr_of(project, iid)
+        project = self.project_of(pid)
+        mr = self.mr_of(project, iid)
         data = request.body or {}
         position = data.get("position")
         if position is not None:
@@ -165,15 +170,15 @@ def routes(server: ForgeServer) -> list[tuple[str, str, Any]]:
             if not good:
                 raise HttpError(400, '400 Bad request - Note {:line_code=>["can\'t be blank"]}')
         thread = {
-            "id": f"{server.next_id():040x}",
+            "id": f"{self.server.next_id():040x}",
             "individual_note": position is None,
-            "notes": [note(user, data["body"], position)],
+            "notes": [self.note(user, data["body"], position)],
         }
-        threads(project, mr).append(thread)
+        self.threads(project, mr).append(thread)
         return Reply(201, thread)
 
-    def find_note(project: Repo, mr: FakePR, nid: str, did: str | None = None) -> dict[str, Any]:
-        for thread in threads(project, mr):
+    def find_note(self, project: Repo, mr: FakePR, nid: str, did: str | None = None) -> dict[str, Any]:
+        for thread in self.threads(project, mr):
             if did is not None and thread["id"] != did:
                 continue
             for n in thread["notes"]:
@@ -181,34 +186,34 @@ def routes(server: ForgeServer) -> list[tuple[str, str, Any]]:
                     return n
         raise HttpError(404, "404 Not found")
 
-    def edit(request: Recorded, pid: str, iid: str, nid: str, did: str | None = None) -> Reply:
-        user = who(request)
-        project = project_of(pid)
-        found = find_note(project, mr_of(project, iid), nid, did)
+    def edit(self, request: Recorded, pid: str, iid: str, nid: str, did: str | None = None) -> Reply:
+        user = self.who(request)
+        project = self.project_of(pid)
+        found = self.find_note(project, self.mr_of(project, iid), nid, did)
         if user is None or found["author"]["id"] != user.id:
             raise HttpError(403, "403 Forbidden")
         found["body"] = (request.body or {})["body"]
         return Reply(200, found)
 
-    def put_discussion_note(request: Recorded, pid: str, iid: str, did: str, nid: str) -> Reply:
-        return edit(request, pid, iid, nid, did)
+    def put_discussion_note(self, request: Recorded, pid: str, iid: str, did: str, nid: str) -> Reply:
+        return self.edit(request, pid, iid, nid, did)
 
-    def post_note(request: Recorded, pid: str, iid: str) -> Reply:
-        user = who(request)
+    def post_note(self, request: Recorded, pid: str, iid: str) -> Reply:
+        user = self.who(request)
         assert user is not None
-        project = project_of(pid)
-        mr = mr_of(project, iid)
-        created = note(user, (request.body or {})["body"], None)
-        threads(project, mr).append(
-            {"id": f"{server.next_id():040x}", "individual_note": True, "notes": [created]}
+        project = self.project_of(pid)
+        mr = self.mr_of(project, iid)
+        created = self.note(user, (request.body or {})["body"], None)
+        self.threads(project, mr).append(
+            {"id": f"{self.server.next_id():040x}", "individual_note": True, "notes": [created]}
         )
         return Reply(201, created)
 
-    def put_note(request: Recorded, pid: str, iid: str, nid: str) -> Reply:
-        return edit(request, pid, iid, nid)
+    def put_note(self, request: Recorded, pid: str, iid: str, nid: str) -> Reply:
+        return self.edit(request, pid, iid, nid)
 
-    def list_statuses(request: Recorded, pid: str, sha: str) -> Reply:
-        project = project_of(pid)
+    def list_statuses(self, request: Recorded, pid: str, sha: str) -> Reply:
+        project = self.project_of(pid)
         name = request.query.get("name", [None])[0]
         every = request.query.get("all", ["false"])[0] == "true"
         items = [
@@ -216,12 +221,12 @@ def routes(server: ForgeServer) -> list[tuple[str, str, Any]]:
             for s in project.statuses
             if s["sha"] == sha and name in (None, s["name"]) and (every or not s["retried"])
         ]
-        return server.paginate(request, items, default=20)
+        return self.server.paginate(request, items, default=20)
 
-    def post_status(request: Recorded, pid: str, sha: str) -> Reply:
-        user = who(request)
+    def post_status(self, request: Recorded, pid: str, sha: str) -> Reply:
+        user = self.who(request)
         assert user is not None
-        project = project_of(pid)
+        project = self.project_of(pid)
         data = request.body or {}
         state, name = data.get("state"), data.get("name", "default")
         if state not in STATUS_STATES:
@@ -244,29 +249,34 @@ def routes(server: ForgeServer) -> list[tuple[str, str, Any]]:
         if latest is not None:
             latest["retried"] = True  # a finished status is replaced by a new one, as GitLab does
         status = {
-            "id": server.next_id(),
+            "id": self.server.next_id(),
             "sha": sha,
             "name": name,
             "status": state,
             "description": data.get("description"),
             "target_url": data.get("target_url"),
-            "author": author(user),
+            "author": self.author(user),
             "retried": False,
         }
         project.statuses.append(status)
         return Reply(201, status)
 
-    return [
-        ("GET", r"/user", get_user),
-        ("GET", PROJECT, get_project),
-        ("GET", PROJECT + r"/merge_requests", list_mrs),
-        ("GET", MR, get_mr),
-        ("GET", MR + r"/versions", versions),
-        ("GET", MR + r"/discussions", list_discussions),
-        ("POST", MR + r"/discussions", post_discussion),
-        ("PUT", MR + r"/discussions/(?P<did>[0-9a-f]+)/notes/(?P<nid>\d+)", put_discussion_note),
-        ("POST", MR + r"/notes", post_note),
-        ("PUT", MR + r"/notes/(?P<nid>\d+)", put_note),
-        ("GET", PROJECT + r"/repository/commits/(?P<sha>[0-9a-f]+)/statuses", list_statuses),
-        ("POST", PROJECT + r"/statuses/(?P<sha>[0-9a-f]+)", post_status),
-    ]
+    def table(self) -> list[tuple[str, str, Any]]:
+        return [
+            ("GET", r"/user", self.get_user),
+            ("GET", PROJECT, self.get_project),
+            ("GET", PROJECT + r"/merge_requests", self.list_mrs),
+            ("GET", MR, self.get_mr),
+            ("GET", MR + r"/versions", self.versions),
+            ("GET", MR + r"/discussions", self.list_discussions),
+            ("POST", MR + r"/discussions", self.post_discussion),
+            ("PUT", MR + r"/discussions/(?P<did>[0-9a-f]+)/notes/(?P<nid>\d+)", self.put_discussion_note),
+            ("POST", MR + r"/notes", self.post_note),
+            ("PUT", MR + r"/notes/(?P<nid>\d+)", self.put_note),
+            ("GET", PROJECT + r"/repository/commits/(?P<sha>[0-9a-f]+)/statuses", self.list_statuses),
+            ("POST", PROJECT + r"/statuses/(?P<sha>[0-9a-f]+)", self.post_status),
+        ]
+
+
+def routes(server: ForgeServer) -> list[tuple[str, str, Any]]:
+    return _Routes(server).table()
