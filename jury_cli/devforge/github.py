@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from jury_cli.devforge.server import FakePR, HttpError, Recorded, Reply, Repo, User, iso
+from jury_cli.devforge.model import FakePR, HttpError, Recorded, Reply, Repo, User, iso
 
-if TYPE_CHECKING:
-    from jury_cli.devforge.server import ForgeServer
+# The server these routes answer for (jury_cli.devforge.server.ForgeServer, which imports this module).
+ForgeServer = Any
 
 REPO = r"/repos/(?P<owner>[^/]+)/(?P<name>[^/]+)"
 STATUS_STATES = {"error", "failure", "pending", "success"}

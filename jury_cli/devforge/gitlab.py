@@ -7,13 +7,13 @@ GitLab: a client that sends the path unencoded gets a 404.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import unquote
 
-from jury_cli.devforge.server import FakePR, HttpError, Recorded, Reply, Repo, User, iso
+from jury_cli.devforge.model import FakePR, HttpError, Recorded, Reply, Repo, User, iso
 
-if TYPE_CHECKING:
-    from jury_cli.devforge.server import ForgeServer
+# The server these routes answer for (jury_cli.devforge.server.ForgeServer, which imports this module).
+ForgeServer = Any
 
 PROJECT = r"/projects/(?P<pid>[^/]+)"
 MR = PROJECT + r"/merge_requests/(?P<iid>\d+)"
