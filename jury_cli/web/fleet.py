@@ -42,7 +42,7 @@ def workers(store: LiveStore, settings: Settings) -> dict[str, Any]:
     """The live workers (their presence records in Redis, ``workers.fleet.presence``): a dead one lapses."""
     from datetime import UTC, datetime
 
-    from workers.fleet.presence import live_workers
+    from workers.fleet.fleetview import live_workers
 
     client = getattr(store, "client", None)
     if client is None:
@@ -88,14 +88,12 @@ def queues(store: LiveStore) -> dict[str, Any]:
 
 def inflight(store: LiveStore) -> dict[str, Any]:
     """The active runs (the reaper's set): each with its state and the actions it has out."""
-    from orchestrator.fold import fold
+    from workers.fleet.fleetview import active_runs
 
     rows: list[dict[str, Any]] = []
-    for slug in store.active_runs():
-        try:
-            s = fold(store.read(slug), slug)
-        except Exception as exc:  # one unreadable run never blanks the page
-            rows.append({"slug": slug, "state": "unreadable", "error": str(exc), "actions": []})
+    for slug, s in active_runs(store):
+        if isinstance(s, Exception):  # one unreadable run never blanks the page
+            rows.append({"slug": slug, "state": "unreadable", "error": str(s), "actions": []})
             continue
         rows.append(
             {
@@ -109,15 +107,15 @@ def inflight(store: LiveStore) -> dict[str, Any]:
 
 def spend_today(store: LiveStore, settings: Settings) -> dict[str, Any]:
     """Today's (UTC) spend and reservations of the whole fleet against ``JURY_FLEET_DAY_CEILING``."""
-    from workers.fleet.ledger import Ledger, utc_day
+    from workers.fleet.fleetview import day_spend
 
     client = getattr(store, "client", None)
     if client is None:
         return missing("the ledger lives in Redis; this store has none")
-    totals = Ledger(client, getattr(store, "prefix", "jury")).day_totals()
+    day, totals = day_spend(client, getattr(store, "prefix", "jury"))
     return {
         "available": True,
-        "day": utc_day(),
+        "day": day,
         "spentUsd": totals.spent,
         "reservedUsd": totals.reserved,
         "unknownCalls": totals.unknown_calls,
@@ -133,7 +131,7 @@ def schedules(settings: Settings, store: LiveStore | None) -> dict[str, Any]:
     from orchestrator.config import load_schedules, operator_config_file
     from orchestrator.errors import JuryError
     from orchestrator.schedules import slot_after
-    from workers.fleet.scheduler import slot_time, store_for
+    from workers.fleet.fleetview import last_firings, slot_time
 
     try:
         found = load_schedules(operator_config_file(settings, None))
@@ -143,8 +141,7 @@ def schedules(settings: Settings, store: LiveStore | None) -> dict[str, Any]:
     lasts: dict[str, Any] = {}
     if store is not None and found:
         try:
-            sched = store_for(settings)
-            lasts = {s.name: sched.last(s.name) for s in found}
+            lasts = last_firings(settings, [s.name for s in found])
         except JuryError as exc:
             last_note = f"last firings unknown: {exc}"
     now = time.time()

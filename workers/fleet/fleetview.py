@@ -1,7 +1,8 @@
 """What a fleet is doing, read from its Redis: runs by state, queue depths, tasks in flight, spend.
 
-The one place that reads the fleet's state for people: ``jury metrics``, every worker's ``/metrics`` and
-the console read it through these small functions. Numbers that ``jury show`` also prints (a run's state,
+The fleet's read model: the one place that reads the fleet's state for people. ``jury metrics``, every
+worker's ``/metrics`` and the console read it through these small functions (an import-linter contract
+keeps the console off the fleet's other modules). Numbers that ``jury show`` also prints (a run's state,
 its spend) come from the same place ``jury show`` takes them, the fold of the run's event log, never
 from counters a process kept, so the two always agree.
 
@@ -25,17 +26,23 @@ import json
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import redis
 import structlog
 
 from orchestrator.actions import queues
+from orchestrator.config import Settings
 from orchestrator.errors import StoreError
 from orchestrator.fold import RunState, apply, restore
 from orchestrator.spec import TERMINAL_STATES
+from orchestrator.store.base import LiveStore
 from orchestrator.store.redis import RedisStore
 from workers.fleet.presence import WorkerPresence, live_workers
+
+if TYPE_CHECKING:
+    from workers.fleet.ledger import LedgerTotals
+    from workers.fleet.scheduler import FiringRecord
 
 QUEUES = queues()  # every queue a worker consumes, in order (the same list the Celery app routes to)
 
@@ -272,3 +279,43 @@ def read(folds: RunFolds, queues: Sequence[str] = QUEUES) -> Fleet:
         in_flight=tasks_in_flight(client, queues),
         workers=live_workers(client, folds.store.prefix),
     )
+
+
+# --- the console's fleet page reads the fleet only through these ------------------------------------------
+
+
+def active_runs(store: LiveStore) -> list[tuple[str, RunState | Exception]]:
+    """Each active run (the reaper's set) with its state read from its snapshot cursor
+    (``orchestrator.run_reader``), or the error that kept it from being read: one unreadable run never
+    blanks a page."""
+    from orchestrator.run_reader import read_state
+
+    found: list[tuple[str, RunState | Exception]] = []
+    for slug in store.active_runs():
+        try:
+            found.append((slug, read_state(store, slug)[0]))
+        except Exception as exc:
+            found.append((slug, exc))
+    return found
+
+
+def day_spend(client: redis.Redis, prefix: str) -> tuple[str, LedgerTotals]:
+    """Today's (UTC) day and the whole fleet's spend and reservations on it, from the spend ledger."""
+    from workers.fleet.ledger import Ledger, utc_day
+
+    return utc_day(), Ledger(client, prefix).day_totals()
+
+
+def last_firings(settings: Settings, names: Iterable[str]) -> dict[str, FiringRecord | None]:
+    """Each schedule's last firing, as the fleet's Redis keeps it (``workers.fleet.scheduler``)."""
+    from workers.fleet.scheduler import store_for
+
+    schedules = store_for(settings)
+    return {name: schedules.last(name) for name in names}
+
+
+def slot_time(slot: float) -> str:
+    """A schedule's slot as people read it (the scheduler's own format)."""
+    from workers.fleet import scheduler
+
+    return scheduler.slot_time(slot)
