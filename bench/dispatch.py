@@ -100,7 +100,7 @@ def jury_side(
     settings = Settings(dir=base / "state", redis_url=url)
     env = fleet_env(url, settings.dir)
     if code is not None:
-        env["JURY_SANDBOX_RO_PATHS"] += f",{code}"
+        env["JURY_SANDBOX_RO_PATHS"] += f"{os.pathsep}{code}"
     procs = Processes(env, base / "logs", code=code or ROOT)
     try:
         firsts = prepare(settings, base, [None] * (warm + runs), "r2")

@@ -143,7 +143,7 @@ def fleet_env(url: str, state_dir: Path) -> dict[str, str]:
             "JURY_REDIS_URL": url,
             "BENCH_REDIS_URL": url,
             "JURY_DIR": str(state_dir),
-            "JURY_SANDBOX_RO_PATHS": ",".join(ro),
+            "JURY_SANDBOX_RO_PATHS": os.pathsep.join(ro),
             "JURY_LOG_LEVEL": "WARNING",
             "NO_COLOR": "1",
         }

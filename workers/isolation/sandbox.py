@@ -253,9 +253,18 @@ def _visible(jail: Jail, home: Path, env: Mapping[str, str]) -> list[Path]:
     lives there (a pyenv or a venv under HOME: verification runs the worker's interpreter). A program
     elsewhere under HOME, even on PATH, stays hidden unless listed: a half-visible toolchain (pyenv's
     shims without pyenv) fails where a hidden one lets PATH fall through to the system's."""
-    wanted = [*jail.ro_paths, *(state_dir_path(p, home) for p in jail.settings.ro_paths)]
-    wanted += [Path(p) for p in env.get(RO_PATHS_ENV, "").split(os.pathsep) if os.path.isabs(p)]
-    wanted += JURY_PACKAGES
+    operators = [state_dir_path(p, home) for p in jail.settings.ro_paths]
+    operators += [Path(p) for p in env.get(RO_PATHS_ENV, "").split(os.pathsep) if os.path.isabs(p)]
+    jury_dir = Path(os.path.normpath(env.get("JURY_DIR") or home / ".jury"))
+    for path in operators:  # Jury's own ro_paths (a task's prompt file) may lie inside; an operator's never
+        found = Path(os.path.normpath(path))
+        if found.is_relative_to(jury_dir) or jury_dir.is_relative_to(found):
+            raise ValueError(
+                f"read-only path {str(path)!r} overlaps Jury's state directory {str(jury_dir)!r}: it would "
+                "show the jail other runs' records; list paths outside it ([sandbox] ro_paths, "
+                f"{RO_PATHS_ENV})"
+            )
+    wanted = [*jail.ro_paths, *operators, *JURY_PACKAGES]
     wanted += _hidden_interpreter(home)
     return list(dict.fromkeys(wanted))
 
