@@ -368,7 +368,7 @@ BIG_WRITER = """
 
 
 def test_fifty_megabytes_capped_to_head_marker_tail(tmp_path: Path) -> None:
-    from workers.isolation.supervise import READ_CHUNK, drop_marker
+    from workers.isolation.capped_output import READ_CHUNK, drop_marker
 
     cap = 1024 * 1024
     blocks = 50
@@ -404,7 +404,7 @@ def test_output_under_cap_is_kept_whole(tmp_path: Path) -> None:
 
 
 def test_output_between_cap_and_twice_cap_compacted_at_the_end(tmp_path: Path) -> None:
-    from workers.isolation.supervise import drop_marker
+    from workers.isolation.capped_output import drop_marker
 
     code = """
         import sys
