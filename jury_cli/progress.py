@@ -214,7 +214,8 @@ class Progress:
             self.live.update(live_view(state, self.started))
 
 
-def summary(console: Console, s: RunState, where: str | None = None) -> None:
+def _print_header(console: Console, s: RunState) -> None:
+    """The run's state, target and jury, and what its configuration set aside."""
     t = s.target
     console.print(Text.assemble(("Run ", "bold"), (s.slug, "bold"), "  ", (s.state, STYLE.get(s.state, ""))))
     if t.state_note:
@@ -236,6 +237,10 @@ def summary(console: Console, s: RunState, where: str | None = None) -> None:
             f"  carried over: {len(s.carried)} settled findings of run {s.carried_from} (an earlier head)",
             markup=False,
         )
+
+
+def _print_rounds(console: Console, s: RunState) -> None:
+    """Each round's agents and what went wrong with them; the actions waiting out a countdown."""
     for r in s.rounds:
         verdicts = ", ".join(f"{a}={slot.state}" for a, slot in r.agents.items())
         console.print(f"  round {r.n} at {r.sha[:12]}: {verdicts}", markup=False, highlight=False)
@@ -247,6 +252,10 @@ def summary(console: Console, s: RunState, where: str | None = None) -> None:
     for waiting in s.inflight():
         if waiting.deferred:  # put back with a countdown, not yet running again
             console.print(f"  {waiting.key} waiting ({waiting.deferred})", markup=False, highlight=False)
+
+
+def _print_findings(console: Console, s: RunState) -> None:
+    """The findings' table, then each finding's refusals, reopenings, verification and second opinion."""
     if s.findings:
         table = Table(title="findings", box=None, header_style="bold")
         for col in ("id", "status", "loc", "claim", "reason"):
@@ -273,11 +282,19 @@ def summary(console: Console, s: RunState, where: str | None = None) -> None:
                     console.print(line, markup=False, highlight=False)
             if f.refutation is not None:
                 console.print(f"  {f.id} second opinion: {f.refutation.words()}", markup=False)
+
+
+def _print_refusals(console: Console, s: RunState) -> None:
+    """The tools refused to agents, and the second opinion on the converged claim."""
     for refusal in s.tool_refusals:
         who, tool, why = f"{refusal['agent']} ({refusal['role']})", refusal["tool"], refusal["reason"]
         console.print(f"  refused {who} the tool {tool}: {why}", markup=False)
     if s.final_check is not None:
         console.print(f"  second opinion on the converged claim: {s.final_check.words()}", markup=False)
+
+
+def _print_spent(console: Console, s: RunState) -> None:
+    """What the run spent, per agent and per finding."""
     if s.spent or s.unknown_costs or s.budget_refused:
         per_agent = ", ".join(f"{a} ${v:.4f}" for a, v in sorted(s.spent.items())) or "nothing known"
         unknown = f"; {s.unknown_costs} call(s) of unknown cost" if s.unknown_costs else ""
@@ -285,6 +302,10 @@ def summary(console: Console, s: RunState, where: str | None = None) -> None:
         per_finding = ", ".join(f"{f.id} ${f.cost_usd:.4f}" for f in s.findings.values() if f.cost_usd)
         if per_finding:
             console.print(f"  spent per finding: {per_finding}", markup=False)
+
+
+def _print_commits(console: Console, s: RunState) -> None:
+    """The fixes committed on the run's branch and where they were pushed."""
     if s.commits:
         fixes = [c for c in s.commits if not c.pushed]
         if fixes:
@@ -297,6 +318,19 @@ def summary(console: Console, s: RunState, where: str | None = None) -> None:
         for c in s.commits:
             if c.pushed:
                 console.print(f"  pushed to {c.branch}", markup=False)
+
+
+def summary(console: Console, s: RunState, where: str | None = None) -> None:
+    """The run as the CLI prints it (after a review, for a recorded run): one section after another."""
+    for section in (
+        _print_header,
+        _print_rounds,
+        _print_findings,
+        _print_refusals,
+        _print_spent,
+        _print_commits,
+    ):
+        section(console, s)
     for line in publish_lines(s):
         console.print(line, markup=False, highlight=False)
     if where:
