@@ -61,10 +61,6 @@ def awaiting_publish(s: RunState) -> bool:
     return not any(p.get("key") == key for p in s.published)
 
 
-def last_published(s: RunState) -> dict[str, object] | None:
-    return s.published[-1] if s.published else None
-
-
 # --- the verdict ------------------------------------------------------------------------------------
 
 

@@ -1,4 +1,4 @@
-"""Running one agent process under supervision: scrubbed environment, own process group, hard limits.
+"""Running one agent process under supervision: own process group, hard limits, a jail's environment.
 
 The contract (README, "Reviewing"): stdin is closed, stdout/stderr go to files (readable while the agent
 runs), the agent leads its own process group, and when it ends — normally, by timeout or by
@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import ctypes
 import os
-import re
 import select
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -41,56 +40,8 @@ Interrupted = Callable[[], bool]
 
 log = structlog.get_logger()
 
-SECRET_NAME_RE = re.compile(
-    r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|AUTH|SESSION|COOKIE|PRIVATE", re.IGNORECASE
-)
-
-# Variables that inject code into the agent's interpreter or loader (dynamic linker, Python, Node, shells,
-# Perl, Ruby): an agent must run the program it was configured with, nothing slipped in ahead of it.
-PRELOAD_VARS: frozenset[str] = frozenset(
-    {
-        "LD_PRELOAD",
-        "LD_LIBRARY_PATH",
-        "LD_AUDIT",
-        "PYTHONSTARTUP",
-        "PYTHONPATH",
-        "PYTHONHOME",
-        "PYTHONINSPECT",
-        "NODE_OPTIONS",
-        "BASH_ENV",
-        "ENV",
-        "PERL5OPT",
-        "RUBYOPT",
-    }
-)
-
 POLL_SECONDS = 0.1
 PR_SET_PDEATHSIG = 1
-
-
-def scrub_env(
-    base: Mapping[str, str],
-    *,
-    env_pass: Iterable[str] = (),
-    extra: Mapping[str, str] | None = None,
-) -> dict[str, str]:
-    """A copy of ``base`` fit for an agent.
-
-    Drops secret-looking names (``SECRET_NAME_RE``) and ``PRELOAD_VARS`` unless listed in ``env_pass``,
-    drops every ``JURY_*`` variable (Jury's own settings, e.g. the broker URL) unconditionally, then adds
-    ``extra`` (which wins over everything).
-    """
-    keep = set(env_pass)
-    out: dict[str, str] = {}
-    for name, value in base.items():
-        if name.upper().startswith("JURY_"):
-            continue
-        if name not in keep and (SECRET_NAME_RE.search(name) or name in PRELOAD_VARS):
-            continue
-        out[name] = value
-    if extra:
-        out.update(extra)
-    return out
 
 
 @dataclass
