@@ -24,7 +24,8 @@ from orchestrator.domain import (
     RunResumed,
     TargetEvent,
 )
-from orchestrator.fold import fold, run_json
+from orchestrator.fold import fold
+from orchestrator.run_json import run_json
 from orchestrator.spec import AgentSpec, JuryConfig, Target
 
 SPEC = AgentSpec(name="x", argv=["x", "{prompt}"], judge_argv=["x", "{prompt}"])
