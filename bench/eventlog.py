@@ -42,7 +42,8 @@ from orchestrator.domain import (
     RoundStart,
     TargetEvent,
 )
-from orchestrator.fold import fold, run_json
+from orchestrator.fold import fold
+from orchestrator.run_json import run_json
 from orchestrator.spec import AgentSpec, JuryConfig, SandboxSettings, Target
 from orchestrator.store.files import FileStore
 from orchestrator.store.redis import RedisStore

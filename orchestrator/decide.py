@@ -265,6 +265,45 @@ def decide(s: RunState) -> list[Action]:
     cfg = s.config
     if cfg is None:
         return []
+    if (outside := _outside_rounds(s)) is not None:
+        return outside
+    cur = s.current
+    if cur is None:
+        return [start_round(s, 1)]
+    n = cur.n
+    # 1. the reviewers of the round (the barrier); 2. an agent that could not run
+    if (reviews := _reviews(s, cfg)) is not None:
+        return reviews
+
+    # 3. duplicates; findings that went round too often
+    if emits := duplicates(s, n):
+        return list(emits)
+    if limits := settle_limits(s, cfg):
+        return limits
+
+    # 4. triage: every open finding at once, each against the same tip
+    if (triage := _triage(s, cfg, n)) is not None:
+        return triage
+
+    # 5. second opinions on the settled claims, then the accepted fixes onto the tree, in a fixed order
+    refutes = second_opinions(s, cfg, n)
+    if refutes is not None:
+        return list(refutes)
+    pending = [f.id for f in s.findings.values() if f.status == "accepted" and not f.integrated]
+    if pending:
+        return [Integrate(findings=pending, sha=s.tip or "")]
+
+    # 6. replies: tell each reviewer what became of its findings
+    if (replies := _replies(s, n)) is not None:
+        return replies
+
+    # 7. the round ends
+    return _round_end(s, cfg)
+
+
+def _outside_rounds(s: RunState) -> list[Action] | None:
+    """What a run does that is not a round's: publish once ended, end when cancelled or out of budget,
+    leave the queue; None when its rounds go on."""
     if s.state in ("converged", "human", "failed", "cancelled"):
         # 8. the run ended: publish it to its PR when asked, once per end
         if publish_due(s):
@@ -277,12 +316,15 @@ def decide(s: RunState) -> list[Action]:
         return [end(s, "human", f"budget exhausted: {s.budget_refused}; spent ${s.total_spent:.4f}")]
     if s.state == "queued":
         return [Emit(event=TargetEvent(eid=f"state:review:e{s.epoch}", target=Target(state="review")))]
-    cur = s.current
-    if cur is None:
-        return [start_round(s, 1)]
-    n = cur.n
+    return None
 
-    # 1. the reviewers of the round (the barrier)
+
+def _reviews(s: RunState, cfg: JuryConfig) -> list[Action] | None:
+    """The round's reviews still to dispatch (none while they run: the barrier), or the run's end when a
+    reviewer could not run; None once every reviewer reported."""
+    cur = s.current
+    assert cur is not None
+    n = cur.n
     missing = [
         a for a in cfg.reviewers if cur.agents.get(a) is None or cur.agents[a].state in ("queued", "running")
     ]
@@ -292,19 +334,16 @@ def decide(s: RunState) -> list[Action]:
             for a in missing
             if (key := f"review:r{n}:{a}{_suffix(s)}") not in s.actions
         ]
-    # 2. an agent that could not run
     for a in cfg.reviewers:
         seat = cur.agents[a]
         if seat.state == "error":
             return [end(s, "human", f"reviewer {a} could not run in round {n}: {seat.error or 'error'}")]
+    return None
 
-    # 3. duplicates; findings that went round too often
-    if emits := duplicates(s, n):
-        return list(emits)
-    if limits := settle_limits(s, cfg):
-        return limits
 
-    # 4. triage: every open finding at once, each against the same tip
+def _triage(s: RunState, cfg: JuryConfig, n: int) -> list[Action] | None:
+    """A triage for each open finding not being judged (none while any is: wait), or the run's end for a
+    finding triage keeps refusing; None when no finding is open."""
     judging = {a.finding for a in s.inflight() if a.kind == "triage"}
     for f in s.open_findings():
         if f.refused_since_open >= cfg.max_triage:
@@ -331,16 +370,12 @@ def decide(s: RunState) -> list[Action]:
         ]
     if judging:
         return []
+    return None
 
-    # 5. second opinions on the settled claims, then the accepted fixes onto the tree, in a fixed order
-    refutes = second_opinions(s, cfg, n)
-    if refutes is not None:
-        return list(refutes)
-    pending = [f.id for f in s.findings.values() if f.status == "accepted" and not f.integrated]
-    if pending:
-        return [Integrate(findings=pending, sha=s.tip or "")]
 
-    # 6. replies: tell each reviewer what became of its findings
+def _replies(s: RunState, n: int) -> list[Action] | None:
+    """A reply to each reviewer with findings settled since it was last told (none while one is out);
+    None when every reviewer knows."""
     if any(a.kind == "reply" for a in s.inflight()):
         return []
     untold: dict[str, list[str]] = {}
@@ -355,8 +390,15 @@ def decide(s: RunState) -> list[Action]:
             )
             for a, fids in untold.items()
         ]
+    return None
 
-    # 7. the round ends
+
+def _round_end(s: RunState, cfg: JuryConfig) -> list[Action]:
+    """The round's end, then convergence when every reviewer is clean, else the next round (or the end at
+    the round cap)."""
+    cur = s.current
+    assert cur is not None
+    n = cur.n
     if not cur.ended:
         return [Emit(event=RoundEnd(eid=f"round.end:{n}", n=n))]
     if all(cur.agents[a].state == "clean" for a in cfg.reviewers):

@@ -1,16 +1,15 @@
 """Events -> run state. Pure: the same events always fold to the same state.
 
 Events are folded in log order; an event whose ``eid`` was already folded is skipped, so a duplicated
-append changes nothing. ``run_json`` exports the state in codejury's ``run.json`` shape, with Jury's
-full state under the ``jury`` key.
+append changes nothing. ``orchestrator.run_json`` exports the state in codejury's ``run.json`` shape,
+with Jury's full state under the ``jury`` key.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
-from datetime import datetime
-from typing import Any, Literal, assert_never
+from collections.abc import Callable, Iterable
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -284,155 +283,199 @@ def restore(doc: dict[str, Any] | None, origin: str | None) -> tuple[RunState, s
 
 
 def apply(s: RunState, e: Event) -> None:
-    """Fold one event into ``s`` in place (skipping one already folded)."""
+    """Fold one event into ``s`` in place (skipping one already folded), by its kind's handler (``_APPLY``).
+
+    Every event kind has its handler (tests/unit/test_fold_exhaustive.py): an event without one is a clear
+    error rather than an event silently ignored."""
     if e.eid in s.seen:
         return
     s.seen.add(e.eid)
     s.events += 1
     s.first_ts = s.first_ts or e.ts
     s.last_ts = e.ts
-    match e:
-        case TargetEvent():
-            s.target = s.target.model_copy(update=e.target.model_dump(exclude_unset=True))
-        case JuryConfigEvent():
-            s.config = e.config
-        case RunResumed():
-            _resume(s, e)
-        case RunCarried():
-            s.carried, s.carried_from = list(e.items), e.from_run
-        case RoundStart():
-            if s.round(e.n) is None:
-                s.rounds.append(
-                    RoundState(n=e.n, sha=e.sha, prompt=e.prompt, prompt_file=e.prompt_file, started_at=e.ts)
-                )
-        case RoundEnd():
-            if (r := s.round(e.n)) is not None:
-                r.ended = True
-        case ActionDispatched():
-            s.actions[e.key] = DispatchedAction.model_validate(e.model_dump(exclude={"eid", "ts", "t"}))
-            if e.kind == "triage" and e.finding in s.findings:
-                s.findings[e.finding].triages += 1
-                s.findings[e.finding].judging = True
-        case ActionDone():
-            if (a := s.actions.get(e.key)) is not None:
-                a.done, a.ok = True, e.ok
-                if a.kind == "triage" and a.finding in s.findings:
-                    s.findings[a.finding].judging = False
-        case ActionDeferred():
-            if (a := s.actions.get(e.key)) is not None:
-                a.backoffs += e.reason == "rate-limit"
-                a.deferred = f"{e.reason}: {e.note}" if e.note else e.reason
-        case AgentLaunch():
-            if e.key is not None and (a := s.actions.get(e.key)) is not None:
-                a.deferred = None  # it runs now
-                a.launches += 1
-            if e.role == "reviewer" and (r := s.round(e.round)) is not None:
-                launched = r.agents.setdefault(e.agent, RoundSeat(agent=e.agent))
-                launched.state, launched.launched_at = "running", e.ts
-        case AgentAlive():  # logs written before ticks were kept beside the log hold them
-            tick(s, e)
-        case AgentReport():
-            _report(s, e)
-        case AgentWrote():
-            if (r := s.round(e.round)) is not None and (seat := r.agents.get(e.agent)) is not None:
-                seat.wrote = sorted(set(seat.wrote) | set(e.paths))
-        case FindingRaised():
-            if e.id not in s.findings:
-                s.findings[e.id] = FindingState(
-                    id=e.id, round=e.round, agent=e.agent, claim=e.claim, loc=e.loc, body=e.body
-                )
-        case FindingReproduced():
-            if (f := s.findings.get(e.id)) is not None:
-                f.reproduced, f.evidence = True, e.evidence or f.evidence
-        case FindingResolved():
-            if (f := s.findings.get(e.id)) is not None:
-                f.status, f.reason, f.who = e.verdict, e.reason, e.who
-                f.test, f.test_command = e.test or f.test, e.test_command or f.test_command
-                f.patch, f.sha = e.patch or f.patch, e.sha or f.sha
-                f.version += 1
-                if e.who != "jury":  # the judge's new answer gets fresh proof; a jury deferral keeps the last
-                    f.verification, f.refutation, f.verification_table = [], None, None
-        case FindingRefused():
-            if (f := s.findings.get(e.id)) is not None:
-                f.refusals.append(e.reason)
-                f.refused_since_open += 1
-        case FindingTurn():
-            _turn(s, e)
-        case FindingReopened():
-            if (f := s.findings.get(e.id)) is not None:
-                f.status, f.reason, f.who = "open", e.reason, e.who
-                f.reopens.append(f"{e.source}: {e.reason}")
-                f.stale += e.source == "integration"
-                f.patch = f.sha = None
-                f.refused_since_open = 0
-        case VerifyRan():
-            if e.id is not None and (f := s.findings.get(e.id)) is not None:
-                run = {k: v for k, v in e.wire().items() if k not in ("eid", "t")}
-                (f.trunk_runs if e.trunk is not None else f.verification).append(run)
-        case VerifyTable():
-            if (f := s.findings.get(e.id)) is not None:
-                f.verification_table = {
-                    k: v for k, v in e.wire().items() if k not in ("eid", "t", "ts", "id")
-                }
-        case RefuteVerdict() | RefuteSkipped():
-            if e.id is None:
-                s.final_refutation = e.record()
-            elif (f := s.findings.get(e.id)) is not None:
-                f.refutation = e.record()
-        case BudgetReserved():
-            s.reserved[e.key] = e.amount
-        case BudgetSpent():
-            s.reserved.pop(e.key, None)
-            charge = e.amount if e.amount is not None else e.charged
-            if e.amount is None:
-                s.unknown_costs += 1
-            if charge:
-                s.spent[e.agent] = round(s.spent.get(e.agent, 0.0) + charge, 6)
-                if e.finding and (f := s.findings.get(e.finding)) is not None:
-                    f.cost_usd = round(f.cost_usd + charge, 6)
-        case BudgetRefused():
-            s.budget_refused = e.reason
-        case RunCancel():
-            s.cancel_requested = True
-            s.cancel_reason = s.cancel_reason or e.reason
-        case RunPublished():
-            s.published.append({k: v for k, v in e.wire().items() if k not in ("eid", "t")})
-        case ToolRefused():
-            s.tool_refusals.append(
-                {"agent": e.agent, "role": e.role, "tool": e.tool, "reason": e.reason, "key": e.key}
-            )
-        case JudgeSession():
-            s.judge_session = e.session_id
-        case CommitPushed():
-            if e.finding and not e.pushed and (f := s.findings.get(e.finding)) is not None:
-                f.sha = e.sha  # the fix is integrated
-            if not any(c.sha == e.sha and c.pushed == e.pushed for c in s.commits):
-                s.commits.append(
-                    CommitInfo(
-                        sha=e.sha, subject=e.subject, pushed=e.pushed, branch=e.branch, finding=e.finding
-                    )
-                )
-        case ReplySent():
-            s.replies.append(ReplyState(round=e.round, agent=e.agent, findings=e.findings, resumed=e.resumed))
-            for fid in e.findings:
-                if (f := s.findings.get(fid)) is not None:
-                    f.told = f.version
-        case ReplyAnswered():
-            for reply in reversed(s.replies):
-                if reply.agent == e.agent and reply.round == e.round and reply.verdict == "pending":
-                    reply.verdict, reply.contests = e.verdict, e.contests
-                    reply.seconds, reply.error = e.seconds, e.error
-                    break
-        case UnknownEvent():  # a newer release's (or a foreign writer's): nothing to fold but its count
-            s.unknown_events[e.t] = s.unknown_events.get(e.t, 0) + 1
-        case _:
-            # Every event kind has its case: a new one without is a type error here (``assert_never``),
-            # and at run time a clear error rather than an event silently ignored.
-            kind = getattr(e, "t", type(e).__name__)
-            try:
-                assert_never(e)
-            except AssertionError:
-                raise TypeError(f"fold.apply has no case for the event kind {kind!r}") from None
+    handler = _APPLY.get(type(e))
+    if handler is None:
+        kind = getattr(e, "t", type(e).__name__)
+        raise TypeError(f"fold.apply has no case for the event kind {kind!r}")
+    handler(s, e)
+
+
+# --- one handler per event kind ----------------------------------------------------------------------
+
+
+def _target(s: RunState, e: TargetEvent) -> None:
+    s.target = s.target.model_copy(update=e.target.model_dump(exclude_unset=True))
+
+
+def _config(s: RunState, e: JuryConfigEvent) -> None:
+    s.config = e.config
+
+
+def _carried(s: RunState, e: RunCarried) -> None:
+    s.carried, s.carried_from = list(e.items), e.from_run
+
+
+def _round_start(s: RunState, e: RoundStart) -> None:
+    if s.round(e.n) is None:
+        s.rounds.append(
+            RoundState(n=e.n, sha=e.sha, prompt=e.prompt, prompt_file=e.prompt_file, started_at=e.ts)
+        )
+
+
+def _round_end(s: RunState, e: RoundEnd) -> None:
+    if (r := s.round(e.n)) is not None:
+        r.ended = True
+
+
+def _dispatched(s: RunState, e: ActionDispatched) -> None:
+    s.actions[e.key] = DispatchedAction.model_validate(e.model_dump(exclude={"eid", "ts", "t"}))
+    if e.kind == "triage" and e.finding in s.findings:
+        s.findings[e.finding].triages += 1
+        s.findings[e.finding].judging = True
+
+
+def _done(s: RunState, e: ActionDone) -> None:
+    if (a := s.actions.get(e.key)) is not None:
+        a.done, a.ok = True, e.ok
+        if a.kind == "triage" and a.finding in s.findings:
+            s.findings[a.finding].judging = False
+
+
+def _deferred(s: RunState, e: ActionDeferred) -> None:
+    if (a := s.actions.get(e.key)) is not None:
+        a.backoffs += e.reason == "rate-limit"
+        a.deferred = f"{e.reason}: {e.note}" if e.note else e.reason
+
+
+def _launch(s: RunState, e: AgentLaunch) -> None:
+    if e.key is not None and (a := s.actions.get(e.key)) is not None:
+        a.deferred = None  # it runs now
+        a.launches += 1
+    if e.role == "reviewer" and (r := s.round(e.round)) is not None:
+        launched = r.agents.setdefault(e.agent, RoundSeat(agent=e.agent))
+        launched.state, launched.launched_at = "running", e.ts
+
+
+def _wrote(s: RunState, e: AgentWrote) -> None:
+    if (r := s.round(e.round)) is not None and (seat := r.agents.get(e.agent)) is not None:
+        seat.wrote = sorted(set(seat.wrote) | set(e.paths))
+
+
+def _raised(s: RunState, e: FindingRaised) -> None:
+    if e.id not in s.findings:
+        s.findings[e.id] = FindingState(
+            id=e.id, round=e.round, agent=e.agent, claim=e.claim, loc=e.loc, body=e.body
+        )
+
+
+def _reproduced(s: RunState, e: FindingReproduced) -> None:
+    if (f := s.findings.get(e.id)) is not None:
+        f.reproduced, f.evidence = True, e.evidence or f.evidence
+
+
+def _resolved(s: RunState, e: FindingResolved) -> None:
+    if (f := s.findings.get(e.id)) is not None:
+        f.status, f.reason, f.who = e.verdict, e.reason, e.who
+        f.test, f.test_command = e.test or f.test, e.test_command or f.test_command
+        f.patch, f.sha = e.patch or f.patch, e.sha or f.sha
+        f.version += 1
+        if e.who != "jury":  # the judge's new answer gets fresh proof; a jury deferral keeps the last
+            f.verification, f.refutation, f.verification_table = [], None, None
+
+
+def _refused(s: RunState, e: FindingRefused) -> None:
+    if (f := s.findings.get(e.id)) is not None:
+        f.refusals.append(e.reason)
+        f.refused_since_open += 1
+
+
+def _reopened(s: RunState, e: FindingReopened) -> None:
+    if (f := s.findings.get(e.id)) is not None:
+        f.status, f.reason, f.who = "open", e.reason, e.who
+        f.reopens.append(f"{e.source}: {e.reason}")
+        f.stale += e.source == "integration"
+        f.patch = f.sha = None
+        f.refused_since_open = 0
+
+
+def _verify_ran(s: RunState, e: VerifyRan) -> None:
+    if e.id is not None and (f := s.findings.get(e.id)) is not None:
+        run = {k: v for k, v in e.wire().items() if k not in ("eid", "t")}
+        (f.trunk_runs if e.trunk is not None else f.verification).append(run)
+
+
+def _verify_table(s: RunState, e: VerifyTable) -> None:
+    if (f := s.findings.get(e.id)) is not None:
+        f.verification_table = {k: v for k, v in e.wire().items() if k not in ("eid", "t", "ts", "id")}
+
+
+def _refutation(s: RunState, e: RefuteVerdict | RefuteSkipped) -> None:
+    if e.id is None:
+        s.final_refutation = e.record()
+    elif (f := s.findings.get(e.id)) is not None:
+        f.refutation = e.record()
+
+
+def _reserved(s: RunState, e: BudgetReserved) -> None:
+    s.reserved[e.key] = e.amount
+
+
+def _spent(s: RunState, e: BudgetSpent) -> None:
+    s.reserved.pop(e.key, None)
+    charge = e.amount if e.amount is not None else e.charged
+    if e.amount is None:
+        s.unknown_costs += 1
+    if charge:
+        s.spent[e.agent] = round(s.spent.get(e.agent, 0.0) + charge, 6)
+        if e.finding and (f := s.findings.get(e.finding)) is not None:
+            f.cost_usd = round(f.cost_usd + charge, 6)
+
+
+def _budget_refused(s: RunState, e: BudgetRefused) -> None:
+    s.budget_refused = e.reason
+
+
+def _cancel(s: RunState, e: RunCancel) -> None:
+    s.cancel_requested = True
+    s.cancel_reason = s.cancel_reason or e.reason
+
+
+def _published(s: RunState, e: RunPublished) -> None:
+    s.published.append({k: v for k, v in e.wire().items() if k not in ("eid", "t")})
+
+
+def _tool_refused(s: RunState, e: ToolRefused) -> None:
+    s.tool_refusals.append(
+        {"agent": e.agent, "role": e.role, "tool": e.tool, "reason": e.reason, "key": e.key}
+    )
+
+
+def _judge_session(s: RunState, e: JudgeSession) -> None:
+    s.judge_session = e.session_id
+
+
+def _commit(s: RunState, e: CommitPushed) -> None:
+    if e.finding and not e.pushed and (f := s.findings.get(e.finding)) is not None:
+        f.sha = e.sha  # the fix is integrated
+    if not any(c.sha == e.sha and c.pushed == e.pushed for c in s.commits):
+        s.commits.append(
+            CommitInfo(sha=e.sha, subject=e.subject, pushed=e.pushed, branch=e.branch, finding=e.finding)
+        )
+
+
+def _reply_sent(s: RunState, e: ReplySent) -> None:
+    s.replies.append(ReplyState(round=e.round, agent=e.agent, findings=e.findings, resumed=e.resumed))
+    for fid in e.findings:
+        if (f := s.findings.get(fid)) is not None:
+            f.told = f.version
+
+
+def _reply_answered(s: RunState, e: ReplyAnswered) -> None:
+    for reply in reversed(s.replies):
+        if reply.agent == e.agent and reply.round == e.round and reply.verdict == "pending":
+            reply.verdict, reply.contests = e.verdict, e.contests
+            reply.seconds, reply.error = e.seconds, e.error
+            break
 
 
 def tick(s: RunState, e: AgentAlive) -> None:
@@ -496,73 +539,46 @@ def _resume(s: RunState, e: RunResumed) -> None:
             del r.agents[name]
 
 
-def _minutes(ts: str | None, start: datetime | None) -> float | None:
-    if ts is None or start is None:
-        return None
-    return round((_parse_ts(ts) - start).total_seconds() / 60.0, 2)
+def _unknown(s: RunState, e: UnknownEvent) -> None:
+    """A newer release's (or a foreign writer's) event: nothing to fold but its count."""
+    s.unknown_events[e.t] = s.unknown_events.get(e.t, 0) + 1
 
 
-def _parse_ts(ts: str) -> datetime:
-    return datetime.fromisoformat(ts.replace("Z", "+00:00"))
-
-
-def run_json(s: RunState) -> dict[str, Any]:
-    """The fold in codejury's ``run.json`` shape, with Jury's whole state under ``jury``."""
-    start = _parse_ts(s.first_ts) if s.first_ts else None
-    rounds = []
-    lanes: dict[str, list[dict[str, Any]]] = {}
-    for r in s.rounds:
-        verdicts = []
-        for seat in r.agents.values():
-            verdicts.append(
-                {
-                    "a": seat.agent,
-                    "s": seat.state,
-                    "t": seat.summary,
-                    "seconds": seat.seconds,
-                    "report": seat.report,
-                    "rawFile": seat.raw_file,
-                }
-            )
-            seg: dict[str, Any] = {
-                "r": r.n,
-                "s": _minutes(seat.launched_at, start),
-                "e": _minutes(seat.reported_at, start),
-                "t": seat.state,
-            }
-            if seat.reported_at is None:
-                seg["open" if r is s.current else "abandoned"] = True
-            lanes.setdefault(seat.agent, []).append(seg)
-        rounds.append(
-            {
-                "n": r.n,
-                "sha": r.sha,
-                "verdicts": verdicts,
-                "startMin": _minutes(r.started_at, start),
-                "prompt": r.prompt_file,
-            }
-        )
-    exchanges = [
-        {
-            "id": f.id,
-            "round": f.round,
-            "with": f.agent,
-            "claim": f.claim,
-            "loc": f.loc,
-            "res": f.status,
-            "turns": [t.wire() for t in f.turns],
-            "reproduced": f.reproduced,
-            "outcome": f.reason,
-        }
-        for f in s.findings.values()
-    ]
-    return {
-        "target": s.target.wire(),
-        "rounds": rounds,
-        "exchanges": exchanges,
-        "replies": [r.wire() for r in s.replies],
-        "lanes": [{"who": who, "segs": segs} for who, segs in lanes.items()],
-        "marks": [{"at": _minutes(r.started_at, start), "l": f"round {r.n}"} for r in s.rounds],
-        "totalMin": _minutes(s.last_ts, start) or 0.0,
-        "jury": s.wire(),
-    }
+# Each event kind's handler: ``apply`` looks the event's own class up (one dict lookup, where a ``match``
+# tried the kinds one by one).
+_APPLY: dict[type[Any], Callable[[RunState, Any], None]] = {
+    TargetEvent: _target,
+    JuryConfigEvent: _config,
+    RunResumed: _resume,
+    RunCarried: _carried,
+    RoundStart: _round_start,
+    RoundEnd: _round_end,
+    ActionDispatched: _dispatched,
+    ActionDone: _done,
+    ActionDeferred: _deferred,
+    AgentLaunch: _launch,
+    AgentAlive: tick,  # logs written before ticks were kept beside the log hold them
+    AgentReport: _report,
+    AgentWrote: _wrote,
+    FindingRaised: _raised,
+    FindingReproduced: _reproduced,
+    FindingResolved: _resolved,
+    FindingRefused: _refused,
+    FindingTurn: _turn,
+    FindingReopened: _reopened,
+    VerifyRan: _verify_ran,
+    VerifyTable: _verify_table,
+    RefuteVerdict: _refutation,
+    RefuteSkipped: _refutation,
+    BudgetReserved: _reserved,
+    BudgetSpent: _spent,
+    BudgetRefused: _budget_refused,
+    RunCancel: _cancel,
+    RunPublished: _published,
+    ToolRefused: _tool_refused,
+    JudgeSession: _judge_session,
+    CommitPushed: _commit,
+    ReplySent: _reply_sent,
+    ReplyAnswered: _reply_answered,
+    UnknownEvent: _unknown,
+}

@@ -61,78 +61,89 @@ async def on_unavailable(request: Request, exc: Exception) -> Response:
     return unavailable(exc)
 
 
-def create_app(settings: Settings, store: Any, guard: Guard, loopback: bool) -> GuardMiddleware:
-    """The console over ``store`` (an ``EventStore``; a ``LiveStore`` brings ticks and the fleet)."""
+def _page(name: str) -> Any:
+    """The endpoint of one static page: its HTML, filled in by console.js."""
 
-    list_folds = views.ListFolds()
+    async def endpoint(request: Request) -> Response:
+        return FileResponse(STATIC / name, headers={"cache-control": "no-store"})
 
-    def known(slug: str) -> str | None:
+    return endpoint
+
+
+def _healthz(request: Request) -> Response:
+    """The console serves: all a health check needs, and all it is told (it has no token)."""
+    return PlainTextResponse("ok", headers={"cache-control": "no-store"})
+
+
+class _Console:
+    """The console's routes over one store: each method an endpoint (``create_app`` routes them)."""
+
+    def __init__(self, settings: Settings, store: Any) -> None:
+        self.settings = settings
+        self.store = store  # an EventStore; a LiveStore brings ticks and the fleet
+        self.list_folds = views.ListFolds()
+
+    def known(self, slug: str) -> str | None:
         """``slug`` when it names a run of the store, else None; StoreUnavailable when the store is down."""
         try:
             check_slug(slug)
         except StoreError:
             return None
         try:
-            return slug if store.exists(slug) else None
+            return slug if self.store.exists(slug) else None
         except StoreError as exc:
             raise StoreUnavailable(exc) from exc
 
-    def page(name: str) -> Any:
-        async def endpoint(request: Request) -> Response:
-            return FileResponse(STATIC / name, headers={"cache-control": "no-store"})
-
-        return endpoint
-
-    def session(request: Request) -> Response:
+    def session(self, request: Request) -> Response:
         return JSONResponse(
             {
                 "canAct": bool(request.scope["state"].get("authed")),
                 "publish": True,
-                "store": "redis" if settings.redis_url else "files",
-                "dir": str(settings.dir),
+                "store": "redis" if self.settings.redis_url else "files",
+                "dir": str(self.settings.dir),
             }
         )
 
-    def run_list(request: Request) -> Response:
+    def run_list(self, request: Request) -> Response:
         try:
-            return JSONResponse(views.run_list(store, list_folds))
+            return JSONResponse(views.run_list(self.store, self.list_folds))
         except StoreError as exc:
             return unavailable(exc)
 
-    def run_page(request: Request) -> Response:
+    def run_page(self, request: Request) -> Response:
         slug = request.path_params["slug"]
         try:
-            if known(slug) is None:
+            if self.known(slug) is None:
                 return error(404, f"no run named {slug}")
-            log = views.read_log(store, slug)
-            doc = views.run_page(slug, log, views.ticks_of(store, slug))
+            log = views.read_log(self.store, slug)
+            doc = views.run_page(slug, log, views.ticks_of(self.store, slug))
         except StoreError as exc:
             return unavailable(exc)
-        why = actions.resume_refusal(settings, slug, doc["state"])
+        why = actions.resume_refusal(self.settings, slug, doc["state"])
         doc.update(resumable=why is None, resumeRefusal=why)
         return JSONResponse(doc)
 
-    async def events(request: Request) -> Response:
+    async def events(self, request: Request) -> Response:
         slug = request.path_params["slug"]
-        if known(slug) is None:
+        if self.known(slug) is None:
             return error(404, f"no run named {slug}")
         position = request.headers.get("last-event-id") or request.query_params.get("after") or None
         return StreamingResponse(
-            sse.follow(store, slug, position, request.is_disconnected),
+            sse.follow(self.store, slug, position, request.is_disconnected),
             media_type="text/event-stream",
             headers={"cache-control": "no-store", "x-accel-buffering": "no"},
         )
 
-    def artifact(request: Request) -> Response:
+    def artifact(self, request: Request) -> Response:
         slug, name = request.path_params["slug"], request.path_params["name"]
         try:
             check_artifact_name(name)
         except StoreError as exc:
             return error(404, str(exc))
-        if known(slug) is None:
+        if self.known(slug) is None:
             return error(404, f"no run named {slug}")
         try:
-            data = read_artifact(store, slug, name)
+            data = read_artifact(self.store, slug, name)
         except StoreError as exc:  # a name that leaves the run, or no regular file
             return error(404, str(exc))
         if data is None:
@@ -143,7 +154,7 @@ def create_app(settings: Settings, store: Any, guard: Guard, loopback: bool) -> 
             headers={"content-security-policy": ARTIFACT_CSP, "cache-control": "no-store"},
         )
 
-    def act(request: Request) -> Response:
+    def act(self, request: Request) -> Response:
         slug, what = request.path_params["slug"], request.path_params["action"]
         if what not in actions.ACTIONS:
             return error(404, f"no action {what!r}: cancel, resume or publish")
@@ -151,17 +162,17 @@ def create_app(settings: Settings, store: Any, guard: Guard, loopback: bool) -> 
             return error(403, why)
         if not request.scope["state"].get("authed"):  # the guard's word on this request's token
             return error(403, "actions need the console's token: open the URL `jury web` printed")
-        if known(slug) is None:
+        if self.known(slug) is None:
             return error(404, f"no run named {slug}")
         if what == "resume":
             try:
-                state = views.folded(slug, views.read_log(store, slug).events, []).state
+                state = views.folded(slug, views.read_log(self.store, slug).events, []).state
             except StoreError as exc:
                 return unavailable(exc)
-            if (why := actions.resume_refusal(settings, slug, state)) is not None:
+            if (why := actions.resume_refusal(self.settings, slug, state)) is not None:
                 return error(409, why)
         try:
-            message = actions.ACTIONS[what](settings, slug)
+            message = actions.ACTIONS[what](self.settings, slug)
         except actions.PublishFailed as exc:
             return error(502, str(exc))
         except UsageError as exc:
@@ -172,30 +183,30 @@ def create_app(settings: Settings, store: Any, guard: Guard, loopback: bool) -> 
             return error(503, str(exc))
         return JSONResponse({"ok": True, "message": message})
 
-    def fleet_page(request: Request) -> Response:
+    def fleet_page(self, request: Request) -> Response:
         try:
-            return JSONResponse(fleet.fleet(store, settings))
+            return JSONResponse(fleet.fleet(self.store, self.settings))
         except StoreError as exc:
             return unavailable(exc)
 
-    def healthz(request: Request) -> Response:
-        """The console serves: all a health check needs, and all it is told (it has no token)."""
-        return PlainTextResponse("ok", headers={"cache-control": "no-store"})
 
+def create_app(settings: Settings, store: Any, guard: Guard, loopback: bool) -> GuardMiddleware:
+    """The console over ``store`` (an ``EventStore``; a ``LiveStore`` brings ticks and the fleet)."""
+    console = _Console(settings, store)
     routes = [
-        Route("/healthz", healthz),
-        Route("/", page("index.html")),
-        Route("/runs/{slug}", page("run.html")),
-        Route("/fleet", page("fleet.html")),
+        Route("/healthz", _healthz),
+        Route("/", _page("index.html")),
+        Route("/runs/{slug}", _page("run.html")),
+        Route("/fleet", _page("fleet.html")),
         Route("/favicon.ico", lambda request: Response(status_code=204)),
         Mount("/static", app=StaticFiles(directory=STATIC), name="static"),
-        Route("/api/session", session),
-        Route("/api/runs", run_list),
-        Route("/api/fleet", fleet_page),
-        Route("/api/runs/{slug}", run_page),
-        Route("/api/runs/{slug}/events", events),
-        Route("/api/runs/{slug}/artifacts/{name:path}", artifact),
-        Route("/api/runs/{slug}/{action}", act, methods=["POST"]),
+        Route("/api/session", console.session),
+        Route("/api/runs", console.run_list),
+        Route("/api/fleet", console.fleet_page),
+        Route("/api/runs/{slug}", console.run_page),
+        Route("/api/runs/{slug}/events", console.events),
+        Route("/api/runs/{slug}/artifacts/{name:path}", console.artifact),
+        Route("/api/runs/{slug}/{action}", console.act, methods=["POST"]),
     ]
     return GuardMiddleware(
         Starlette(routes=routes, exception_handlers={StoreUnavailable: on_unavailable}), guard, loopback

@@ -219,14 +219,9 @@ def _since(ts: str | None, start: datetime | None) -> float | None:
     return round((t - start).total_seconds(), 1)
 
 
-def timeline(s: RunState, events: list[Event], ticks: list[AgentAlive], now: datetime) -> dict[str, Any]:
-    """One lane per agent, one bar per agent run in seconds since the run's first event: from its
-    ``agent.launch`` to its report or its action's end. A bar with no end is ``running`` while its action
-    is still in flight in a live run, else ``abandoned`` (its worker died, the run was resumed or ended);
-    its length then is what its latest liveness tick said. An action's agent launched again keeps a bar
-    per launch: the earlier one ``abandoned``, ending where it was put back (a rate limit) or, its worker
-    gone, where the next began."""
-    start = _ts(s.first_ts)
+def _bars(events: list[Event], start: datetime | None) -> list[dict[str, Any]]:
+    """Every agent run's bar, in launch order, from the log alone: ended by its report or its action's
+    end, or ``abandoned`` (put back, launched again, the run resumed)."""
     bars: dict[str, dict[str, Any]] = {}  # each key's latest attempt
     every: list[dict[str, Any]] = []  # every attempt, in launch order
 
@@ -277,9 +272,15 @@ def timeline(s: RunState, events: list[Event], ticks: list[AgentAlive], now: dat
                         b["state"] = "abandoned"
             case _:
                 pass
+    return every
+
+
+def _end_open_bars(
+    s: RunState, every: list[dict[str, Any]], ticks: list[AgentAlive], *, live: bool, now_s: float
+) -> None:
+    """Give each bar with no end one: ``running`` up to now while its action is in flight in a live run,
+    else ``abandoned`` as long as its latest liveness tick said."""
     latest = {t.key or f"{t.agent}@{t.round}": t for t in ticks}
-    live = s.state not in TERMINAL_STATES
-    now_s = round((now - start).total_seconds(), 1) if start else 0.0
     for b in every:
         if b["end"] is not None:
             continue
@@ -293,6 +294,20 @@ def timeline(s: RunState, events: list[Event], ticks: list[AgentAlive], now: dat
             b["end"] = (b["start"] or 0.0) + (t.seconds if t else 0.0)
         if t is not None:
             b["alive"] = {"seconds": t.seconds, "quietSeconds": t.quiet_seconds}
+
+
+def timeline(s: RunState, events: list[Event], ticks: list[AgentAlive], now: datetime) -> dict[str, Any]:
+    """One lane per agent, one bar per agent run in seconds since the run's first event: from its
+    ``agent.launch`` to its report or its action's end. A bar with no end is ``running`` while its action
+    is still in flight in a live run, else ``abandoned`` (its worker died, the run was resumed or ended);
+    its length then is what its latest liveness tick said. An action's agent launched again keeps a bar
+    per launch: the earlier one ``abandoned``, ending where it was put back (a rate limit) or, its worker
+    gone, where the next began."""
+    start = _ts(s.first_ts)
+    every = _bars(events, start)
+    live = s.state not in TERMINAL_STATES
+    now_s = round((now - start).total_seconds(), 1) if start else 0.0
+    _end_open_bars(s, every, ticks, live=live, now_s=now_s)
     lanes: dict[str, list[dict[str, Any]]] = {}
     for b in every:
         lanes.setdefault(b["agent"], []).append(b)
@@ -341,6 +356,82 @@ def rounds(s: RunState, now: datetime) -> list[dict[str, Any]]:
     ]
 
 
+def _report_item(e: AgentReport) -> dict[str, Any]:
+    """A reviewer's report, as the conversation shows it."""
+    return {
+        "kind": "report",
+        "ts": e.ts,
+        "round": e.round,
+        "verdict": e.verdict,
+        "summary": e.summary,
+        "text": e.report,
+        "artifact": e.raw_file,
+        "error": e.error,
+    }
+
+
+def _finding_item(e: FindingRaised) -> dict[str, Any]:
+    """A finding the reviewer raised, as the conversation shows it."""
+    return {
+        "kind": "finding",
+        "ts": e.ts,
+        "round": e.round,
+        "id": e.id,
+        "text": e.claim,
+        "loc": e.loc,
+    }
+
+
+def _verdict_item(e: FindingResolved) -> dict[str, Any]:
+    """The jury's verdict on a finding, as the conversation shows it."""
+    return {
+        "kind": "verdict",
+        "ts": e.ts,
+        "id": e.id,
+        "verdict": e.verdict,
+        "text": e.reason,
+        "who": e.who,
+    }
+
+
+def _reply_item(e: ReplySent) -> dict[str, Any]:
+    """A reply the jury sent the reviewer, as the conversation shows it."""
+    return {
+        "kind": "reply",
+        "ts": e.ts,
+        "round": e.round,
+        "text": e.text,
+        "findings": e.findings,
+        "resumed": e.resumed,
+    }
+
+
+def _answer_item(e: ReplyAnswered) -> dict[str, Any]:
+    """The reviewer's answer to a reply, with its contests, as the conversation shows it."""
+    return {
+        "kind": "answer",
+        "ts": e.ts,
+        "round": e.round,
+        "verdict": e.verdict,
+        "text": e.report,
+        "error": e.error,
+        "contests": [c.wire() for c in e.contests],
+    }
+
+
+def _commit_item(e: CommitPushed) -> dict[str, Any]:
+    """A commit that fixed one of the reviewer's findings, as the conversation shows it."""
+    return {
+        "kind": "commit",
+        "ts": e.ts,
+        "id": e.finding,
+        "sha": e.sha,
+        "text": e.subject,
+        "pushed": e.pushed,
+        "branch": e.branch,
+    }
+
+
 def conversations(s: RunState, events: list[Event]) -> list[dict[str, Any]]:
     """Each reviewer's exchange with the jury, in log order: its reports and findings, the verdicts on
     them, the replies it was sent and its answers, the contests, and the commits that fixed its findings."""
@@ -353,84 +444,20 @@ def conversations(s: RunState, events: list[Event]) -> list[dict[str, Any]]:
     for e in events:
         match e:
             case AgentReport() if e.role == "reviewer":
-                say(
-                    e.agent,
-                    {
-                        "kind": "report",
-                        "ts": e.ts,
-                        "round": e.round,
-                        "verdict": e.verdict,
-                        "summary": e.summary,
-                        "text": e.report,
-                        "artifact": e.raw_file,
-                        "error": e.error,
-                    },
-                )
+                say(e.agent, _report_item(e))
             case FindingRaised():
                 owner[e.id] = e.agent
-                say(
-                    e.agent,
-                    {
-                        "kind": "finding",
-                        "ts": e.ts,
-                        "round": e.round,
-                        "id": e.id,
-                        "text": e.claim,
-                        "loc": e.loc,
-                    },
-                )
+                say(e.agent, _finding_item(e))
             case FindingResolved() if e.id in owner:
-                say(
-                    owner[e.id],
-                    {
-                        "kind": "verdict",
-                        "ts": e.ts,
-                        "id": e.id,
-                        "verdict": e.verdict,
-                        "text": e.reason,
-                        "who": e.who,
-                    },
-                )
+                say(owner[e.id], _verdict_item(e))
             case FindingTurn() if e.id in owner:
                 say(owner[e.id], {"kind": "turn", "ts": e.ts, "id": e.id, "who": e.who, "text": e.text})
             case ReplySent():
-                say(
-                    e.agent,
-                    {
-                        "kind": "reply",
-                        "ts": e.ts,
-                        "round": e.round,
-                        "text": e.text,
-                        "findings": e.findings,
-                        "resumed": e.resumed,
-                    },
-                )
+                say(e.agent, _reply_item(e))
             case ReplyAnswered():
-                say(
-                    e.agent,
-                    {
-                        "kind": "answer",
-                        "ts": e.ts,
-                        "round": e.round,
-                        "verdict": e.verdict,
-                        "text": e.report,
-                        "error": e.error,
-                        "contests": [c.wire() for c in e.contests],
-                    },
-                )
+                say(e.agent, _answer_item(e))
             case CommitPushed() if e.finding in owner:
-                say(
-                    owner[e.finding or ""],
-                    {
-                        "kind": "commit",
-                        "ts": e.ts,
-                        "id": e.finding,
-                        "sha": e.sha,
-                        "text": e.subject,
-                        "pushed": e.pushed,
-                        "branch": e.branch,
-                    },
-                )
+                say(owner[e.finding or ""], _commit_item(e))
             case _:
                 pass
     return [{"agent": agent, "items": items} for agent, items in talks.items()]

@@ -147,9 +147,6 @@ class PublishedReview(BaseModel):
     created: bool  # False: an earlier review of the same run was updated
     comments: list[PublishedComment] = Field(default_factory=list)
 
-    def by_action(self, action: CommentAction) -> list[PublishedComment]:
-        return [c for c in self.comments if c.action == action]
-
 
 class CheckResult(BaseModel):
     """The ``jury`` check on a commit after ``set_check``."""

@@ -33,7 +33,8 @@ from pydantic_core import to_json
 
 from orchestrator.domain import Event, dump_event, parse_event
 from orchestrator.errors import StoreError
-from orchestrator.fold import RunState, fold, run_json
+from orchestrator.fold import RunState, fold
+from orchestrator.run_json import run_json
 from orchestrator.store.base import (
     CREATED_FILE,
     EVENTS_FILE,

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.domain import parse_event
-from orchestrator.fold import apply, fold, restore, run_json, snapshot
+from orchestrator.fold import apply, fold, restore, snapshot
+from orchestrator.run_json import run_json
 from tests.conftest import fake_agent, outside_env
 
 CODEJURY_VOCABULARY = {

@@ -28,7 +28,8 @@ import pytest
 import redis
 
 from orchestrator.domain import AgentReport, FindingRaised, RunPublished, TargetEvent
-from orchestrator.fold import fold, run_json
+from orchestrator.fold import fold
+from orchestrator.run_json import run_json
 from orchestrator.spec import Target
 from orchestrator.store.files import FileStore
 from orchestrator.store.redis import from_url

@@ -16,7 +16,7 @@ import pytest
 import redis
 
 from orchestrator.domain import AgentAlive, Event, FindingRaised, RoundStart
-from orchestrator.fold import run_json
+from orchestrator.run_json import run_json
 from orchestrator.store.base import LiveStore
 from orchestrator.store.files import FileStore, mirror
 from orchestrator.store.memory import ManualClock, MemoryStore

@@ -1,4 +1,4 @@
-"""run_supervised and scrub_env against real processes.
+"""run_supervised against real processes.
 
 No test here depends on how fast the machine is: a child that must still be running while the test looks
 waits for a file the test writes once it has seen what it needs (``GO_CHILD``), a timeout is driven by a
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.jump_clock import JumpClock
-from workers.isolation.supervise import ProcResult, run_supervised, scrub_env
+from workers.isolation.supervise import ProcResult, run_supervised
 
 # A deadline for what a passing test waits on (a condition, never a duration): far above any stall of a
 # loaded machine, reached only by a test that fails.
@@ -293,52 +293,6 @@ def test_env_is_passed_as_given(tmp_path: Path) -> None:
     assert res.stdout_path.read_text() == "yes False\n"
 
 
-BASE_ENV = {
-    "PATH": "/usr/bin:/bin",
-    "HOME": "/home/u",
-    "CODEX_HOME": "/home/u/.codex",
-    "OPENAI_API_KEY": "sk-x",
-    "GITHUB_TOKEN": "ghp-x",
-    "aws_secret_access_key": "s",
-    "LD_PRELOAD": "/evil.so",
-    "PYTHONPATH": "/evil",
-    "JURY_REDIS_URL": "redis://x",
-    "LANG": "C.UTF-8",
-}
-
-
-@pytest.mark.parametrize(
-    ("name", "env_pass", "kept"),
-    [
-        ("OPENAI_API_KEY", (), False),
-        ("GITHUB_TOKEN", (), False),
-        ("aws_secret_access_key", (), False),
-        ("LD_PRELOAD", (), False),
-        ("PYTHONPATH", (), False),
-        ("JURY_REDIS_URL", (), False),
-        ("JURY_REDIS_URL", ("JURY_REDIS_URL",), False),
-        ("PATH", (), True),
-        ("HOME", (), True),
-        ("CODEX_HOME", (), True),
-        ("LANG", (), True),
-        ("OPENAI_API_KEY", ("OPENAI_API_KEY",), True),
-        ("LD_PRELOAD", ("LD_PRELOAD",), True),
-    ],
-)
-def test_scrub_env(name: str, env_pass: tuple[str, ...], kept: bool) -> None:
-    out = scrub_env(BASE_ENV, env_pass=env_pass)
-    assert (name in out) is kept
-    if kept:
-        assert out[name] == BASE_ENV[name]
-
-
-def test_scrub_env_extra_wins() -> None:
-    out = scrub_env(BASE_ENV, extra={"OPENAI_API_KEY": "from-spec", "NEW": "1"})
-    assert out["OPENAI_API_KEY"] == "from-spec"
-    assert out["NEW"] == "1"
-    assert BASE_ENV["OPENAI_API_KEY"] == "sk-x"  # the base is not mutated
-
-
 # -- output capping ------------------------------------------------------------------------------------------
 
 BLOCK_LINES = 95_326  # "BBB:LLLLLL\n" lines: 11 bytes each, a little over 1 MiB per block
@@ -368,7 +322,7 @@ BIG_WRITER = """
 
 
 def test_fifty_megabytes_capped_to_head_marker_tail(tmp_path: Path) -> None:
-    from workers.isolation.supervise import READ_CHUNK, drop_marker
+    from workers.isolation.capped_output import READ_CHUNK, drop_marker
 
     cap = 1024 * 1024
     blocks = 50
@@ -404,7 +358,7 @@ def test_output_under_cap_is_kept_whole(tmp_path: Path) -> None:
 
 
 def test_output_between_cap_and_twice_cap_compacted_at_the_end(tmp_path: Path) -> None:
-    from workers.isolation.supervise import drop_marker
+    from workers.isolation.capped_output import drop_marker
 
     code = """
         import sys

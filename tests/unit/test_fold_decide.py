@@ -24,8 +24,9 @@ from orchestrator.domain import (
     RunResumed,
     TargetEvent,
 )
-from orchestrator.fold import fold, run_json
+from orchestrator.fold import fold
 from orchestrator.prompts import round_start
+from orchestrator.run_json import run_json
 from orchestrator.spec import AgentSpec, JuryConfig, Target
 
 SPEC = AgentSpec(name="x", argv=["x", "{prompt}"], judge_argv=["x", "{prompt}"])

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.domain import EVENT_ADAPTER, KNOWN_T, T_ALIASES, UnknownEvent, dump_event, parse_event
-from orchestrator.fold import fold, run_json
+from orchestrator.fold import fold
+from orchestrator.run_json import run_json
 from orchestrator.store.files import FileStore
 
 RECORD = Path(__file__).resolve().parents[1] / "data" / "records" / "0eae4e3"

@@ -32,8 +32,9 @@ from orchestrator.domain import (
     dump_event,
     parse_event,
 )
-from orchestrator.fold import fold, run_json
+from orchestrator.fold import fold
 from orchestrator.refute import Signal
+from orchestrator.run_json import run_json
 from orchestrator.store.files import FileStore
 from tests.unit.hostile import decoded_bytes, deep_json, hostile_text, json_values
 

@@ -15,10 +15,11 @@ from orchestrator.domain import (
     parse_event,
     refutation_event,
 )
-from orchestrator.fold import fold, run_json
+from orchestrator.fold import fold
 from orchestrator.refute.record import RefutationRecord
 from orchestrator.refute.signals import Signal
 from orchestrator.refute.verdicts import ParsedRefutation, parse_refutation
+from orchestrator.run_json import run_json
 
 
 def sig(kind: str = "test", exit_code: int | None = 1, command: str = "pytest -q") -> Signal:

@@ -20,7 +20,7 @@ from orchestrator.transcript import codex_thread, commands_of
 from workers.agents.run import AgentRun
 from workers.isolation.egress import egress_proxy
 from workers.isolation.sandbox import Jail, git_dirs_of, jail_env, program_visible
-from workers.isolation.supervise import Interrupted, run_supervised
+from workers.isolation.supervise import Interrupted, ProcResult, run_supervised
 
 log = structlog.get_logger()
 
@@ -128,6 +128,27 @@ def confined_network(
         yield replace(jail, egress=egress.mounts), egress.wrap(argv)
 
 
+def _agent_jail(
+    spec: AgentSpec, role: Role, worktree: Path, prompt_file: Path, sandbox: SandboxSettings | None
+) -> Jail:
+    """The agent's jail: no network but the entry's ``egress`` (through Jury's proxy, ``confined_network``);
+    no rlimits (agents are big programs); a reviewer's worktree is read-only in the kernel's eyes, the
+    judge's writable; of HOME only the entry's state_dirs."""
+    return Jail(
+        worktree=worktree,
+        settings=sandbox or SandboxSettings(),
+        writable=role == "judge",
+        network=True,  # only where nothing is confined ([sandbox] mode = "none"): the host's network
+        git_dirs=git_dirs_of(worktree),
+        state_dirs=tuple(spec.state_dirs),
+        ro_paths=(prompt_file,),
+        env=spec.env,
+        env_pass=tuple(spec.env_pass),
+        limits=False,
+        nested=True,
+    )
+
+
 def run_cli_agent(
     spec: AgentSpec,
     *,
@@ -174,22 +195,7 @@ def run_cli_agent(
         model_args=spec.model_args,
     )
     base = os.environ if base_env is None else base_env
-    # No network but the entry's ``egress`` (through Jury's proxy, ``confined_network``); no rlimits
-    # (agents are big programs); a reviewer's worktree is read-only in the kernel's eyes, the judge's
-    # writable; of HOME only the entry's state_dirs.
-    jail = Jail(
-        worktree=worktree,
-        settings=sandbox or SandboxSettings(),
-        writable=role == "judge",
-        network=True,  # only where nothing is confined ([sandbox] mode = "none"): the host's network
-        git_dirs=git_dirs_of(worktree),
-        state_dirs=tuple(spec.state_dirs),
-        ro_paths=(prompt_file,),
-        env=spec.env,
-        env_pass=tuple(spec.env_pass),
-        limits=False,
-        nested=True,
-    )
+    jail = _agent_jail(spec, role, worktree, prompt_file, sandbox)
     env = jail_env(jail, base)  # what the agent sees (HOME and state dirs keep their host paths)
     stdout_path = out_dir / f"{name}.stdout.txt"
     stderr_path = out_dir / f"{name}.stderr.txt"
@@ -209,6 +215,23 @@ def run_cli_agent(
             max_output=max_output,
             jail=run_jail,
         )
+    return _agent_run(spec, role, name, proc, argv=argv, env=env, session=session, jail=jail)
+
+
+def _agent_run(
+    spec: AgentSpec,
+    role: Role,
+    name: str,
+    proc: ProcResult,
+    *,
+    argv: list[str],
+    env: Mapping[str, str],
+    session: str | None,
+    jail: Jail,
+) -> AgentRun:
+    """What the agent's run came to, read from its output files: its report, its session, the commands it
+    ran (``env``: what the agent saw, where a codex rollout lies), logged."""
+    stdout_path, stderr_path = proc.stdout_path, proc.stderr_path
     stdout = stdout_path.read_bytes().decode("utf-8", errors="replace")
     stderr = stderr_path.read_bytes().decode("utf-8", errors="replace")
     report = extract_report(stdout, stderr, spec.report)

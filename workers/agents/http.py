@@ -399,6 +399,50 @@ def _failed(
     )
 
 
+def _headers(
+    spec: AgentSpec, base_url: str, source: Mapping[str, str]
+) -> tuple[dict[str, str], str | None] | str:
+    """The request headers and the API key they carry (registered as a secret before the first request:
+    from then on no file, event or log line holds it), or why the agent cannot be called."""
+    leak = key_in_clear(base_url, spec.api_key_env, spec.insecure_http)  # a spec that skipped the config
+    if leak:
+        return leak
+    headers = {"Content-Type": "application/json", "User-Agent": "jury"}
+    secret: str | None = None
+    if spec.api_key_env:
+        secret = source.get(spec.api_key_env) or None
+        if secret is None:
+            return f"missing API key: environment variable {spec.api_key_env} is not set"
+        headers["Authorization"] = f"Bearer {secret}"
+        add_secret(secret)
+    return headers, secret
+
+
+@dataclass
+class _Ending:
+    """How the tool loop ended: a report, or an error (the report then what the model said), or deferred."""
+
+    report: str
+    error: str | None = None
+    timed_out: bool = False
+    cancelled: bool = False
+    deferred: _Deferred | None = None
+
+
+def _run_loop(session: _Session, url: str, prompt: str) -> _Ending:
+    """The session's tool loop run to its end, the end recorded in the transcript."""
+    try:
+        return _Ending(session.loop(url, prompt))
+    except _Deferred as back:
+        session.record("deferred", seconds=back.seconds, note=session.redact(back.note))
+        return _Ending("", deferred=back)
+    except _LoopEnd as end:
+        error = session.redact(end.reason)
+        ending = _Ending("\n\n".join(session.said), error, end.timed_out, end.cancelled)
+        session.record("error", error=error)
+        return ending
+
+
 def run_http_agent(
     spec: AgentSpec,
     *,
@@ -440,24 +484,14 @@ def run_http_agent(
     source = os.environ if env is None else env
     if not spec.base_url or not spec.model:
         return _failed(spec, stdout_path, stderr_path, "http agent needs base_url and model", started, url)
-    leak = key_in_clear(base_url, spec.api_key_env, spec.insecure_http)  # a spec that skipped the config
-    if leak:
-        return _failed(spec, stdout_path, stderr_path, leak, started, url)
-    headers = {"Content-Type": "application/json", "User-Agent": "jury"}
-    secret: str | None = None
-    if spec.api_key_env:
-        secret = source.get(spec.api_key_env) or None
-        if secret is None:
-            missing = f"missing API key: environment variable {spec.api_key_env} is not set"
-            return _failed(spec, stdout_path, stderr_path, missing, started, url)
-        headers["Authorization"] = f"Bearer {secret}"
-        add_secret(secret)  # before the first request: from now on no file, event or log line holds it
+    authorized = _headers(spec, base_url, source)
+    if isinstance(authorized, str):
+        return _failed(spec, stdout_path, stderr_path, authorized, started, url)
+    headers, secret = authorized
     tool_env = {k: v for k, v in source.items() if k != spec.api_key_env and (not secret or v != secret)}
     own_client = client is None
     http = client if client is not None else httpx.Client()
     log.info("agent.http.start", agent=spec.name, role=role, name=name, model=spec.model, url=url)
-    error: str | None = None
-    timed_out = cancelled = False
     with stderr_path.open("w", encoding="utf-8") as transcript:
         session = _Session(
             spec=spec,
@@ -477,24 +511,28 @@ def run_http_agent(
             defer_after=defer_after,
             models=[spec.model, *spec.fallback],
         )
-        deferred: _Deferred | None = None
         try:
-            report = session.loop(url, prompt)
-        except _Deferred as back:
-            deferred, report = back, ""
-            session.record("deferred", seconds=back.seconds, note=session.redact(back.note))
-        except _LoopEnd as end:
-            error, timed_out, cancelled = session.redact(end.reason), end.timed_out, end.cancelled
-            report = "\n\n".join(session.said)
-            session.record("error", error=error)
+            ending = _run_loop(session, url, prompt)
         finally:
             if own_client:
                 http.close()
-    if deferred is not None:
-        note = session.redact(deferred.note)
-        log.info("agent.http.deferred", agent=spec.name, name=name, seconds=deferred.seconds, note=note)
-        raise RateLimited(deferred.seconds, note)
-    report = session.redact(report)
+    if ending.deferred is not None:
+        note = session.redact(ending.deferred.note)
+        log.info(
+            "agent.http.deferred", agent=spec.name, name=name, seconds=ending.deferred.seconds, note=note
+        )
+        raise RateLimited(ending.deferred.seconds, note)
+    return _finished(session, ending, name=name, url=url, started=started, paths=(stdout_path, stderr_path))
+
+
+def _finished(
+    session: _Session, ending: _Ending, *, name: str, url: str, started: float, paths: tuple[Path, Path]
+) -> AgentRun:
+    """The run of a loop that ended (not deferred): its redacted report written, its usage logged."""
+    spec, role, error = session.spec, session.role, ending.error
+    timed_out, cancelled = ending.timed_out, ending.cancelled
+    stdout_path, stderr_path = paths
+    report = session.redact(ending.report)
     stdout_path.write_text(report, encoding="utf-8")
     stderr = stderr_path.read_text(encoding="utf-8")
     proc = ProcResult(

@@ -1,11 +1,11 @@
-"""Running one agent process under supervision: scrubbed environment, own process group, hard limits.
+"""Running one agent process under supervision: own process group, hard limits, a jail's environment.
 
 The contract (README, "Reviewing"): stdin is closed, stdout/stderr go to files (readable while the agent
 runs), the agent leads its own process group, and when it ends — normally, by timeout or by
 cancellation — the whole group is SIGKILLed so no child outlives it. On Linux the agent also gets
 PR_SET_PDEATHSIG=SIGKILL, so it dies with the worker even if the worker is killed outright.
 
-With ``max_output`` each stream goes through a pipe to a reader thread (``_CappedOutput``) that keeps the
+With ``max_output`` each stream goes through a pipe to a reader thread (``CappedOutput``) that keeps the
 head and the tail of what the agent printed and drops the middle, so a runaway agent cannot fill the disk.
 
 With a ``Jail`` (``workers.isolation.sandbox``) the command runs under bubblewrap with the jail's allow-listed
@@ -17,15 +17,12 @@ from __future__ import annotations
 
 import ctypes
 import os
-import re
 import select
 import signal
 import subprocess
 import sys
-import threading
 import time
-from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -33,6 +30,7 @@ from typing import IO
 import structlog
 
 from orchestrator.private_files import JAIL_UMASK
+from workers.isolation.capped_output import CappedOutput
 from workers.isolation.rlimits import set_limits
 from workers.isolation.sandbox import Jail, SandboxUnavailable, confine
 
@@ -42,60 +40,8 @@ Interrupted = Callable[[], bool]
 
 log = structlog.get_logger()
 
-SECRET_NAME_RE = re.compile(
-    r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|AUTH|SESSION|COOKIE|PRIVATE", re.IGNORECASE
-)
-
-# Variables that inject code into the agent's interpreter or loader (dynamic linker, Python, Node, shells,
-# Perl, Ruby): an agent must run the program it was configured with, nothing slipped in ahead of it.
-PRELOAD_VARS: frozenset[str] = frozenset(
-    {
-        "LD_PRELOAD",
-        "LD_LIBRARY_PATH",
-        "LD_AUDIT",
-        "PYTHONSTARTUP",
-        "PYTHONPATH",
-        "PYTHONHOME",
-        "PYTHONINSPECT",
-        "NODE_OPTIONS",
-        "BASH_ENV",
-        "ENV",
-        "PERL5OPT",
-        "RUBYOPT",
-    }
-)
-
 POLL_SECONDS = 0.1
-READ_CHUNK = 64 * 1024
-# After the group is SIGKILLed, how long a reader keeps draining a pipe that a process outside the group
-# (one that called setsid) still holds open; then the pipe is closed under it.
-DRAIN_SECONDS = 2.0
 PR_SET_PDEATHSIG = 1
-
-
-def scrub_env(
-    base: Mapping[str, str],
-    *,
-    env_pass: Iterable[str] = (),
-    extra: Mapping[str, str] | None = None,
-) -> dict[str, str]:
-    """A copy of ``base`` fit for an agent.
-
-    Drops secret-looking names (``SECRET_NAME_RE``) and ``PRELOAD_VARS`` unless listed in ``env_pass``,
-    drops every ``JURY_*`` variable (Jury's own settings, e.g. the broker URL) unconditionally, then adds
-    ``extra`` (which wins over everything).
-    """
-    keep = set(env_pass)
-    out: dict[str, str] = {}
-    for name, value in base.items():
-        if name.upper().startswith("JURY_"):
-            continue
-        if name not in keep and (SECRET_NAME_RE.search(name) or name in PRELOAD_VARS):
-            continue
-        out[name] = value
-    if extra:
-        out.update(extra)
-    return out
 
 
 @dataclass
@@ -179,142 +125,6 @@ def _wait_leader(pid: int, seconds: float, watch: _ExitWatch | None = None) -> b
             watch.wait(pause)
 
 
-def drop_marker(dropped: int) -> bytes:
-    """The line that stands for the dropped middle of a capped stream."""
-    return f"\n[... {dropped} bytes dropped by jury ...]\n".encode()
-
-
-class _Tail:
-    """The last ``cap`` bytes seen, as a deque of chunks (no copying per chunk)."""
-
-    def __init__(self, cap: int) -> None:
-        self.cap = cap
-        self.chunks: deque[bytes] = deque()
-        self.size = 0
-
-    def add(self, data: bytes) -> None:
-        if self.cap <= 0 or not data:
-            return
-        self.chunks.append(data)
-        self.size += len(data)
-        while self.chunks and self.size - len(self.chunks[0]) >= self.cap:
-            self.size -= len(self.chunks.popleft())
-
-    def value(self) -> bytes:
-        data = b"".join(self.chunks)
-        return data[len(data) - min(self.cap, len(data)) :]
-
-
-class _CappedOutput:
-    """One stream of the agent: read from a pipe on a thread, written to ``path``, capped at ``cap`` bytes.
-
-    Everything read is appended to the file at once (unbuffered), so the file is readable while the agent
-    runs. The thread remembers the first ``cap // 2`` bytes and the last ``cap - cap // 2``; whenever the
-    file passes ``2 * cap`` it is rewritten as head + marker + tail (to a temporary file, then renamed, so
-    a reader never sees a half-written file) and appending goes on. At the end, if anything was dropped,
-    the file becomes exactly head + marker (with the final count) + tail. Disk use stays under about
-    ``2 * cap`` and memory under ``cap`` per stream. A pipe rather than a file the child writes itself:
-    only then can Jury cut the middle of a file the child is still appending to.
-    """
-
-    def __init__(self, pipe: IO[bytes], path: Path, cap: int) -> None:
-        self.pipe = pipe
-        self.path = path
-        self.cap = cap
-        self.head = bytearray()
-        self.head_cap = cap // 2
-        self.tail = _Tail(cap - self.head_cap)
-        self.total = 0
-        self.error: str | None = None
-        self._file: IO[bytes] | None = path.open("wb", buffering=0)
-        self._file_size = 0
-        self._stop = threading.Event()
-        self._drain_until = 0.0
-        self._thread = threading.Thread(target=self._run, name=f"capped-output:{path.name}", daemon=True)
-
-    @property
-    def dropped(self) -> int:
-        """Bytes read but kept neither in the head nor in the tail."""
-        return self.total - len(self.head) - min(self.tail.size, self.tail.cap)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def finish(self, drain: float = DRAIN_SECONDS) -> None:
-        """Drain what is left (up to ``drain`` seconds of continuous output), write the capped file, close."""
-        self._drain_until = time.monotonic() + drain
-        self._stop.set()
-        self._thread.join()
-        self.pipe.close()
-
-    def _run(self) -> None:
-        fd = self.pipe.fileno()
-        poller = select.poll()
-        poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
-        try:
-            while True:
-                if self._stop.is_set() and time.monotonic() >= self._drain_until:
-                    break
-                if not poller.poll(POLL_SECONDS * 1000):
-                    if self._stop.is_set():
-                        break
-                    continue
-                data = os.read(fd, READ_CHUNK)
-                if not data:
-                    break
-                self._take(data)
-        except OSError as exc:
-            self._fail(exc)
-        finally:
-            self._close()
-
-    def _take(self, data: bytes) -> None:
-        self.total += len(data)
-        room = self.head_cap - len(self.head)
-        if room > 0:
-            self.head += data[:room]
-        self.tail.add(data[max(room, 0) :])
-        if self._file is None:
-            return  # writing failed earlier: keep draining so the agent never blocks on a full pipe
-        try:
-            self._file.write(data)
-            self._file_size += len(data)
-            if self._file_size > 2 * self.cap:
-                self._rewrite()
-        except OSError as exc:
-            self._fail(exc)
-
-    def _rewrite(self) -> None:
-        content = bytes(self.head) + drop_marker(self.dropped) + self.tail.value()
-        tmp = self.path.with_name(self.path.name + ".jury-tmp")
-        tmp.write_bytes(content)
-        os.replace(tmp, self.path)
-        if self._file is not None:
-            self._file.close()
-        self._file = self.path.open("ab", buffering=0)
-        self._file_size = len(content)
-
-    def _fail(self, exc: OSError) -> None:
-        if self.error is None:
-            self.error = str(exc)
-            log.warning("proc.output_write_failed", path=str(self.path), error=self.error)
-        if self._file is not None:
-            self._file.close()
-            self._file = None
-
-    def _close(self) -> None:
-        try:
-            if self._file is not None and self.dropped:
-                self._rewrite()
-        except OSError as exc:
-            self._fail(exc)
-        if self._file is not None:
-            self._file.close()
-            self._file = None
-        if self.dropped:
-            log.info("proc.output_capped", path=str(self.path), total=self.total, dropped=self.dropped)
-
-
 def _load_prctl() -> Callable[..., int] | None:
     if not sys.platform.startswith("linux"):
         return None
@@ -380,6 +190,172 @@ def _start_error(exc: OSError, argv: list[str], cwd: Path) -> str:
     return f"cannot start {argv[0]}: {exc}"
 
 
+@dataclass(frozen=True)
+class _Launch:
+    """What ``Popen`` is given once a jail, if any, has wrapped the command: a jail's launcher argv and
+    allow-listed environment, and ``release`` to free the jail once every process of it is dead."""
+
+    argv: list[str]
+    env: dict[str, str]
+    preexec: Callable[[], None] | None
+    umask: int  # -1 keeps the worker's own (private); a jail's: JAIL_UMASK
+    release: Callable[[], None] | None
+
+
+def _launch(argv: list[str], cwd: Path, env: dict[str, str], jail: Jail | None) -> _Launch | str:
+    """How to start ``argv``, or why it cannot start: a sandbox that cannot run is an error, never an
+    unconfined run."""
+    parent_death = parent_death_preexec()
+    if jail is None:
+        return _Launch(argv, env, _preexec(parent_death), -1, None)
+    try:
+        confined = confine(jail, argv, cwd, env)
+    except (SandboxUnavailable, ValueError, OSError) as exc:
+        if isinstance(exc, FileNotFoundError):
+            return _start_error(exc, argv, cwd)
+        return f"sandbox unavailable: {exc}"
+    if confined.dies_with_parent:
+        parent_death = None  # bwrap's --die-with-parent: a sandboxed command needs no preexec_fn
+    # No preexec_fn at all lets Popen vfork instead of forking the whole worker (rlimits.through_prlimit)
+    preexec = _preexec(parent_death, set_limits(confined.limits))
+    return _Launch(confined.argv, confined.env, preexec, JAIL_UMASK, confined.release)
+
+
+def _not_started(error: str, started: float, stdout_path: Path, stderr_path: Path) -> ProcResult:
+    return ProcResult(
+        exit_code=None,
+        timed_out=False,
+        cancelled=False,
+        seconds=time.monotonic() - started,
+        stdout_path=stdout_path,
+        stderr_path=stderr_path,
+        stdout_bytes=0,
+        stderr_bytes=0,
+        error=error,
+    )
+
+
+def _popen(
+    launch: _Launch, cwd: Path, out: IO[bytes], err: IO[bytes], piped: bool
+) -> subprocess.Popen[bytes]:
+    """The command started in its own session, stdin closed, its output to the files or (``piped``) to
+    pipes for the capped readers."""
+    return subprocess.Popen(
+        launch.argv,
+        cwd=cwd,
+        env=launch.env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE if piped else out,
+        stderr=subprocess.PIPE if piped else err,
+        start_new_session=True,
+        close_fds=True,
+        preexec_fn=launch.preexec,  # PDEATHSIG and rlimits, where bwrap and prlimit do not set them
+        umask=launch.umask,
+    )
+
+
+def _capped_outputs(
+    proc: subprocess.Popen[bytes], stdout_path: Path, stderr_path: Path, max_output: int | None
+) -> list[CappedOutput]:
+    """The started readers of the two pipes, or none when the output goes straight to the files."""
+    if max_output is None:
+        return []
+    assert proc.stdout is not None and proc.stderr is not None  # PIPE was asked for
+    outputs = [
+        CappedOutput(proc.stdout, stdout_path, max_output),
+        CappedOutput(proc.stderr, stderr_path, max_output),
+    ]
+    for output in outputs:
+        output.start()
+    return outputs
+
+
+@dataclass(frozen=True)
+class _Watch:
+    """How ``run_supervised`` watches a running leader: its limits and its caller's callbacks."""
+
+    started: float
+    timeout: float
+    grace: float
+    tick_every: float
+    on_tick: Callable[[float, float], None] | None
+    interrupted: Interrupted | None
+    stdout_path: Path
+    stderr_path: Path
+
+
+def _until_exit(pid: int, rules: _Watch, outputs: list[CappedOutput], watch: _ExitWatch) -> tuple[bool, bool]:
+    """Wait for the leader to exit, ticking and polling for cancellation; on timeout or cancel, SIGTERM the
+    group and wait ``grace`` for the leader. Returns (timed_out, cancelled)."""
+    sizes = (0, 0)
+    last_growth = rules.started
+    next_tick = rules.started + rules.tick_every
+    while not _leader_exited(pid):
+        now = time.monotonic()
+        if outputs:
+            current = (outputs[0].total, outputs[1].total)
+        else:
+            current = (_size(rules.stdout_path), _size(rules.stderr_path))
+        if current != sizes:
+            sizes, last_growth = current, now
+        if rules.on_tick is not None and now >= next_tick:
+            next_tick = now + rules.tick_every
+            try:
+                rules.on_tick(now - rules.started, now - last_growth)
+            except Exception:
+                log.exception("proc.tick_failed", pid=pid)
+        cancel = False
+        if rules.interrupted is not None:
+            try:
+                cancel = bool(rules.interrupted())
+            except Exception:
+                log.exception("proc.interrupted_failed", pid=pid)
+        if cancel or now - rules.started >= rules.timeout:
+            log.warning("proc.stopping", pid=pid, reason="cancel" if cancel else "timeout", grace=rules.grace)
+            _killpg(pid, signal.SIGTERM)
+            if not _wait_leader(pid, rules.grace, watch):
+                log.warning("proc.sigkill", pid=pid)
+            return not cancel, cancel
+        watch.wait(POLL_SECONDS)
+    return False, False
+
+
+def _ended(
+    proc: subprocess.Popen[bytes],
+    rules: _Watch,
+    outputs: list[CappedOutput],
+    timed_out: bool,
+    cancelled: bool,
+) -> ProcResult:
+    """The result of a reaped command, logged."""
+    seconds = time.monotonic() - rules.started
+    result = ProcResult(
+        exit_code=proc.returncode,
+        timed_out=timed_out,
+        cancelled=cancelled,
+        seconds=seconds,
+        stdout_path=rules.stdout_path,
+        stderr_path=rules.stderr_path,
+        stdout_bytes=_size(rules.stdout_path),
+        stderr_bytes=_size(rules.stderr_path),
+        stdout_dropped=outputs[0].dropped if outputs else 0,
+        stderr_dropped=outputs[1].dropped if outputs else 0,
+    )
+    log.info(
+        "proc.ended",
+        pid=proc.pid,
+        exit_code=result.exit_code,
+        timed_out=timed_out,
+        cancelled=cancelled,
+        seconds=round(seconds, 3),
+        stdout_bytes=result.stdout_bytes,
+        stderr_bytes=result.stderr_bytes,
+        stdout_dropped=result.stdout_dropped,
+        stderr_dropped=result.stderr_dropped,
+    )
+    return result
+
+
 def run_supervised(
     argv: list[str],
     *,
@@ -414,123 +390,36 @@ def run_supervised(
     stdout_path.parent.mkdir(parents=True, exist_ok=True)
     stderr_path.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    program = argv[0]  # what the logs name: the command's own, not the sandbox's launcher
-    limits = None
-    child_umask = -1  # the worker's own (private); a jail's: JAIL_UMASK
-    release: Callable[[], None] | None = None  # the jail's, once every process of it is dead
-    parent_death = parent_death_preexec()
-    if jail is not None:
-        try:
-            confined = confine(jail, argv, cwd, env)
-        except (SandboxUnavailable, ValueError, OSError) as exc:
-            if isinstance(exc, FileNotFoundError):
-                error = _start_error(exc, argv, cwd)
-            else:
-                error = f"sandbox unavailable: {exc}"
-            log.warning("proc.start_failed", argv0=argv[0], cwd=str(cwd), error=error, sandbox=True)
-            stdout_path.write_bytes(b"")
-            stderr_path.write_bytes(b"")
-            return ProcResult(
-                exit_code=None,
-                timed_out=False,
-                cancelled=False,
-                seconds=time.monotonic() - started,
-                stdout_path=stdout_path,
-                stderr_path=stderr_path,
-                stdout_bytes=0,
-                stderr_bytes=0,
-                error=error,
-            )
-        argv, env, limits = confined.argv, confined.env, set_limits(confined.limits)
-        release = confined.release
-        child_umask = JAIL_UMASK
-        if confined.dies_with_parent:
-            parent_death = None  # bwrap's --die-with-parent: a sandboxed command needs no preexec_fn
-    # No preexec_fn at all lets Popen vfork instead of forking the whole worker (rlimits.through_prlimit)
-    preexec = _preexec(parent_death, limits)
+    launch = _launch(argv, cwd, env, jail)
+    if isinstance(launch, str):
+        log.warning("proc.start_failed", argv0=argv[0], cwd=str(cwd), error=launch, sandbox=True)
+        stdout_path.write_bytes(b"")
+        stderr_path.write_bytes(b"")
+        return _not_started(launch, started, stdout_path, stderr_path)
     with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
         try:
-            proc = subprocess.Popen(
-                argv,
-                cwd=cwd,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=out if max_output is None else subprocess.PIPE,
-                stderr=err if max_output is None else subprocess.PIPE,
-                start_new_session=True,
-                close_fds=True,
-                preexec_fn=preexec,  # PDEATHSIG and rlimits, where bwrap and prlimit do not set them
-                umask=child_umask,
-            )
+            proc = _popen(launch, cwd, out, err, piped=max_output is not None)
         except OSError as exc:
-            if release is not None:
-                release()
-            error = _start_error(exc, argv, cwd)
-            log.warning("proc.start_failed", argv0=argv[0], cwd=str(cwd), error=error)
-            return ProcResult(
-                exit_code=None,
-                timed_out=False,
-                cancelled=False,
-                seconds=time.monotonic() - started,
-                stdout_path=stdout_path,
-                stderr_path=stderr_path,
-                stdout_bytes=0,
-                stderr_bytes=0,
-                error=error,
-            )
+            if launch.release is not None:
+                launch.release()
+            error = _start_error(exc, launch.argv, cwd)
+            log.warning("proc.start_failed", argv0=launch.argv[0], cwd=str(cwd), error=error)
+            return _not_started(error, started, stdout_path, stderr_path)
     pid = proc.pid
-    outputs: list[_CappedOutput] = []
-    if max_output is not None:
-        assert proc.stdout is not None and proc.stderr is not None  # PIPE was asked for
-        outputs = [
-            _CappedOutput(proc.stdout, stdout_path, max_output),
-            _CappedOutput(proc.stderr, stderr_path, max_output),
-        ]
-        for output in outputs:
-            output.start()
+    outputs = _capped_outputs(proc, stdout_path, stderr_path, max_output)
     log.info(
         "proc.started",
         pid=pid,
-        argv0=program,
+        argv0=argv[0],  # the command's own, not the sandbox's launcher
         cwd=str(cwd),
         timeout=timeout,
         max_output=max_output,
         sandbox=None if jail is None else jail.settings.mode,
     )
-    timed_out = cancelled = False
-    sizes = (0, 0)
-    last_growth = started
-    next_tick = started + tick_every
+    rules = _Watch(started, timeout, grace, tick_every, on_tick, interrupted, stdout_path, stderr_path)
     watch = _ExitWatch(pid)
     try:
-        while not _leader_exited(pid):
-            now = time.monotonic()
-            if outputs:
-                current = (outputs[0].total, outputs[1].total)
-            else:
-                current = (_size(stdout_path), _size(stderr_path))
-            if current != sizes:
-                sizes, last_growth = current, now
-            if on_tick is not None and now >= next_tick:
-                next_tick = now + tick_every
-                try:
-                    on_tick(now - started, now - last_growth)
-                except Exception:
-                    log.exception("proc.tick_failed", pid=pid)
-            cancel = False
-            if interrupted is not None:
-                try:
-                    cancel = bool(interrupted())
-                except Exception:
-                    log.exception("proc.interrupted_failed", pid=pid)
-            if cancel or now - started >= timeout:
-                cancelled, timed_out = cancel, not cancel
-                log.warning("proc.stopping", pid=pid, reason="cancel" if cancel else "timeout", grace=grace)
-                _killpg(pid, signal.SIGTERM)
-                if not _wait_leader(pid, grace, watch):
-                    log.warning("proc.sigkill", pid=pid)
-                break
-            watch.wait(POLL_SECONDS)
+        timed_out, cancelled = _until_exit(pid, rules, outputs, watch)
     finally:
         # The leader is exited but unreaped (or being killed): its pgid still names our group.
         _killpg(pid, signal.SIGKILL)
@@ -538,31 +427,6 @@ def run_supervised(
         proc.wait()
         for output in outputs:
             output.finish()
-        if release is not None:  # bwrap is reaped: its pid namespace, the whole jail, died with it
-            release()
-    seconds = time.monotonic() - started
-    result = ProcResult(
-        exit_code=proc.returncode,
-        timed_out=timed_out,
-        cancelled=cancelled,
-        seconds=seconds,
-        stdout_path=stdout_path,
-        stderr_path=stderr_path,
-        stdout_bytes=_size(stdout_path),
-        stderr_bytes=_size(stderr_path),
-        stdout_dropped=outputs[0].dropped if outputs else 0,
-        stderr_dropped=outputs[1].dropped if outputs else 0,
-    )
-    log.info(
-        "proc.ended",
-        pid=pid,
-        exit_code=result.exit_code,
-        timed_out=timed_out,
-        cancelled=cancelled,
-        seconds=round(seconds, 3),
-        stdout_bytes=result.stdout_bytes,
-        stderr_bytes=result.stderr_bytes,
-        stdout_dropped=result.stdout_dropped,
-        stderr_dropped=result.stderr_dropped,
-    )
-    return result
+        if launch.release is not None:  # bwrap is reaped: its pid namespace, the whole jail, died with it
+            launch.release()
+    return _ended(proc, rules, outputs, timed_out, cancelled)

@@ -45,7 +45,7 @@ from typing import Any
 import structlog
 
 from orchestrator.config import Settings
-from orchestrator.errors import GitError, JuryError
+from orchestrator.errors import GitError
 from orchestrator.git import git as _git
 from orchestrator.git import git_bytes as _git_bytes
 from orchestrator.git import repo_lock, rev_parse
@@ -58,10 +58,6 @@ IDENTITY_EMAIL = "jury@localhost"
 FIXED_DATE = "2000-01-01T00:00:00+00:00"
 POOL_DIR = ".pool"  # under Worktrees.root: one directory per repository (a hash of its path)
 EVICT_EVERY = 60.0  # seconds between two looks for idle recycled checkouts, per root and process
-
-
-class CheckoutTampered(JuryError):
-    """A checkout's ``.git`` link is not the one Jury made: something that ran in it replaced it."""
 
 
 # --- the pinned link of each checkout -------------------------------------------------------------

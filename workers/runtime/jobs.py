@@ -29,7 +29,7 @@ from orchestrator.domain import (
     VerifyRan,
     refutation_event,
 )
-from orchestrator.fold import RunState
+from orchestrator.fold import FindingState, RunState
 from orchestrator.logs import redactor
 from orchestrator.parse import (
     JudgeVerdict,
@@ -45,7 +45,7 @@ from orchestrator.refute.commands import classify_command, commands_in_task
 from orchestrator.refute.families import independence, spec_family
 from orchestrator.refute.record import RefutationRecord
 from orchestrator.refute.signals import Signal, gate
-from orchestrator.refute.verdicts import parse_refutation
+from orchestrator.refute.verdicts import ParsedRefutation, parse_refutation
 from orchestrator.transcript import broken_reason, codex_failure
 from workers.agents.patch_secrets import FIX_HOLDS_SECRET, fix_holds_secret, patch_holds_secret
 from workers.agents.run import AgentRun
@@ -401,6 +401,64 @@ def tree_of(rt: Runtime, job: Job, work: Path) -> str:
     )
 
 
+def _verification_signals(f: FindingState | None) -> list[Signal]:
+    """The signals among the finding's verification runs: a test or check command's, never a plain
+    program run's."""
+    signals: list[Signal] = []
+    for v in f.verification if f is not None else []:
+        kind = classify_command(v["command"])
+        if kind is None:
+            continue  # a plain program run is not a signal
+        signals.append(
+            Signal(
+                kind=kind,
+                command=v["command"],
+                exit_code=v.get("exitCode"),
+                source="verification",
+                output_tail=v.get("outputTail", ""),
+                tree=v.get("tree"),
+            )
+        )
+    return signals
+
+
+def _check_signals(runs: list[CommandRun]) -> list[Signal]:
+    """The signals of the declared checks' runs, then of the commands the task names (``task-<n>``)."""
+    declared = signals_of([r for r in runs if not (r.check or "").startswith("task-")], "declared")
+    return declared + signals_of([r for r in runs if (r.check or "").startswith("task-")], "task")
+
+
+def _refuter_verdict(run: AgentRun, agent: str) -> ParsedRefutation:
+    """The refuter's verdict, "unclear" when it could not run (or could run nothing to break the claim)."""
+    error = run_failure(run)
+    verdict = parse_refutation(run.report)
+    if error is None and verdict.outcome == "not_refuted":
+        error = broken_reason(run.commands, agent)  # "could not break it" when nothing could run
+    if error:
+        verdict = verdict.model_copy(
+            update={"outcome": "unclear", "reason": f"the refuter could not run: {error}"}
+        )
+    return verdict
+
+
+def _refutation_record(
+    job: Job, run: AgentRun, verdict: ParsedRefutation, signal: Signal | None
+) -> RefutationRecord:
+    """The record of the refutation: its cost as the ledger settles it, and whether the refuter is
+    independent of the judge (another family)."""
+    cfg, spec = job.state.config, job.spec
+    assert cfg is not None
+    judge_family = spec_family(cfg.agents[cfg.judge]) if cfg.judge in cfg.agents else None
+    return RefutationRecord.from_verdict(
+        verdict,
+        cost_usd=call_cost(run, spec),  # None: unknown
+        reviewer_model=run.model or spec.model,
+        reviewer_agent=job.action.agent,
+        independent=independence(judge_family, spec_family(spec, run.model)),
+        signal=signal,
+    )
+
+
 @handles("refute")
 def refute(rt: Runtime, slug: str, key: str, interrupted: Interrupted) -> None:
     """The second opinion: gate on a real signal first, then an agent of another family tries to break
@@ -415,22 +473,7 @@ def refute(rt: Runtime, slug: str, key: str, interrupted: Interrupted) -> None:
     f = s.findings.get(a.finding or "")
     fid = f.id if f else None
     events: list[Event] = []
-    signals: list[Signal] = []
-    if f is not None:
-        for v in f.verification:
-            kind = classify_command(v["command"])
-            if kind is None:
-                continue  # a plain program run is not a signal
-            signals.append(
-                Signal(
-                    kind=kind,
-                    command=v["command"],
-                    exit_code=v.get("exitCode"),
-                    source="verification",
-                    output_tail=v.get("outputTail", ""),
-                    tree=v.get("tree"),
-                )
-            )
+    signals = _verification_signals(f)
     task_cmds = {f"task-{i}": c for i, c in enumerate(commands_in_task(cfg.task or ""), 1)}
     commands = {**cfg.checks, **task_cmds}
     timeout = cfg.timeout or 600.0
@@ -448,8 +491,7 @@ def refute(rt: Runtime, slug: str, key: str, interrupted: Interrupted) -> None:
             sandbox=cfg.sandbox,
         )
         events += [verify_event(f"{key}:check:{i}", fid, r) for i, r in enumerate(runs)]
-        signals += signals_of([r for r in runs if not (r.check or "").startswith("task-")], "declared")
-        signals += signals_of([r for r in runs if (r.check or "").startswith("task-")], "task")
+        signals += _check_signals(runs)
     g = gate(signals)
     if not g.open:
         skipped = RefutationRecord.skipped(g.reason)
@@ -477,25 +519,8 @@ def refute(rt: Runtime, slug: str, key: str, interrupted: Interrupted) -> None:
         wrote = changed_paths(wt)
     if wrote:
         events.append(AgentWrote(eid=f"{key}:wrote", agent=a.agent or "", round=a.round, paths=wrote))
-    error = run_failure(run)
-    verdict = parse_refutation(run.report)
-    if error is None and verdict.outcome == "not_refuted":
-        error = broken_reason(run.commands, a.agent or "")  # "could not break it" when nothing could run
-    if error:
-        verdict = verdict.model_copy(
-            update={"outcome": "unclear", "reason": f"the refuter could not run: {error}"}
-        )
-    spec = job.spec
-    cost = call_cost(run, spec)  # as the ledger settles it; None: unknown
-    judge_family = spec_family(cfg.agents[cfg.judge]) if cfg.judge in cfg.agents else None
-    refutation = RefutationRecord.from_verdict(
-        verdict,
-        cost_usd=cost,
-        reviewer_model=run.model or spec.model,
-        reviewer_agent=a.agent,
-        independent=independence(judge_family, spec_family(spec, run.model)),
-        signal=g.signals[0] if g.signals else None,
-    )
+    verdict = _refuter_verdict(run, a.agent or "")
+    refutation = _refutation_record(job, run, verdict, g.signals[0] if g.signals else None)
     events.append(refutation_event(refutation, eid=f"{key}:verdict", id=fid))
     if verdict.outcome == "refuted" and f is not None:
         events.append(

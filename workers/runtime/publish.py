@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +28,16 @@ from orchestrator.decide import publish_key
 from orchestrator.domain import RunPublished
 from orchestrator.errors import GitError, JuryError, UsageError
 from orchestrator.fold import RunState, fold
-from orchestrator.forge import ForgeSettings, InlineComment, ReviewDraft, forge_for, load_forge_settings
+from orchestrator.forge import (
+    Forge,
+    ForgeSettings,
+    InlineComment,
+    ReviewDraft,
+    forge_for,
+    load_forge_settings,
+)
 from orchestrator.logs import add_secret, redact
-from orchestrator.publishing import plan
+from orchestrator.publishing import Plan, plan
 from orchestrator.store.base import EventStore
 from orchestrator.store.files import FileStore, mirror
 from workers.isolation.supervise import Interrupted
@@ -71,6 +79,47 @@ def _secrets(settings: ForgeSettings) -> list[str]:
     return [t.get_secret_value() for t in (settings.github_token, settings.gitlab_token) if t is not None]
 
 
+@dataclass
+class _Failures:
+    """What went wrong publishing one run, each reason redacted of the forge's tokens (``secrets``, once
+    the settings are read) and of every registered secret."""
+
+    slug: str
+    key: str
+    secrets: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def add(self, what: str, exc: Exception) -> None:
+        why = str(exc)
+        for secret in self.secrets:
+            why = why.replace(secret, "[redacted]")
+        self.errors.append(f"{what}: {redact(why)[:600]}")
+        log.warning("publish.failed", slug=self.slug, key=self.key, what=what, error=self.errors[-1])
+
+
+def _post_review(
+    forge: Forge, project: str, number: int, head: str, slug: str, draft_plan: Plan
+) -> dict[str, Any]:
+    """Post (or update) the run's review on the PR; what the event records of it."""
+    draft = ReviewDraft(
+        run=slug,
+        body=draft_plan.body,
+        comments=tuple(
+            InlineComment(path=n.path, line=n.line, body=n.body, key=n.key) for n in draft_plan.comments
+        ),
+    )
+    review = forge.publish_review(project, number, head, draft)
+    counts: dict[str, int] = {}
+    for c in review.comments:
+        counts[c.action] = counts.get(c.action, 0) + 1
+    return {
+        "review_id": review.id,
+        "review_url": review.url,
+        "review_created": review.created,
+        "comments": counts,
+    }
+
+
 def publish_state(
     s: RunState,
     key: str,
@@ -99,51 +148,28 @@ def publish_state(
     }
     own = client is None
     http = client or httpx.Client()
-    secrets: list[str] = []
-    errors: list[str] = []
-
-    def failed(what: str, exc: Exception) -> None:
-        why = str(exc)
-        for secret in secrets:
-            why = why.replace(secret, "[redacted]")
-        errors.append(f"{what}: {redact(why)[:600]}")
-        log.warning("publish.failed", slug=s.slug, key=key, what=what, error=errors[-1])
-
+    failures = _Failures(s.slug, key)
     try:
         settings = settings or load_forge_settings()
-        secrets = _secrets(settings)
-        for secret in secrets:
+        failures.secrets = _secrets(settings)
+        for secret in failures.secrets:
             add_secret(secret)  # whatever is logged from here on never shows it
         forge, project, number = forge_for(url, settings, client=http)
         if number is None:
             raise UsageError(f"{url} names no pull or merge request")
         found |= {"forge": forge.kind, "repo": project, "number": number}
     except (JuryError, httpx.HTTPError, ValueError) as exc:
-        failed("the forge", exc)
+        failures.add("the forge", exc)
         if own:
             http.close()
-        return RunPublished.model_validate({**base, **found, "ok": False, "error": "; ".join(errors)})
+        return RunPublished.model_validate(
+            {**base, **found, "ok": False, "error": "; ".join(failures.errors)}
+        )
     # The review and the check each on their own: one refused never keeps the other from being set.
     try:
-        draft = ReviewDraft(
-            run=s.slug,
-            body=draft_plan.body,
-            comments=tuple(
-                InlineComment(path=n.path, line=n.line, body=n.body, key=n.key) for n in draft_plan.comments
-            ),
-        )
-        review = forge.publish_review(project, number, head, draft)
-        counts: dict[str, int] = {}
-        for c in review.comments:
-            counts[c.action] = counts.get(c.action, 0) + 1
-        found |= {
-            "review_id": review.id,
-            "review_url": review.url,
-            "review_created": review.created,
-            "comments": counts,
-        }
+        found |= _post_review(forge, project, number, head, s.slug, draft_plan)
     except (JuryError, httpx.HTTPError, ValueError) as exc:
-        failed("the review", exc)
+        failures.add("the review", exc)
     try:
         check = forge.set_check(
             project,
@@ -155,12 +181,14 @@ def publish_state(
         )
         found |= {"check_kind": check.kind, "check_id": check.id, "check_url": check.url}
     except (JuryError, httpx.HTTPError, ValueError) as exc:
-        failed("the check", exc)
+        failures.add("the check", exc)
     finally:
         if own:
             http.close()
-    if errors:
-        return RunPublished.model_validate({**base, **found, "ok": False, "error": "; ".join(errors)})
+    if failures.errors:
+        return RunPublished.model_validate(
+            {**base, **found, "ok": False, "error": "; ".join(failures.errors)}
+        )
     log.info("publish.done", slug=s.slug, key=key, conclusion=draft_plan.conclusion)
     return RunPublished.model_validate({**base, **found, "ok": True})
 

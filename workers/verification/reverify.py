@@ -38,8 +38,8 @@ from workers.isolation.mirror import run_repo
 from workers.isolation.names import run_key, safe_name
 from workers.isolation.worktree import git, host_worktrees
 from workers.verification.proof import fixed_problem, relevant
-from workers.verification.testcommand import added_test_names, read_test_command
-from workers.verification.verify import OUTPUT_TAIL, run_reported
+from workers.verification.testcommand import TestCommand, added_test_names, read_test_command
+from workers.verification.verify import OUTPUT_TAIL, Reported, run_reported
 from workers.verification.weakening import is_test_path, name_status
 
 log = structlog.get_logger()
@@ -216,6 +216,68 @@ def _row(
     )
 
 
+def _run_on_trunk(
+    settings: Settings,
+    s: RunState,
+    f: FindingState,
+    tc: TestCommand,
+    tests: list[str],
+    sha: str,
+    repo: Path,
+) -> tuple[Reported, list[str]]:
+    """Run ``tc`` on trunk commit ``sha`` in a worktree of its own; with the test files the fix added
+    that trunk lacks, laid from the fix (trunk's own version of a test file wins)."""
+    cfg = s.config
+    timeout = (cfg.timeout if cfg and cfg.timeout else None) or DEFAULT_TIMEOUT
+    name = f"{run_key(s)}.reverify.{safe_name(f.id)}.{uuid.uuid4().hex[:8]}"
+    with (
+        host_worktrees(settings).checkout(repo, sha, name) as wt,
+        tempfile.TemporaryDirectory(prefix="jury-reverify-") as tmp,
+    ):
+        laid = []
+        for path in tests:
+            if not (wt / path).exists():
+                git(["checkout", f.sha or "", "--", path], wt)
+                laid.append(path)
+        out = Path(tmp) / "out"
+        out.mkdir()
+        reported = run_reported(
+            tc,
+            wt,
+            tree="final",
+            sha=sha,
+            env={"PYTHONDONTWRITEBYTECODE": "1"},
+            timeout=timeout,
+            out_dir=out,
+            label=f"trunk-{f.id}",
+            scratch=Path(tmp) / "scratch",
+            sandbox=cfg.sandbox if cfg else None,
+        )
+    return reported, laid
+
+
+def _trunk_outcome(
+    tc: TestCommand, reported: Reported, tests: list[str], added: list[str]
+) -> tuple[Status, str | None]:
+    """Whether the regression test passed on trunk, failed, or could not tell (and why not passed)."""
+    run, report = reported.run, reported.report
+    problem = fixed_problem(tc, report, tests, added)
+    status: Status
+    if run.error or run.timed_out:
+        status, problem = "error", run.error or "timed out"
+    elif report is None:
+        status = "passed" if run.exit_code == 0 else "failed"
+        problem = None if status == "passed" else f"exit {run.exit_code}"
+    elif problem is None and run.exit_code == 0:
+        status = "passed"
+    elif any(r.outcome == "failed" and relevant(tc, r, tests, added) for r in report.results):
+        status = "failed"
+    else:
+        status = "error"
+        problem = problem or f"exit {run.exit_code}"
+    return status, problem
+
+
 def check_finding(
     settings: Settings, s: RunState, f: FindingState, trunk: str, sha: str, repo: Path | None = None
 ) -> tuple[VerifyRow, VerifyRan]:
@@ -241,49 +303,10 @@ def check_finding(
     if isinstance(tc, str):
         status, problem = "error", tc
     else:
-        timeout = (cfg.timeout if cfg and cfg.timeout else None) or DEFAULT_TIMEOUT
-        name = f"{run_key(s)}.reverify.{safe_name(f.id)}.{uuid.uuid4().hex[:8]}"
-        worktrees = host_worktrees(settings)
-        with (
-            worktrees.checkout(repo, sha, name) as wt,
-            tempfile.TemporaryDirectory(prefix="jury-reverify-") as tmp,
-        ):
-            laid = []
-            for path in tests:  # trunk's own version of a test file wins; a missing one comes from the fix
-                if not (wt / path).exists():
-                    git(["checkout", fix, "--", path], wt)
-                    laid.append(path)
-            out = Path(tmp) / "out"
-            out.mkdir()
-            reported = run_reported(
-                tc,
-                wt,
-                tree="final",
-                sha=sha,
-                env={"PYTHONDONTWRITEBYTECODE": "1"},
-                timeout=timeout,
-                out_dir=out,
-                label=f"trunk-{f.id}",
-                scratch=Path(tmp) / "scratch",
-                sandbox=cfg.sandbox if cfg else None,
-            )
+        reported, laid = _run_on_trunk(settings, s, f, tc, tests, sha, repo)
         run = reported.run
         exit_code, tail, error = run.exit_code, run.output_tail, run.error
-        added = added_test_names(diff)
-        problem = fixed_problem(tc, reported.report, tests, added)
-        report = reported.report
-        if run.error or run.timed_out:
-            status, problem = "error", run.error or "timed out"
-        elif report is None:
-            status = "passed" if run.exit_code == 0 else "failed"
-            problem = None if status == "passed" else f"exit {run.exit_code}"
-        elif problem is None and run.exit_code == 0:
-            status = "passed"
-        elif any(r.outcome == "failed" and relevant(tc, r, tests, added) for r in report.results):
-            status = "failed"
-        else:
-            status = "error"
-            problem = problem or f"exit {run.exit_code}"
+        status, problem = _trunk_outcome(tc, reported, tests, added_test_names(diff))
         if problem:
             problem = problem.replace("with the fix", "on trunk")
         if laid and problem:

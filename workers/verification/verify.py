@@ -19,33 +19,31 @@ import shlex
 import tempfile
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 import structlog
 from pydantic import BaseModel
 
-from orchestrator.errors import GitError
 from orchestrator.spec import SandboxSettings
 from workers.isolation.output_tail import combine, read_tail
 from workers.isolation.sandbox import Jail, git_dirs_of
 from workers.isolation.supervise import run_supervised
 from workers.isolation.worktree import Worktrees, git
 from workers.verification import coverage_check, suite, vacuity
+from workers.verification.admit import LITERAL, admit
 from workers.verification.coverage_check import FileCoverage
 from workers.verification.proof import NamedTest, fixed_problem, named_table, reverted_problem
 from workers.verification.runs import CommandRun, Tree
 from workers.verification.suite import SuiteCache, SuiteDelta, SuiteSide
 from workers.verification.testcommand import (
     TestCommand,
-    added_test_names,
     instrument,
-    read_test_command,
     split_command,
 )
 from workers.verification.testreport import TestReport, read_report, unread
-from workers.verification.weakening import is_test_path, name_status, test_config_changes, weakening
+from workers.verification.weakening import is_test_path, weakening
 
 log = structlog.get_logger()
 
@@ -62,7 +60,6 @@ __all__ = [
 
 OUTPUT_TAIL = 4000  # characters of output kept per run
 RUN_MAX_OUTPUT = 2_000_000  # bytes kept per stream of a command's output file (head and tail)
-_LITERAL = {"GIT_LITERAL_PATHSPECS": "1"}  # paths from the patch are paths, not globs
 
 REPORT_MAX = 20_000_000  # bytes of a runner's report file read back
 
@@ -346,6 +343,20 @@ class _Verifier:
             "" if text is not None else f"coverage json failed: {run.error or run.output_tail[-300:]}",
         )
 
+    def covered(
+        self, tc: TestCommand, code: list[tuple[str, str]], fixed_tree: str, data: Path | None
+    ) -> list[FileCoverage]:
+        """Coverage of the changed lines of ``code`` by the fixed tree's run that left ``data``."""
+        return coverage_check.measure(
+            wt=self.wt,
+            code=code,
+            fixed_tree=fixed_tree,
+            data=data,
+            run_json=lambda f: (
+                self.coverage_json(tc, data, fixed_tree, f) if data else (None, "no coverage data")
+            ),
+        )
+
     def named(
         self, tc: TestCommand, sha: str, tests: list[str], added: list[str], runs: list[CommandRun]
     ) -> vacuity.RunNamed:
@@ -401,6 +412,43 @@ class _Verifier:
         )
 
 
+@dataclass
+class _Gathered:
+    """What one verification has gathered so far, its runs and its table, which any verdict reports."""
+
+    name: str
+    started: float = field(default_factory=time.monotonic)
+    runs: list[CommandRun] = field(default_factory=list)
+    table: dict[str, object] = field(default_factory=dict)
+
+    def verdict(self, reason: str | None, weak: list[str]) -> Verification:
+        """The verdict (``ok`` when there is no ``reason``), logged."""
+        seconds = round(time.monotonic() - self.started, 3)
+        v = Verification.model_validate(
+            {
+                "runs": self.runs,
+                "weakening": weak,
+                "ok": reason is None,
+                "reason": reason,
+                "seconds": seconds,
+                **self.table,
+            }
+        )
+        log.info("verify.done", name=self.name, ok=v.ok, reason=reason, seconds=seconds, runner=v.runner)
+        return v
+
+
+def _revert(wt: Path, parent: str, code: list[tuple[str, str]]) -> str:
+    """The tree with every non-test file of the fix put back as at ``parent`` (added ones deleted)."""
+    _reset_to_index(wt)
+    for status, path in code:
+        if status == "A":
+            git(["rm", "-q", "-f", "--", path], wt, env=LITERAL)
+        else:
+            git(["checkout", parent, "--", path], wt, env=LITERAL)
+    return git(["write-tree"], wt).strip()
+
+
 def verify_fix(
     repo: Path,
     parent: str,
@@ -428,59 +476,18 @@ def verify_fix(
     raises for a bad patch or command: ``ok`` False with the first reason. The worktree and the scratch
     directory are always removed.
     """
-    started = time.monotonic()
-    runs: list[CommandRun] = []
-    table: dict[str, object] = {}
-
-    def verdict(reason: str | None, weak: list[str]) -> Verification:
-        seconds = round(time.monotonic() - started, 3)
-        v = Verification.model_validate(
-            {
-                "runs": runs,
-                "weakening": weak,
-                "ok": reason is None,
-                "reason": reason,
-                "seconds": seconds,
-                **table,
-            }
-        )
-        log.info("verify.done", name=name, ok=v.ok, reason=reason, seconds=seconds, runner=v.runner)
-        return v
+    gathered = _Gathered(name)
+    runs, table, verdict = gathered.runs, gathered.table, gathered.verdict
 
     with (
         worktrees.checkout(repo, parent, name) as wt,
         tempfile.TemporaryDirectory(prefix="jury-verify-") as tmp,
     ):
-        try:
-            git(["apply", "--index", "--binary", "--whitespace=nowarn", "-"], wt, input=patch)
-        except GitError as exc:
-            return verdict(f"the patch does not apply at {parent[:12]}: {exc.stderr.strip()[-300:]}", [])
-        try:
-            weak = weakening(repo, parent, patch)
-        except GitError as exc:
-            return verdict(f"cannot check the patch for weakened tests: {exc}", [])
-        split = split_command(test_command)
-        if isinstance(split, str):
-            return verdict(f"test_command cannot be run: {split}", weak)
-        fixed_tree = git(["write-tree"], wt).strip()
-        table["config_changes"] = test_config_changes(wt, "HEAD", fixed_tree)
-        changes = name_status(wt, "HEAD", fixed_tree, renames=False)
-        tests = [p for s, _, p in changes if s != "D" and is_test_path(p)]
-        code = [(s, p) for s, _, p in changes if not is_test_path(p)]
-        if not tests:
-            return verdict("the fix adds or changes no test file", weak)
-        if not code:
-            return verdict("the fix changes only test files: there is nothing to revert", weak)
-        added = added_test_names(
-            git(["diff", "--no-color", "--no-ext-diff", "HEAD", fixed_tree, "--", *tests], wt, env=_LITERAL)
-        )
-        tc = read_test_command(test_command, checks=checks or {}, changed_tests=tests, added_names=added)
-        if isinstance(tc, str):
-            return verdict(tc, weak)
-        table["runner"] = tc.runner
-        if weak:
-            shown = "; ".join(weak[:3]) + (f" (and {len(weak) - 3} more)" if len(weak) > 3 else "")
-            return verdict(f"the fix weakens existing tests: {shown}", weak)
+        admitted, weak = admit(repo, parent, patch, test_command, wt, checks=checks or {}, table=table)
+        if isinstance(admitted, str):
+            return verdict(admitted, weak)
+        tc, tests, added = admitted.tc, admitted.tests, admitted.added
+        fixed_tree, code = admitted.tree, admitted.code
         v = _Verifier(wt, Path(tmp), name, timeout, out_dir, sandbox)
         measured = tc.runner in ("pytest", "unittest")
         if measured:
@@ -494,26 +501,12 @@ def verify_fix(
         if problem is not None:
             return verdict(problem, weak)
         if measured:
-            data = fixed.coverage_data
-            cov = coverage_check.measure(
-                wt,
-                code,
-                fixed_tree,
-                data,
-                lambda f: v.coverage_json(tc, data, fixed_tree, f) if data else (None, "no coverage data"),
-            )
-            table["coverage"] = cov
+            table["coverage"] = cov = v.covered(tc, code, fixed_tree, fixed.coverage_data)
             if (problem := coverage_check.coverage_problem(cov)) is not None:
                 return verdict(problem, weak)
         else:
             table["coverage_note"] = f"coverage not measured ({tc.runner or 'a declared check'})"
-        _reset_to_index(wt)
-        for status, path in code:
-            if status == "A":
-                git(["rm", "-q", "-f", "--", path], wt, env=_LITERAL)
-            else:
-                git(["checkout", parent, "--", path], wt, env=_LITERAL)
-        reverted_tree = git(["write-tree"], wt).strip()
+        reverted_tree = _revert(wt, parent, code)
         reverted = v.reported(tc, "reverted", reverted_tree, "reverted", coverage=measured)
         runs.append(reverted.run)
         table["tests"] = named_table(tc, fixed.report, reverted.report, tests, added)
