@@ -60,8 +60,8 @@ def follow_all(
     it comes. On a terminal, a live line below says how many are queued, running and done."""
     from rich.live import Live
 
-    from orchestrator.fold import fold
     from orchestrator.publishing import awaiting_publish
+    from orchestrator.run_reader import fold_run
 
     console = console or out
     left, ended = set(slugs), {}
@@ -75,7 +75,7 @@ def follow_all(
             states = b.store.run_states(sorted(left))
             latest |= states
             for slug, state in states.items():
-                if state in TERMINAL_STATES and publish and awaiting_publish(fold(b.store.read(slug), slug)):
+                if state in TERMINAL_STATES and publish and awaiting_publish(fold_run(b.store, slug)):
                     latest[slug] = "publishing"  # ended, its publish still to come: not done
                     continue
                 if state is None or state in TERMINAL_STATES:

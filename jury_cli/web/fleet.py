@@ -88,12 +88,12 @@ def queues(store: LiveStore) -> dict[str, Any]:
 
 def inflight(store: LiveStore) -> dict[str, Any]:
     """The active runs (the reaper's set): each with its state and the actions it has out."""
-    from orchestrator.fold import fold
+    from orchestrator.run_reader import fold_run
 
     rows: list[dict[str, Any]] = []
     for slug in store.active_runs():
         try:
-            s = fold(store.read(slug), slug)
+            s = fold_run(store, slug)
         except Exception as exc:  # one unreadable run never blanks the page
             rows.append({"slug": slug, "state": "unreadable", "error": str(exc), "actions": []})
             continue

@@ -40,11 +40,11 @@ from typing import Literal
 import httpx
 from pydantic import BaseModel
 
+from orchestrator.cancel import cancel_run
 from orchestrator.config import RepoConfig, Settings, load_config, operator_config_file
 from orchestrator.decide import carry_over
-from orchestrator.domain import Event, RunCancel, RunCarried, cancel_eid
+from orchestrator.domain import Event, RunCarried
 from orchestrator.errors import JuryError, UsageError
-from orchestrator.fold import fold
 from orchestrator.forge import (
     ETagCache,
     ForgeError,
@@ -54,6 +54,7 @@ from orchestrator.forge import (
     load_forge_settings,
 )
 from orchestrator.forge.select import make_forge, parse_ref
+from orchestrator.run_reader import fold_run
 from orchestrator.spec import TERMINAL_STATES, Target
 from orchestrator.start import RunOptions, check_options, first_events, jury_config
 from orchestrator.store.base import LiveStore, PullHead, SweptStart, pull_head
@@ -258,7 +259,7 @@ def _plan(
         plan = _Plan(row=row, ref=ref, pr=pr, replace=replace)
         earlier = next((s for s in swept.runs if s != swept.holder and states.get(s) == "converged"), None)
         if earlier is not None:
-            previous = fold(store.read(earlier), earlier)
+            previous = fold_run(store, earlier)
             plan.carry = RunCarried(
                 eid="carried:0", from_run=earlier, from_head=previous.target.head, items=carry_over(previous)
             )
@@ -285,11 +286,12 @@ def _supersede(store: LiveStore, kick: Kick, stale: list[_Stale], *, dry_run: bo
     head (started now, or before: a sweep that died between the two steps is made good by the next one).
     A PR whose current head has no run (its row is an error) keeps its earlier run going.
 
-    As ``jury cancel`` does it: a ``run.cancel`` event whose reason becomes the run's end note, the cancel
-    flag (the run's agents stop at their next look), the coordinator kicked (it ends the run
-    ``cancelled``, under the run's lock). The event's id names the run that supersedes (and the run's
-    epoch), so two sweeps at once (which agree on it: the head's claim is atomic) append it once; a run
-    flagged already is left to end. Only swept runs are superseded: a ``jury review`` of the PR's URL is
+    With ``jury cancel``'s function (``orchestrator.cancel.cancel_run``): a ``run.cancel`` event whose
+    reason becomes the run's end note, then the cancel flag; the coordinators are kicked at the end, in
+    one batch (each ends its run ``cancelled``, under the run's lock). The event's id names the run that
+    supersedes (and the run's epoch), so two sweeps at once (which agree on it: the head's claim is
+    atomic) append it once; a run being cancelled already is left to end. Only swept runs are
+    superseded: a ``jury review`` of the PR's URL is
     somebody's own run."""
     if dry_run:
         for x in stale:
@@ -307,16 +309,13 @@ def _supersede(store: LiveStore, kick: Kick, stale: list[_Stale], *, dry_run: bo
         reason = f"superseded by {holder}: the PR's head moved to {sha}"
         for slug in (s for s in x.runs if _in_flight(states.get(s))):
             try:
-                if store.cancel_flagged(slug):
-                    continue  # cancelled already (an earlier sweep, a person): it is ending
-                # the run's epoch in the id: a run resumed after it was superseded is cancelled anew
-                epoch = fold(store.read(slug), slug).epoch
-                event = RunCancel(eid=cancel_eid(epoch, superseded_by=holder), who="sweep", reason=reason)
-                store.append(slug, [event])  # first: a flag without its event would end nothing
-                store.set_cancel_flag(slug)
+                # the run's epoch in the event's id: a run resumed after it was superseded is cancelled anew
+                done = cancel_run(store, slug, who="sweep", reason=reason, superseded_by=holder)
             except JuryError as exc:
                 _note(x.row, f"could not cancel run {slug}, in flight for an earlier head: {exc}")
                 continue
+            if done.outcome != "cancelled":
+                continue  # cancelled already (an earlier sweep, a person: it is ending), or ended meanwhile
             x.row.superseded.append(slug)
             cancelled.append(slug)
         if x.row.superseded:

@@ -63,6 +63,7 @@ from workers.runtime.context import (
 )
 from workers.runtime.jobs import TASKS
 from workers.runtime.lease import Claim
+from workers.runtime.wake import due
 
 log = structlog.get_logger()
 
@@ -501,9 +502,8 @@ def _reap_batch(rt: Runtime, slugs: list[str], queues: _Queues) -> list[str]:
             # was lost (or a pass that died before it dispatched) would leave it waiting. A run with
             # actions in flight is kicked by each of them as it ends (or, lost, sent again below).
             idle.append(slug)
-    for slug, claimed in zip(idle, rt.store.claim_kicks(idle, 2 * rt.settings.reap_after), strict=True):
-        if claimed:  # as ``Runtime.wake``: at most one coordinate task of a run waits
-            rt.kick(slug)
+    for slug in due(rt.store, idle, rt.settings.reap_after):  # as ``Runtime.wake``: one pass waits at most
+        rt.kick(slug)
     # The marks before the leases: a mark that says taken, read before a lease found lapsed, is the
     # taker's that lapsed (a taker marks after it acquires; a put-back or hand-back marks the action
     # sent again before it lets its lease go). Each read at once for every action in flight of the batch.

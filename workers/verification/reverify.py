@@ -31,7 +31,8 @@ import structlog
 from orchestrator.config import Settings
 from orchestrator.domain import VerifyRan
 from orchestrator.errors import GitError, JuryError, TargetError, UsageError
-from orchestrator.fold import FindingState, RunState, fold
+from orchestrator.fold import FindingState, RunState
+from orchestrator.run_reader import fold_run
 from orchestrator.store.base import EventStore
 from orchestrator.store.files import FileStore, mirror
 from workers.isolation.mirror import run_repo
@@ -322,7 +323,7 @@ def reverify(settings: Settings, targets: Sequence[str] = (), trunk: str | None 
     for slug in slugs:
         store: EventStore = live if live is not None and live.exists(slug) else files
         try:
-            s = fold(store.read(slug), slug)
+            s = fold_run(store, slug)
         except Exception as exc:  # one unreadable run never stops the others
             log.warning("reverify.unreadable", slug=slug, error=str(exc))
             continue
