@@ -33,6 +33,7 @@ from orchestrator.domain import VerifyRan
 from orchestrator.errors import GitError, JuryError, TargetError, UsageError
 from orchestrator.fold import FindingState, RunState
 from orchestrator.run_reader import fold_run
+from orchestrator.spec import agent_timeout
 from orchestrator.store.base import EventStore
 from orchestrator.store.files import FileStore, mirror
 from workers.isolation.mirror import run_repo
@@ -46,7 +47,6 @@ from workers.verification.weakening import is_test_path, name_status
 log = structlog.get_logger()
 
 Status = Literal["passed", "failed", "error"]
-DEFAULT_TIMEOUT = 600.0
 
 
 @dataclass
@@ -243,7 +243,7 @@ def check_finding(
     if isinstance(tc, str):
         status, problem = "error", tc
     else:
-        timeout = (cfg.timeout if cfg and cfg.timeout else None) or DEFAULT_TIMEOUT
+        timeout = agent_timeout(cfg.timeout if cfg else None)  # a test re-run, for no agent
         name = f"{run_key(s)}.reverify.{safe_name(f.id)}.{uuid.uuid4().hex[:8]}"
         worktrees = host_worktrees(settings)
         with (
