@@ -142,7 +142,6 @@ def sweep(
     from workers.fleet.forge_cache import fleet_etag_cache
     from workers.fleet.sweep import SweepFilters, SweepOptions
     from workers.fleet.sweep import sweep as run_sweep
-    from workers.runtime.wake import celery_kick
 
     settings = settings_for(dir)
     opts = RunOptions(
@@ -174,7 +173,7 @@ def sweep(
             filters,
             SweepOptions(run=opts, retry=retry),
             store=b.store,
-            kick=celery_kick(b.celery),
+            kick=b.waker(),  # workers.runtime.wake, deduplicated by the store's marks
             dry_run=dry_run,
             # The fleet's Redis keeps the listings' ETags for the next sweep; an embedded one would not.
             etag_cache=fleet_etag_cache(b.store) if settings.redis_url else None,

@@ -56,8 +56,8 @@ from orchestrator.forge import (
 from orchestrator.forge.select import make_forge, parse_ref
 from orchestrator.run_reader import fold_run
 from orchestrator.spec import TERMINAL_STATES, Target
-from orchestrator.start import RunOptions, check_options, first_events, jury_config
-from orchestrator.store.base import LiveStore, PullHead, SweptStart, pull_head
+from orchestrator.start import RunOptions, StartRequest, check_options, first_events, jury_config, start_runs
+from orchestrator.store.base import LiveStore, PullHead, pull_head
 from orchestrator.store.files import FileStore
 from orchestrator.target import make_slug, parse_pr_url, resolve_pulls
 
@@ -290,9 +290,9 @@ def _supersede(store: LiveStore, kick: Kick, stale: list[_Stale], *, dry_run: bo
     reason becomes the run's end note, then the cancel flag; the coordinators are kicked at the end, in
     one batch (each ends its run ``cancelled``, under the run's lock). The event's id names the run that
     supersedes (and the run's epoch), so two sweeps at once (which agree on it: the head's claim is
-    atomic) append it once; a run being cancelled already is left to end. Only swept runs are
-    superseded: a ``jury review`` of the PR's URL is
-    somebody's own run."""
+    atomic) append it once; a run being cancelled already is left to end. A ``jury review`` of the PR's
+    URL is among the PR's runs too (``orchestrator.start.start_run`` claims its head as a sweep does),
+    so it is superseded alike: one run of a PR in flight, whoever started it."""
     if dry_run:
         for x in stale:
             if x.row.outcome != "error":
@@ -359,54 +359,33 @@ def _prepare(settings: Settings, plans: list[_Plan], opts: RunOptions, operator_
         plan.events = [*first_events(target, jury), *([plan.carry] if plan.carry else [])]
 
 
-def _slugs(settings: Settings, plans: list[_Plan], taken: set[str], claim_in: FileStore | None) -> None:
-    """A slug for each plan that no run of this state directory or of this sweep has; claimed in
-    ``claim_in`` (atomically, ``FileStore.create_run``) when given."""
-    for plan in plans:
-        t = plan.target or Target()
-        base = make_slug(t.repo or "repo", t.id or "run", t.attempt or "")
-        slug, i = base, 1
-        while (
-            slug in taken
-            or (settings.dir / "runs" / slug).exists()
-            or (claim_in is not None and not claim_in.create_run(slug))
-        ):
-            i += 1
-            slug = f"{base}-{i}"
-        taken.add(slug)
-        plan.slug = slug
-
-
 def _start(
     settings: Settings, store: LiveStore, kick: Kick, plans: list[_Plan], claim_in: FileStore | None = None
 ) -> None:
-    """Start the runs (one pipeline; a slug another host took meanwhile gets the next suffix) and kick
-    their coordinators. A slug claimed in ``claim_in`` for a run that did not start is given back."""
-    taken: set[str] = set()
-    todo, started = plans, []
-    for _ in range(20):
-        if not todo:
-            break
-        _slugs(settings, todo, taken, claim_in)
-        starts = [
-            SweptStart(_head(p.ref, p.pr, p.target.head if p.target else None), p.slug, p.events, p.replace)
-            for p in todo
-        ]
-        again = []
-        for plan, claim in zip(todo, store.start_swept(starts), strict=True):
-            if claim.outcome == "started":
-                plan.row.slug = plan.slug
-                started.append(plan)
-            elif claim.outcome == "claimed":
-                plan.row.outcome, plan.row.slug = "skipped", claim.holder
-                plan.row.reason = f"in flight: run {claim.holder} (started meanwhile)"
-            else:
-                again.append(plan)
-            if claim_in is not None and claim.outcome != "started":
-                claim_in.unclaim(plan.slug)
-        todo = again
-    for plan in todo:
-        _fail(plan, "no free run name")
+    """Start the runs through ``orchestrator.start.start_runs`` (the service every run is started by: one
+    pipeline, a slug taken meanwhile gets the next suffix, each PR head claimed with its run) and kick
+    their coordinators in one batch."""
+    requests = [
+        StartRequest(
+            _base_slug(p.target or Target()),
+            p.events,
+            head=_head(p.ref, p.pr, p.target.head if p.target else None),
+            replace=p.replace,
+        )
+        for p in plans
+    ]
     # The files record is left to the coordinator's first pass, on the host that runs it: writing a
     # hundred records here (an fsync each) would double the sweep's time for nothing the store lacks.
-    kick([p.slug for p in started])
+    results = start_runs(store, requests, kick, state_dir=settings.dir, claim_in=claim_in)
+    for plan, started in zip(plans, results, strict=True):
+        if started.outcome == "started":
+            plan.row.slug = plan.slug = started.slug or ""
+        elif started.outcome == "held":
+            plan.row.outcome, plan.row.slug = "skipped", started.holder
+            plan.row.reason = f"in flight: run {started.holder} (started meanwhile)"
+        else:
+            _fail(plan, started.refusal)
+
+
+def _base_slug(t: Target) -> str:
+    return make_slug(t.repo or "repo", t.id or "run", t.attempt or "")
