@@ -30,10 +30,6 @@ class Backend:
     celery: Any
     embedded: bool
 
-    def kick(self, slug: str) -> None:
-        """Wake the run's coordinator (``workers.runtime.wake``, deduplicated by the store's marks)."""
-        self.waker()([slug])
-
     def waker(self) -> Callable[[Sequence[str]], None]:
         """``wake`` bound to this backend's broker and store: what ``start_run`` and a sweep are handed."""
         from workers.runtime.wake import celery_kick
