@@ -211,39 +211,6 @@ def timeline(s: RunState, events: list[Event], ticks: list[AgentAlive], now: dat
     per launch: the earlier one ``abandoned``, ending where it was put back (a rate limit) or, its worker
     gone, where the next began."""
     start = _ts(s.first_ts)
-    every = agent_bars(events, start)
-    latest = {t.key or f"{t.agent}@{t.round}": t for t in ticks}
-    live = s.state not in TERMINAL_STATES
-    now_s = round((now - start).total_seconds(), 1) if start else 0.0
-    for b in every:
-        if b["end"] is not None:
-            continue
-        key = b["key"]
-        t = latest.get(key) or latest.get(f"{b['agent']}@{b['round']}")
-        a = s.actions.get(key)
-        if b["state"] != "abandoned" and live and (a is None or not a.done):
-            b["state"], b["end"] = "running", max(now_s, b["start"] or 0.0)
-        else:
-            b["state"] = "abandoned"
-            b["end"] = (b["start"] or 0.0) + (t.seconds if t else 0.0)
-        if t is not None:
-            b["alive"] = {"seconds": t.seconds, "quietSeconds": t.quiet_seconds}
-    lanes: dict[str, list[dict[str, Any]]] = {}
-    for b in every:
-        lanes.setdefault(b["agent"], []).append(b)
-    end = now_s if live else (_since(s.last_ts, start) or 0.0)
-    span = max([end, *(b["end"] or 0.0 for b in every)])
-    return {
-        "seconds": span,
-        "live": live,
-        "lanes": [{"agent": agent, "bars": lane} for agent, lane in lanes.items()],
-        "marks": [{"at": _since(r.started_at, start), "label": f"round {r.n}"} for r in s.rounds],
-    }
-
-
-def agent_bars(events: list[Event], start: datetime | None) -> list[dict[str, Any]]:
-    """A bar per agent launch of ``events``, in launch order, closed where its run ended (its report, its
-    action's end, a put-back, a later launch of the same action); an open one has ``end`` None."""
     bars: dict[str, dict[str, Any]] = {}  # each key's latest attempt
     every: list[dict[str, Any]] = []  # every attempt, in launch order
 
@@ -294,7 +261,33 @@ def agent_bars(events: list[Event], start: datetime | None) -> list[dict[str, An
                         b["state"] = "abandoned"
             case _:
                 pass
-    return every
+    latest = {t.key or f"{t.agent}@{t.round}": t for t in ticks}
+    live = s.state not in TERMINAL_STATES
+    now_s = round((now - start).total_seconds(), 1) if start else 0.0
+    for b in every:
+        if b["end"] is not None:
+            continue
+        key = b["key"]
+        t = latest.get(key) or latest.get(f"{b['agent']}@{b['round']}")
+        a = s.actions.get(key)
+        if b["state"] != "abandoned" and live and (a is None or not a.done):
+            b["state"], b["end"] = "running", max(now_s, b["start"] or 0.0)
+        else:
+            b["state"] = "abandoned"
+            b["end"] = (b["start"] or 0.0) + (t.seconds if t else 0.0)
+        if t is not None:
+            b["alive"] = {"seconds": t.seconds, "quietSeconds": t.quiet_seconds}
+    lanes: dict[str, list[dict[str, Any]]] = {}
+    for b in every:
+        lanes.setdefault(b["agent"], []).append(b)
+    end = now_s if live else (_since(s.last_ts, start) or 0.0)
+    span = max([end, *(b["end"] or 0.0 for b in every)])
+    return {
+        "seconds": span,
+        "live": live,
+        "lanes": [{"agent": agent, "bars": lane} for agent, lane in lanes.items()],
+        "marks": [{"at": _since(r.started_at, start), "label": f"round {r.n}"} for r in s.rounds],
+    }
 
 
 def rounds(s: RunState, now: datetime) -> list[dict[str, Any]]:
@@ -337,91 +330,94 @@ def conversations(s: RunState, events: list[Event]) -> list[dict[str, Any]]:
     them, the replies it was sent and its answers, the contests, and the commits that fixed its findings."""
     owner: dict[str, str] = {}
     talks: dict[str, list[dict[str, Any]]] = {name: [] for name in (s.config.reviewers if s.config else [])}
+
+    def say(agent: str, item: dict[str, Any]) -> None:
+        talks.setdefault(agent, []).append(item)
+
     for e in events:
-        if isinstance(e, FindingRaised):
-            owner[e.id] = e.agent
-        said = finding_said(e, owner) or reply_said(e, owner)
-        if said is not None:
-            talks.setdefault(said[0], []).append(said[1])
+        match e:
+            case AgentReport() if e.role == "reviewer":
+                say(
+                    e.agent,
+                    {
+                        "kind": "report",
+                        "ts": e.ts,
+                        "round": e.round,
+                        "verdict": e.verdict,
+                        "summary": e.summary,
+                        "text": e.report,
+                        "artifact": e.raw_file,
+                        "error": e.error,
+                    },
+                )
+            case FindingRaised():
+                owner[e.id] = e.agent
+                say(
+                    e.agent,
+                    {
+                        "kind": "finding",
+                        "ts": e.ts,
+                        "round": e.round,
+                        "id": e.id,
+                        "text": e.claim,
+                        "loc": e.loc,
+                    },
+                )
+            case FindingResolved() if e.id in owner:
+                say(
+                    owner[e.id],
+                    {
+                        "kind": "verdict",
+                        "ts": e.ts,
+                        "id": e.id,
+                        "verdict": e.verdict,
+                        "text": e.reason,
+                        "who": e.who,
+                    },
+                )
+            case FindingTurn() if e.id in owner:
+                say(owner[e.id], {"kind": "turn", "ts": e.ts, "id": e.id, "who": e.who, "text": e.text})
+            case ReplySent():
+                say(
+                    e.agent,
+                    {
+                        "kind": "reply",
+                        "ts": e.ts,
+                        "round": e.round,
+                        "text": e.text,
+                        "findings": e.findings,
+                        "resumed": e.resumed,
+                    },
+                )
+            case ReplyAnswered():
+                say(
+                    e.agent,
+                    {
+                        "kind": "answer",
+                        "ts": e.ts,
+                        "round": e.round,
+                        "verdict": e.verdict,
+                        "text": e.report,
+                        "error": e.error,
+                        "contests": [c.wire() for c in e.contests],
+                    },
+                )
+            case CommitPushed() if e.finding in owner:
+                say(
+                    owner[e.finding or ""],
+                    {
+                        "kind": "commit",
+                        "ts": e.ts,
+                        "id": e.finding,
+                        "sha": e.sha,
+                        "text": e.subject,
+                        "pushed": e.pushed,
+                        "branch": e.branch,
+                    },
+                )
+            case _:
+                pass
     return [{"agent": agent, "items": items} for agent, items in talks.items()]
-
-
-Said = tuple[str, dict[str, Any]] | None  # the reviewer an event is part of the exchange of, and its item
-
-
-def finding_said(e: Event, owner: dict[str, str]) -> Said:
-    """A reviewer's report or finding, or the jury's verdict or turn on one of its findings (``owner``:
-    finding id -> the reviewer that raised it)."""
-    match e:
-        case AgentReport() if e.role == "reviewer":
-            return e.agent, {
-                "kind": "report",
-                "ts": e.ts,
-                "round": e.round,
-                "verdict": e.verdict,
-                "summary": e.summary,
-                "text": e.report,
-                "artifact": e.raw_file,
-                "error": e.error,
-            }
-        case FindingRaised():  # its owner noted by ``conversations``
-            return e.agent, {
-                "kind": "finding",
-                "ts": e.ts,
-                "round": e.round,
-                "id": e.id,
-                "text": e.claim,
-                "loc": e.loc,
-            }
-        case FindingResolved() if e.id in owner:
-            return owner[e.id], {
-                "kind": "verdict",
-                "ts": e.ts,
-                "id": e.id,
-                "verdict": e.verdict,
-                "text": e.reason,
-                "who": e.who,
-            }
-        case FindingTurn() if e.id in owner:
-            return owner[e.id], {"kind": "turn", "ts": e.ts, "id": e.id, "who": e.who, "text": e.text}
-        case _:
-            return None
-
-
-def reply_said(e: Event, owner: dict[str, str]) -> Said:
-    """A reply sent to a reviewer, its answer, or a commit that fixed one of its findings."""
-    match e:
-        case ReplySent():
-            return e.agent, {
-                "kind": "reply",
-                "ts": e.ts,
-                "round": e.round,
-                "text": e.text,
-                "findings": e.findings,
-                "resumed": e.resumed,
-            }
-        case ReplyAnswered():
-            return e.agent, {
-                "kind": "answer",
-                "ts": e.ts,
-                "round": e.round,
-                "verdict": e.verdict,
-                "text": e.report,
-                "error": e.error,
-                "contests": [c.wire() for c in e.contests],
-            }
-        case CommitPushed() if e.finding in owner:
-            return owner[e.finding or ""], {
-                "kind": "commit",
-                "ts": e.ts,
-                "id": e.finding,
-                "sha": e.sha,
-                "text": e.subject,
-                "pushed": e.pushed,
-                "branch": e.branch,
-            }
-        case _:
-            return None
 
 
 def findings(s: RunState) -> list[dict[str, Any]]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import socket
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import structlog
 
@@ -45,7 +45,7 @@ from orchestrator.refute.commands import classify_command, commands_in_task
 from orchestrator.refute.families import independence, spec_family
 from orchestrator.refute.record import RefutationRecord
 from orchestrator.refute.signals import Signal, gate
-from orchestrator.refute.verdicts import ParsedRefutation, parse_refutation
+from orchestrator.refute.verdicts import parse_refutation
 from orchestrator.spec import agent_timeout
 from orchestrator.transcript import broken_reason, codex_failure
 from workers.agents.patch_secrets import FIX_HOLDS_SECRET, fix_holds_secret, patch_holds_secret
@@ -416,7 +416,22 @@ def refute(rt: Runtime, slug: str, key: str, interrupted: Interrupted) -> None:
     f = s.findings.get(a.finding or "")
     fid = f.id if f else None
     events: list[Event] = []
-    signals = verification_signals(f.verification if f is not None else [])
+    signals: list[Signal] = []
+    if f is not None:
+        for v in f.verification:
+            kind = classify_command(v["command"])
+            if kind is None:
+                continue  # a plain program run is not a signal
+            signals.append(
+                Signal(
+                    kind=kind,
+                    command=v["command"],
+                    exit_code=v.get("exitCode"),
+                    source="verification",
+                    output_tail=v.get("outputTail", ""),
+                    tree=v.get("tree"),
+                )
+            )
     task_cmds = {f"task-{i}": c for i, c in enumerate(commands_in_task(cfg.task or ""), 1)}
     commands = {**cfg.checks, **task_cmds}
     timeout = agent_timeout(cfg.timeout)  # the checks run for no agent
@@ -463,50 +478,6 @@ def refute(rt: Runtime, slug: str, key: str, interrupted: Interrupted) -> None:
         wrote = changed_paths(wt)
     if wrote:
         events.append(AgentWrote(eid=f"{key}:wrote", agent=a.agent or "", round=a.round, paths=wrote))
-    refutation, verdict = refutation_of(job, run, g.signals[0] if g.signals else None)
-    events.append(refutation_event(refutation, eid=f"{key}:verdict", id=fid))
-    if verdict.outcome == "refuted" and f is not None:
-        events.append(
-            FindingReopened(
-                eid=f"{key}:reopened",
-                id=f.id,
-                who=a.agent or "",
-                source="refuter",
-                reason=f"refuted by {a.agent}: {verdict.reason}",
-            )
-        )
-    log_refutation(rt, slug, refutation.log_line(fid))
-    finish(rt, job, events)
-
-
-def verification_signals(verification: list[dict[str, Any]]) -> list[Signal]:
-    """The signals among a finding's verification runs (``verify.ran``): the test commands; a plain
-    program run is none."""
-    signals: list[Signal] = []
-    for v in verification:
-        kind = classify_command(v["command"])
-        if kind is None:
-            continue
-        signals.append(
-            Signal(
-                kind=kind,
-                command=v["command"],
-                exit_code=v.get("exitCode"),
-                source="verification",
-                output_tail=v.get("outputTail", ""),
-                tree=v.get("tree"),
-            )
-        )
-    return signals
-
-
-def refutation_of(
-    job: Job, run: AgentRun, signal: Signal | None
-) -> tuple[RefutationRecord, ParsedRefutation]:
-    """The refuter's record and verdict from its run: a run that failed, or claims it could not break
-    the claim without running anything that could, is ``unclear``, never ``not_refuted``."""
-    a, cfg = job.action, job.state.config
-    assert cfg is not None
     error = run_failure(run)
     verdict = parse_refutation(run.report)
     if error is None and verdict.outcome == "not_refuted":
@@ -524,9 +495,21 @@ def refutation_of(
         reviewer_model=run.model or spec.model,
         reviewer_agent=a.agent,
         independent=independence(judge_family, spec_family(spec, run.model)),
-        signal=signal,
+        signal=g.signals[0] if g.signals else None,
     )
-    return refutation, verdict
+    events.append(refutation_event(refutation, eid=f"{key}:verdict", id=fid))
+    if verdict.outcome == "refuted" and f is not None:
+        events.append(
+            FindingReopened(
+                eid=f"{key}:reopened",
+                id=f.id,
+                who=a.agent or "",
+                source="refuter",
+                reason=f"refuted by {a.agent}: {verdict.reason}",
+            )
+        )
+    log_refutation(rt, slug, refutation.log_line(fid))
+    finish(rt, job, events)
 
 
 def verify_event(eid: str, fid: str | None, run: CommandRun) -> VerifyRan:

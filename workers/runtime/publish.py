@@ -26,16 +26,9 @@ import structlog
 from orchestrator.domain import RunPublished
 from orchestrator.errors import GitError, JuryError, UsageError
 from orchestrator.fold import RunState
-from orchestrator.forge import (
-    Forge,
-    ForgeSettings,
-    InlineComment,
-    ReviewDraft,
-    forge_for,
-    load_forge_settings,
-)
+from orchestrator.forge import ForgeSettings, InlineComment, ReviewDraft, forge_for, load_forge_settings
 from orchestrator.logs import add_secret, redact
-from orchestrator.publishing import Plan, plan, publish_key
+from orchestrator.publishing import plan, publish_key
 from orchestrator.run_reader import fold_run, read_state
 from orchestrator.store.base import EventStore
 from orchestrator.store.files import FileStore, mirror
@@ -132,7 +125,23 @@ def publish_state(
         return RunPublished.model_validate({**base, **found, "ok": False, "error": "; ".join(errors)})
     # The review and the check each on their own: one refused never keeps the other from being set.
     try:
-        found |= publish_review(forge, project, number, head, s.slug, draft_plan)
+        draft = ReviewDraft(
+            run=s.slug,
+            body=draft_plan.body,
+            comments=tuple(
+                InlineComment(path=n.path, line=n.line, body=n.body, key=n.key) for n in draft_plan.comments
+            ),
+        )
+        review = forge.publish_review(project, number, head, draft)
+        counts: dict[str, int] = {}
+        for c in review.comments:
+            counts[c.action] = counts.get(c.action, 0) + 1
+        found |= {
+            "review_id": review.id,
+            "review_url": review.url,
+            "review_created": review.created,
+            "comments": counts,
+        }
     except (JuryError, httpx.HTTPError, ValueError) as exc:
         failed("the review", exc)
     try:
@@ -154,30 +163,6 @@ def publish_state(
         return RunPublished.model_validate({**base, **found, "ok": False, "error": "; ".join(errors)})
     log.info("publish.done", slug=s.slug, key=key, conclusion=draft_plan.conclusion)
     return RunPublished.model_validate({**base, **found, "ok": True})
-
-
-def publish_review(
-    forge: Forge, project: str, number: int, head: str, slug: str, draft_plan: Plan
-) -> dict[str, Any]:
-    """The run's review on the PR (created, or updated in place), and what ``run.published`` says of it:
-    its id, URL, whether it was created, and how many comments each action took."""
-    draft = ReviewDraft(
-        run=slug,
-        body=draft_plan.body,
-        comments=tuple(
-            InlineComment(path=n.path, line=n.line, body=n.body, key=n.key) for n in draft_plan.comments
-        ),
-    )
-    review = forge.publish_review(project, number, head, draft)
-    counts: dict[str, int] = {}
-    for c in review.comments:
-        counts[c.action] = counts.get(c.action, 0) + 1
-    return {
-        "review_id": review.id,
-        "review_url": review.url,
-        "review_created": review.created,
-        "comments": counts,
-    }
 
 
 def publish_run(

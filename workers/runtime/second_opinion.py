@@ -16,13 +16,12 @@ from orchestrator.errors import GitError, TargetError, UsageError
 from orchestrator.git import rev_parse
 from orchestrator.prompts import refute_prompt
 from orchestrator.refute.commands import commands_in_task
-from orchestrator.refute.families import RefuterChoice, independence, refuter_for, spec_family
+from orchestrator.refute.families import independence, refuter_for, spec_family
 from orchestrator.refute.record import RefutationRecord
-from orchestrator.refute.signals import Signal, gate
+from orchestrator.refute.signals import gate
 from orchestrator.refute.verdicts import parse_refutation
-from orchestrator.spec import AgentSpec, agent_timeout
+from orchestrator.spec import agent_timeout
 from workers.agents import SeatRequest, run_seat
-from workers.agents.run import AgentRun
 from workers.isolation.worktree import changed_paths, host_worktrees
 from workers.runtime.context import call_cost
 from workers.verification.runs import signals_of
@@ -98,20 +97,6 @@ def second_opinion(
         )
         run = run_seat(request)
         wrote = changed_paths(wt)
-    return record_of(run, choice, spec, cfg, judge, wrote, g.signals[0])
-
-
-def record_of(
-    run: AgentRun,
-    choice: RefuterChoice,
-    spec: AgentSpec,
-    cfg: RepoConfig,
-    judge: str,
-    wrote: list[str],
-    signal: Signal,
-) -> RefutationRecord:
-    """The refuter's record from its run: one that failed or timed out is ``unclear``; what it wrote
-    (discarded) is said in its reason."""
     verdict = parse_refutation(run.report)
     if run.proc.error or run.proc.timed_out:
         why = run.proc.error or "timed out"
@@ -129,5 +114,5 @@ def record_of(
         reviewer_model=run.model or spec.model,
         reviewer_agent=choice.agent,
         independent=choice.independent and independence(judge_family, spec_family(spec, run.model)),
-        signal=signal,
+        signal=g.signals[0],
     )

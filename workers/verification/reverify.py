@@ -40,8 +40,8 @@ from workers.isolation.mirror import run_repo
 from workers.isolation.names import run_key, safe_name
 from workers.isolation.worktree import git, host_worktrees
 from workers.verification.proof import fixed_problem, relevant
-from workers.verification.testcommand import TestCommand, added_test_names, read_test_command
-from workers.verification.verify import OUTPUT_TAIL, Reported, run_reported
+from workers.verification.testcommand import added_test_names, read_test_command
+from workers.verification.verify import OUTPUT_TAIL, run_reported
 from workers.verification.weakening import is_test_path, name_status
 
 log = structlog.get_logger()
@@ -271,7 +271,25 @@ def check_finding(
             )
         run = reported.run
         exit_code, tail, error = run.exit_code, run.output_tail, run.error
-        status, problem = trunk_outcome(tc, reported, tests, added_test_names(diff), laid)
+        added = added_test_names(diff)
+        problem = fixed_problem(tc, reported.report, tests, added)
+        report = reported.report
+        if run.error or run.timed_out:
+            status, problem = "error", run.error or "timed out"
+        elif report is None:
+            status = "passed" if run.exit_code == 0 else "failed"
+            problem = None if status == "passed" else f"exit {run.exit_code}"
+        elif problem is None and run.exit_code == 0:
+            status = "passed"
+        elif any(r.outcome == "failed" and relevant(tc, r, tests, added) for r in report.results):
+            status = "failed"
+        else:
+            status = "error"
+            problem = problem or f"exit {run.exit_code}"
+        if problem:
+            problem = problem.replace("with the fix", "on trunk")
+        if laid and problem:
+            problem += f" (the fix's {', '.join(laid)} laid on trunk: trunk has no such file)"
     seconds = round(time.monotonic() - started, 2)
     row = _row(s, f, trunk, sha, status, since=since, problem=problem, seconds=seconds)
     event = VerifyRan(
@@ -289,34 +307,6 @@ def check_finding(
         problem=problem[:1000] if problem else None,
     )
     return row, event
-
-
-def trunk_outcome(
-    tc: TestCommand, reported: Reported, tests: list[str], added: list[str], laid: list[str]
-) -> tuple[Status, str | None]:
-    """What the regression test's run on trunk says: passed, failed (a relevant test failed) or error
-    (it could not run, or said nothing about the fix's tests), and why when not passed; ``laid``: the
-    fix's test files trunk lacked, laid on it for the run."""
-    run, report = reported.run, reported.report
-    problem = fixed_problem(tc, report, tests, added)
-    status: Status
-    if run.error or run.timed_out:
-        status, problem = "error", run.error or "timed out"
-    elif report is None:
-        status = "passed" if run.exit_code == 0 else "failed"
-        problem = None if status == "passed" else f"exit {run.exit_code}"
-    elif problem is None and run.exit_code == 0:
-        status = "passed"
-    elif any(r.outcome == "failed" and relevant(tc, r, tests, added) for r in report.results):
-        status = "failed"
-    else:
-        status = "error"
-        problem = problem or f"exit {run.exit_code}"
-    if problem:
-        problem = problem.replace("with the fix", "on trunk")
-    if laid and problem:
-        problem += f" (the fix's {', '.join(laid)} laid on trunk: trunk has no such file)"
-    return status, problem
 
 
 # --- the whole re-verification ------------------------------------------------------------------------
