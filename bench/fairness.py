@@ -53,7 +53,7 @@ def first_events(settings: Settings, repo: Path, cfg: Path) -> list[Event]:
     from jury_cli.review import RunOptions, new_run
 
     opts = RunOptions(branch="feature", trunk="main", reviewers="r1", judge="j", config=cfg, refute=False)
-    return new_run(settings, str(repo), opts)[1]
+    return new_run(settings, str(repo), opts).events
 
 
 def launched_at(events: list[Event]) -> float | None:

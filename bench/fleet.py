@@ -227,8 +227,7 @@ def prepare(
         opts = RunOptions(
             branch="feature", trunk="main", reviewers=reviewers, judge="j", config=cfg, refute=False
         )
-        _, events = new_run(settings, str(repo), opts)
-        firsts.append(events)
+        firsts.append(new_run(settings, str(repo), opts).events)
     return firsts
 
 
@@ -253,14 +252,16 @@ def ended_otherwise(states: list[str]) -> str:
 
 
 def start_run(b: Backend, name: str, events: list[Event]) -> str:
-    """Start a run as ``jury review --detach`` does: register it, append its first events, activate it and
-    kick its coordinator. Its slug: ``name`` and a clock reading, so each start is a run of its own."""
-    slug = f"{name}-{time.time_ns() % 10**12}"
-    b.store.create_run(slug)
-    b.store.append(slug, events)
-    b.store.activate(slug)
-    b.kick(slug)
-    return slug
+    """Start a run as ``jury review --detach`` does (``orchestrator.start.start_run``: registered, its first
+    events appended, activated, its coordinator woken). Its slug: ``name`` and a clock reading, so each
+    start is a run of its own."""
+    from orchestrator.start import StartRequest
+    from orchestrator.start import start_run as start
+
+    wanted = f"{name}-{time.time_ns() % 10**12}"
+    started = start(b.store, StartRequest(wanted, events), b.waker(), state_dir=b.settings.dir)
+    assert started.slug is not None, started.refusal
+    return started.slug
 
 
 def jury_workers(procs: Processes, w: int, retiring: Processes | None = None) -> None:

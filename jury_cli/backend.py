@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -30,8 +30,11 @@ class Backend:
     celery: Any
     embedded: bool
 
-    def kick(self, slug: str) -> None:
-        self.celery.send_task("jury.coordinate", args=[slug])
+    def waker(self) -> Callable[[Sequence[str]], None]:
+        """``wake`` bound to this backend's broker and store: what ``start_run`` and a sweep are handed."""
+        from workers.runtime.wake import celery_kick
+
+        return celery_kick(self.celery, self.store, self.settings.reap_after)
 
     def sync(self, slug: str) -> RunState:
         """Mirror the live log into the files under --dir and rewrite run.json."""

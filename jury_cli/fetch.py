@@ -20,9 +20,9 @@ from jury_cli.backend import reading_store
 from jury_cli.context import DirOpt, out, settings_for
 from orchestrator.config import Settings
 from orchestrator.errors import GitError, JuryError, UsageError
-from orchestrator.fold import fold
 from orchestrator.git import git, rev_parse
-from orchestrator.store.base import EventStore, read_run
+from orchestrator.run_reader import fold_named
+from orchestrator.store.base import EventStore
 from orchestrator.target import fetch_mirror, mirror_path, parse_pr_url, pr_ref, remote_url
 from workers.isolation.mirror import MirrorError, ensure
 from workers.runtime.context import jury_branch
@@ -50,8 +50,7 @@ def fetch(
 def fetch_one(settings: Settings, store: EventStore, slug: str, path: Path) -> None:
     """Rebuild run ``slug``'s ``jury/<slug>`` in the repository ``path``."""
     record = settings.dir if settings.redis_url else None  # None: ``store`` is the files record itself
-    events = read_run(store, slug, record)  # unknown or vanished: a clear error
-    state = fold(events, slug)
+    state = fold_named(store, slug, record)  # unknown or vanished: a clear error
     fixes = [c for c in state.commits if not c.pushed]
     if not fixes:
         raise UsageError(f"run {slug} has no fixes to fetch (it is {state.state})")
@@ -68,7 +67,9 @@ def fetch_one(settings: Settings, store: EventStore, slug: str, path: Path) -> N
     else:
         raise UsageError(f"run {slug} names no repository to fetch its head from")
     try:
-        ensure(path, source, ref, [tip], lambda: events, lambda name: store.get_artifact(slug, name))
+        ensure(
+            path, source, ref, [tip], lambda: store.read(slug), lambda name: store.get_artifact(slug, name)
+        )
     except MirrorError as exc:
         raise JuryError(f"run {slug}: {exc}") from None
     branch = jury_branch(slug)

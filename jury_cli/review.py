@@ -16,18 +16,18 @@ from jury_cli.context import DirOpt, RefuteOpt, RefuteRejectionsOpt, RefuterOpt,
 from jury_cli.progress import Progress, summary
 from orchestrator.config import Settings, load_config, operator_config_file
 from orchestrator.decide import awaiting_publish, publish_key, wants_publish
-from orchestrator.domain import Event, RunResumed, TargetEvent
-from orchestrator.errors import JuryError, StoreError, UsageError
-from orchestrator.fold import RunState, apply, fold, tick
-from orchestrator.spec import TERMINAL_STATES, Target
-from orchestrator.start import RunOptions, first_events, jury_config
+from orchestrator.errors import StoreError, UsageError
+from orchestrator.fold import RunState, apply, tick
+from orchestrator.spec import TERMINAL_STATES
+from orchestrator.start import RunOptions, StartRequest, first_events, jury_config, pr_head, start_run
 from orchestrator.store.base import RunVanished
-from orchestrator.store.files import FileStore
 
 
 def new_run(
     settings: Settings, what: str, opts: RunOptions, extra_agents: dict[str, Any] | None = None
-) -> tuple[str, list[Event]]:
+) -> StartRequest:
+    """What ``start_run`` starts for ``jury review WHAT``: the slug wanted, the first events (target,
+    configuration) and, for a PR URL, the PR's head (claimed with the run)."""
     from orchestrator.target import make_slug, repo_config, resolve
 
     target = resolve(
@@ -39,39 +39,7 @@ def new_run(
         cfg.agents.update(extra_agents)
     jury = jury_config(settings, cfg, target, opts)
     base = make_slug(target.repo or "repo", target.id or "run", target.attempt or "")
-    # Claimed in the state directory before anything is written: the commands started together on it
-    # (each with its own private Redis) never share a slug, nor so a record.
-    return FileStore(settings.dir).claim(base), first_events(target, jury)
-
-
-def resume_events(b: Backend, slug: str) -> list[Event]:
-    """Bring a stopped run back: its log into the live store, then a resume marker."""
-    events = b.store.read(slug) if b.store.exists(slug) else []
-    if not events:
-        events = b.files.read(slug) if b.files.exists(slug) else []
-        if not events:
-            raise UsageError(f"no run named {slug} (see `jury runs`)")
-        b.store.append(slug, events)
-    state = fold(events, slug)
-    if state.state == "converged":
-        raise UsageError(f"run {slug} already converged; nothing to resume")
-    epoch = state.epoch + 1
-    return [
-        RunResumed(eid=f"resume:{epoch}", epoch=epoch, note=f"resumed from {state.state}"),
-        TargetEvent(eid=f"state:review:e{epoch}", target=Target(state="review", state_note=None)),
-    ]
-
-
-def unique_slug(b: Backend, slug: str) -> str:
-    """``slug`` with the first ``-N`` suffix no run of the shared store nor of the state directory has yet
-    (claimed in both); the claim of ``slug`` in the state directory is given back."""
-    b.files.unclaim(slug)
-    for i in range(2, 1000):
-        if b.files.create_run(candidate := f"{slug}-{i}"):
-            if b.store.create_run(candidate):
-                return candidate
-            b.files.unclaim(candidate)
-    raise JuryError(f"cannot find a free run name after {slug}-999")
+    return StartRequest(base, first_events(target, jury), head=pr_head(target, settings.forge_hosts))
 
 
 STORE_PATIENCE = 120.0  # seconds ``follow`` waits for an unreachable store before giving up
@@ -128,48 +96,42 @@ def publish_failed(state: RunState) -> bool:
 
 
 def run_review(
-    settings: Settings,
-    slug: str,
-    first: list[Event] | None,
-    *,
-    detach: bool,
-    resume: bool,
-    concurrency: int,
-    console: Console,
-) -> int:
+    settings: Settings, request: StartRequest, *, detach: bool, concurrency: int, console: Console
+) -> tuple[int, str]:
+    """Start (or resume) the run through ``orchestrator.start.start_run`` and follow it until it ends
+    (``detach``: print its slug and return). A PR whose head a run in flight reviews already starts
+    nothing: the command is refused, naming that run. Returns the exit code and the run's slug."""
     with ExitStack() as stack:
-        try:
-            b = stack.enter_context(backend(settings, concurrency))
-            if detach and b.embedded:
-                raise UsageError("--detach needs JURY_REDIS_URL and workers started with `jury worker`")
-            events = resume_events(b, slug) if resume else (first or [])
-            if not b.store.create_run(slug) and not resume:
-                slug = unique_slug(b, slug)  # another host took this slug in the same minute
-        except BaseException:
-            if not resume:  # the slug claimed for a run that never began is given back
-                FileStore(settings.dir).unclaim(slug)
-            raise
-        if resume:  # the cancel it may have ended by is spent: the agents it starts now must run
-            b.store.clear_cancel_flag(slug)
-        b.store.append(slug, events)
-        origin = b.store.origin(slug)  # the log this command wrote: follow ends if it is replaced
-        b.sync(slug)
-        # Active from now on: the reaper kicks it again should this first kick be lost.
-        b.store.activate(slug)
-        b.kick(slug)
+        b = stack.enter_context(backend(settings, concurrency))
+        if detach and b.embedded:
+            raise UsageError("--detach needs JURY_REDIS_URL and workers started with `jury worker`")
+        started = start_run(
+            b.store,
+            request,
+            b.waker(),
+            state_dir=settings.dir,
+            # Claimed in the state directory too: the commands started together on it (each with its own
+            # private Redis) never share a slug, nor so a record.
+            claim_in=b.files,
+            recorded=b.sync,  # the files record first, then the coordinator's first pass
+            forge_hosts=settings.forge_hosts,
+        )
+        if started.slug is None or started.outcome not in ("started", "resumed"):
+            raise UsageError(started.refusal)
+        slug = started.slug
         if detach:
             console.print(slug)
-            return 0
+            return 0, slug
         console.print(f"run {slug}" + (" (embedded Redis and local workers)" if b.embedded else ""))
         try:
-            follow(b, slug, console, origin)
+            follow(b, slug, console, b.store.origin(slug))  # the log written: follow ends if it is replaced
         except KeyboardInterrupt:
             b.sync(slug)
             err.print(f"interrupted; the run is kept. Continue it with: jury review --resume {slug}")
-            return 1
+            return 1, slug
         state = b.sync(slug)
     summary(console, state, where=str(settings.dir / "runs" / slug))
-    return exit_code(state)
+    return exit_code(state), slug
 
 
 def review(
@@ -217,10 +179,9 @@ def review(
     if resume:
         if target:
             raise UsageError("give either a target or --resume SLUG, not both")
+        request = StartRequest(resume, resume=True)
         raise typer.Exit(
-            run_review(
-                settings, resume, None, detach=detach, resume=True, concurrency=concurrency, console=out
-            )
+            run_review(settings, request, detach=detach, concurrency=concurrency, console=out)[0]
         )
     if not target:
         raise UsageError("name what to review: a repository path (with --branch) or a PR URL")
@@ -240,10 +201,8 @@ def review(
         budget=budget,
         publish=publish,
     )
-    slug, events = new_run(settings, target, opts)
-    raise typer.Exit(
-        run_review(settings, slug, events, detach=detach, resume=False, concurrency=concurrency, console=out)
-    )
+    request = new_run(settings, target, opts)
+    raise typer.Exit(run_review(settings, request, detach=detach, concurrency=concurrency, console=out)[0])
 
 
 def demo(dir: DirOpt = None) -> None:
@@ -268,8 +227,8 @@ def demo(dir: DirOpt = None) -> None:
         timeout=120,
         refuter="demo-refuter",
     )
-    slug, events = new_run(settings, str(repo), opts, extra_agents=demo_agents())
-    code = run_review(settings, slug, events, detach=False, resume=False, concurrency=4, console=out)
+    request = new_run(settings, str(repo), opts, extra_agents=demo_agents())
+    code, slug = run_review(settings, request, detach=False, concurrency=4, console=out)
     if code == 0:
         out.print(f"  the fix: git -C {repo} log --stat jury/{slug}", markup=False)
     else:

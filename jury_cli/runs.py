@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 def runs(dir: DirOpt = None) -> None:
     """List runs: slug, state, rounds, findings, open."""
     from jury_cli.backend import reading_store
-    from orchestrator.fold import fold
+    from orchestrator.run_reader import fold_run
     from orchestrator.spec import TERMINAL_STATES
 
     settings = settings_for(dir)
@@ -35,7 +35,7 @@ def runs(dir: DirOpt = None) -> None:
         return
     for slug in slugs:
         try:
-            s = fold(store.read(slug), slug)
+            s = fold_run(store, slug)  # a live run from its snapshot and what follows it
             if s.events == 0:
                 raise ValueError("no readable events")
         except Exception as exc:  # one unreadable run never blanks the list
@@ -86,13 +86,14 @@ def show(
     """Show one run."""
     from jury_cli.backend import reading_store
     from jury_cli.progress import summary
-    from orchestrator.fold import fold, tick
+    from orchestrator.fold import tick
+    from orchestrator.run_reader import fold_named
     from orchestrator.spec import TERMINAL_STATES
-    from orchestrator.store.base import LiveStore, read_run
+    from orchestrator.store.base import LiveStore
 
     settings = settings_for(dir)
     store = reading_store(settings)
-    s = fold(read_run(store, slug, settings.dir if settings.redis_url else None), slug)  # gone: exit 1
+    s = fold_named(store, slug, settings.dir if settings.redis_url else None)  # gone: exit 1
     if isinstance(store, LiveStore):  # a running agent's latest liveness tick is kept beside the log
         for t in store.alive(slug):
             tick(s, t)
@@ -126,8 +127,8 @@ def embedded_holding(settings: Settings, slug: str) -> Settings:
 
 
 def cancel_run(settings: Settings, slug: str, who: str) -> None:
-    """Flag the run for cancelling, log who asked, and kick its coordinator (``jury cancel``, the console)."""
-    from orchestrator.spec import TERMINAL_STATES
+    """``orchestrator.cancel.cancel_run`` of the run on the Redis that holds it, its coordinator woken
+    (``jury cancel``, the console): a run that is not there or has ended is a UsageError."""
     from orchestrator.store.base import check_slug
 
     check_slug(slug)
@@ -139,16 +140,14 @@ def cancel_run(settings: Settings, slug: str, who: str) -> None:
             "run's `jury review` is running on this machine"
         )
     from jury_cli.backend import shared_store
-    from orchestrator.domain import RunCancel, cancel_eid
-    from orchestrator.fold import fold
+    from orchestrator.cancel import cancel_run as cancel
     from workers.runtime.app import make_app
+    from workers.runtime.wake import celery_kick
 
     store = shared_store(settings.redis_url)
-    if not store.exists(slug):
+    wake = celery_kick(make_app(settings), store, settings.reap_after)
+    done = cancel(store, slug, who=who, wake=wake)
+    if done.outcome == "missing":
         raise UsageError(f"no run named {slug} (see `jury runs`)")
-    folded = fold(store.read(slug), slug)
-    if folded.state in TERMINAL_STATES:  # flagging it would be a cancel logged for nothing
-        raise UsageError(f"run {slug} already ended ({folded.state}): nothing to cancel")
-    store.set_cancel_flag(slug)
-    store.append(slug, [RunCancel(eid=cancel_eid(folded.epoch), who=who)])
-    make_app(settings).send_task("jury.coordinate", args=[slug])
+    if done.outcome == "ended":
+        raise UsageError(f"run {slug} already ended ({done.state}): nothing to cancel")

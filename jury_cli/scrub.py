@@ -32,9 +32,10 @@ import typer
 from jury_cli.context import DirOpt, out, settings_for
 from orchestrator.config import load_config, operator_config_file
 from orchestrator.errors import UsageError
-from orchestrator.fold import RunState, fold
+from orchestrator.fold import RunState
 from orchestrator.publishing import plan
 from orchestrator.redaction import Redactor, redact_document, redact_lines
+from orchestrator.run_reader import fold_run
 from orchestrator.store.base import check_slug
 from orchestrator.store.files import FileStore
 from workers.agents.secrets import agent_secrets, key_file_secrets, rewrite
@@ -105,7 +106,7 @@ def scrub(
             raise UsageError(f"no run {slug} under {settings.dir} nor in the shared Redis (see: jury runs)")
         states = [fold_files(settings.dir, slug)]
         if store is not None and store.exists(slug):
-            states.append(fold(store.read(slug), slug))
+            states.append(fold_run(store, slug))
         done.published += sorted({line for s in states if s for line in published_holders(s, redactor)})
         done.files += scrub_run_dir(runs_root / slug, redactor)
         if store is not None:
@@ -138,7 +139,7 @@ def fold_files(root: Path, slug: str) -> RunState | None:
     """The fold of the run's files record under ``root`` as it is now (before scrubbing), or None."""
     if not (root / "runs" / slug / "events.ndjson").is_file():
         return None
-    return fold(FileStore(root).read(slug), slug)
+    return fold_run(FileStore(root), slug)
 
 
 def published_holders(state: RunState, redactor: Redactor) -> list[str]:

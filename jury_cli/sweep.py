@@ -20,7 +20,8 @@ from orchestrator.spec import TERMINAL_STATES
 from orchestrator.start import RunOptions
 
 if TYPE_CHECKING:
-    from workers.fleet.sweep import SweepReport
+    from orchestrator.config import Settings
+    from workers.fleet.sweep import SweepFilters, SweepOptions, SweepReport
 
 REPOS_HELP = (
     "Repositories: OWNER/REPO (GitHub), GROUP/SUB/PROJECT (GitLab), github:OWNER/REPO, "
@@ -61,7 +62,7 @@ def follow_all(
     from rich.live import Live
 
     from orchestrator.decide import awaiting_publish
-    from orchestrator.fold import fold
+    from orchestrator.run_reader import fold_run
 
     console = console or out
     left, ended = set(slugs), {}
@@ -75,7 +76,7 @@ def follow_all(
             states = b.store.run_states(sorted(left))
             latest |= states
             for slug, state in states.items():
-                if state in TERMINAL_STATES and publish and awaiting_publish(fold(b.store.read(slug), slug)):
+                if state in TERMINAL_STATES and publish and awaiting_publish(fold_run(b.store, slug)):
                     latest[slug] = "publishing"  # ended, its publish still to come: not done
                     continue
                 if state is None or state in TERMINAL_STATES:
@@ -139,10 +140,7 @@ def sweep(
     dir: DirOpt = None,
 ) -> None:
     """Review every matching open PR of some repositories: one run per PR head not reviewed yet."""
-    from workers.fleet.forge_cache import fleet_etag_cache
     from workers.fleet.sweep import SweepFilters, SweepOptions
-    from workers.fleet.sweep import sweep as run_sweep
-    from workers.runtime.wake import celery_kick
 
     settings = settings_for(dir)
     opts = RunOptions(
@@ -160,34 +158,9 @@ def sweep(
     )
     filters = SweepFilters(labels=tuple(label or ()), base=base, include_drafts=include_drafts)
     with backend(settings, concurrency) as b:
-        if detach and b.embedded:
-            raise UsageError("--detach needs JURY_REDIS_URL and workers started with `jury worker`")
-        if b.embedded and not dry_run:
-            err.print(
-                "note: without JURY_REDIS_URL this sweep's Redis lasts this command only, so the next sweep "
-                "does not know which heads it reviewed and reviews them again",
-                markup=False,
-            )
-        report = run_sweep(
-            settings,
-            repos,
-            filters,
-            SweepOptions(run=opts, retry=retry),
-            store=b.store,
-            kick=celery_kick(b.celery),
-            dry_run=dry_run,
-            # The fleet's Redis keeps the listings' ETags for the next sweep; an embedded one would not.
-            etag_cache=fleet_etag_cache(b.store) if settings.redis_url else None,
-            # A private Redis is no one else's: slugs are claimed in the state directory too (a review
-            # or another sweep on it).
-            claim_in=b.files if b.embedded else None,
-        )
-        if as_json and (detach or dry_run):
-            sys.stdout.write(report.model_dump_json(indent=2) + "\n")
-        elif not as_json:
-            out.print(table(report))
-            out.print(report.summary(), markup=False)
-        code = 1 if report.having("error") else 0
+        options = SweepOptions(run=opts, retry=retry)
+        report = enqueue(settings, b, repos, filters, options, detach=detach, dry_run=dry_run)
+        code = show_report(report, as_json=as_json, final=detach or dry_run)
         if detach or dry_run or not report.enqueued:
             raise typer.Exit(code)
         try:
@@ -195,11 +168,64 @@ def sweep(
         except KeyboardInterrupt:
             err.print("interrupted; the runs go on in the fleet (see `jury runs`)")
             raise typer.Exit(1) from None
+    raise typer.Exit(show_ends(report, ended, code, as_json=as_json))
+
+
+def enqueue(
+    settings: Settings,
+    b: Backend,
+    repos: list[str],
+    filters: SweepFilters,
+    options: SweepOptions,
+    *,
+    detach: bool,
+    dry_run: bool,
+) -> SweepReport:
+    """The sweep itself (``workers.fleet.sweep``) onto the backend's store and broker."""
+    from workers.fleet.forge_cache import fleet_etag_cache
+    from workers.fleet.sweep import sweep as run_sweep
+
+    if detach and b.embedded:
+        raise UsageError("--detach needs JURY_REDIS_URL and workers started with `jury worker`")
+    if b.embedded and not dry_run:
+        err.print(
+            "note: without JURY_REDIS_URL this sweep's Redis lasts this command only, so the next sweep "
+            "does not know which heads it reviewed and reviews them again",
+            markup=False,
+        )
+    return run_sweep(
+        settings,
+        repos,
+        filters,
+        options,
+        store=b.store,
+        kick=b.waker(),  # workers.runtime.wake, deduplicated by the store's marks
+        dry_run=dry_run,
+        # The fleet's Redis keeps the listings' ETags for the next sweep; an embedded one would not.
+        etag_cache=fleet_etag_cache(b.store) if settings.redis_url else None,
+        # A private Redis is no one else's: slugs are claimed in the state directory too (a review
+        # or another sweep on it).
+        claim_in=b.files if b.embedded else None,
+    )
+
+
+def show_report(report: SweepReport, *, as_json: bool, final: bool) -> int:
+    """Print what the sweep did (as JSON only when nothing is followed after it: ``final``); the exit code
+    so far: 1 when a PR could not be enqueued."""
+    if as_json and final:
+        sys.stdout.write(report.model_dump_json(indent=2) + "\n")
+    elif not as_json:
+        out.print(table(report))
+        out.print(report.summary(), markup=False)
+    return 1 if report.having("error") else 0
+
+
+def show_ends(report: SweepReport, ended: dict[str, str | None], code: int, *, as_json: bool) -> int:
+    """Each followed run's end added to its row (printed as JSON when asked); the exit code: 1 unless every
+    run converged."""
     for row in report.rows:
         if row.slug in ended and row.outcome == "enqueued":
             row.reason = f"{row.reason}; ended {ended[row.slug] or 'gone from the store'}"
     if as_json:
         sys.stdout.write(report.model_dump_json(indent=2) + "\n")
-    if any(state != "converged" for state in ended.values()):
-        code = 1
-    raise typer.Exit(code)
+    return 1 if code or any(state != "converged" for state in ended.values()) else 0

@@ -102,9 +102,6 @@ class AgentSpec(BaseModel):
         """Whether the agent is a model that reasons about claims, so a candidate second opinion."""
         return AGENT_KINDS[self.kind].gives_opinions
 
-    def default_timeout(self) -> float:
-        return max(600.0, 3 * self.expect_seconds)
-
 
 class Target(Model):
     """What is reviewed. Merged key by key from every ``target`` event."""
@@ -246,3 +243,23 @@ class JuryConfig(Model):
         if self.sandbox.mode == "none" and SANDBOX_OFF_NOTE not in self.config_notes:
             self.config_notes.append(SANDBOX_OFF_NOTE)
         return self
+
+
+DEFAULT_TIMEOUT = 600.0  # seconds: a command run for no agent (checks, a verification), and an agent's least
+
+
+def agent_timeout(run_timeout: float | None, spec: AgentSpec | None = None) -> float:
+    """The wall clock, in seconds, of one agent run (``spec``) or of a command run for none (``spec``
+    None: declared checks, a fix's verification, a regression test re-run), killed past it.
+
+    The one resolver, in precedence order: the run's own ``timeout`` (``--timeout`` of ``jury review``,
+    ``jury sweep`` or ``jury refute``, kept in the run's ``JuryConfig.timeout``), else the agent's from
+    its configuration (three times its ``expect_seconds``, never under ``DEFAULT_TIMEOUT``: an agent's
+    expected time is a typical run, not a worst one), else ``DEFAULT_TIMEOUT``. A ``run_timeout`` of
+    zero or less is no timeout asked for (the options refuse one: ``orchestrator.start.check_options``).
+    """
+    if run_timeout is not None and run_timeout > 0:
+        return float(run_timeout)
+    if spec is not None:
+        return max(DEFAULT_TIMEOUT, 3 * spec.expect_seconds)
+    return DEFAULT_TIMEOUT

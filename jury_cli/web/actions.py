@@ -7,10 +7,7 @@ Each raises ``UsageError`` with what to fix when it cannot act (the API answers 
 
 from __future__ import annotations
 
-import io
 from collections.abc import Callable
-
-from rich.console import Console
 
 from orchestrator.config import Settings
 from orchestrator.errors import JuryError, UsageError
@@ -59,15 +56,33 @@ def resume_refusal(settings: Settings, slug: str, state: str) -> str | None:
 
 
 def resume(settings: Settings, slug: str) -> str:
-    """``jury review --resume SLUG --detach``: the run's workers are the fleet's, so it needs the shared
-    Redis (a console cannot keep an embedded Redis and local workers for a run it does not follow). The
-    API checks ``resume_refusal`` first."""
+    """``jury review --resume SLUG --detach``, through the same service (``orchestrator.start.start_run``):
+    the run's workers are the fleet's, so it needs the shared Redis (a console cannot keep an embedded Redis
+    and local workers for a run it does not follow). The API checks ``resume_refusal`` first."""
     if not settings.redis_url:
         raise UsageError(no_fleet(slug))
-    from jury_cli.review import run_review
+    from jury_cli.backend import shared_store
+    from orchestrator.start import StartRequest, start_run
+    from orchestrator.store.files import FileStore, mirror
+    from workers.runtime.app import make_app
+    from workers.runtime.wake import celery_kick
 
-    quiet = Console(file=io.StringIO())
-    run_review(settings, slug, None, detach=True, resume=True, concurrency=1, console=quiet)
+    store = shared_store(settings.redis_url)
+    files = FileStore(settings.dir)
+    try:
+        started = start_run(
+            store,
+            StartRequest(slug, resume=True),
+            celery_kick(make_app(settings), store, settings.reap_after),
+            state_dir=settings.dir,
+            claim_in=files,
+            recorded=lambda run: mirror(store, files, run),  # as the CLI: the files record first
+            forge_hosts=settings.forge_hosts,
+        )
+    finally:
+        store.close()
+    if started.outcome != "resumed":
+        raise UsageError(started.refusal)
     return f"resumed {slug}"
 
 

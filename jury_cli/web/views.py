@@ -30,7 +30,8 @@ from orchestrator.domain import (
     RunPublished,
     RunResumed,
 )
-from orchestrator.fold import RunState, apply, fold, restore, tick
+from orchestrator.fold import RunState, apply, tick
+from orchestrator.run_reader import Kept, advance, fold_run
 from orchestrator.spec import TERMINAL_STATES
 from orchestrator.store.base import EVENTS_FILE, EventStore, LiveStore, check_slug
 from orchestrator.store.files import FileStore
@@ -111,9 +112,7 @@ class ListFolds:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._live: dict[
-            str, tuple[RunState, str | None, str | None]
-        ] = {}  # slug -> (fold, origin, position)
+        self._live: dict[str, Kept] = {}  # slug -> its fold, origin and position
         self._files: dict[str, tuple[RunState, tuple[int, int]]] = {}  # slug -> (fold, (size, mtime))
 
     def fold(self, store: EventStore, slug: str) -> RunState:
@@ -122,37 +121,22 @@ class ListFolds:
                 return self._fold_live(store, slug)
             if isinstance(store, FileStore):
                 return self._fold_files(store, slug)
-            return fold(store.read(slug), slug)
+            return fold_run(store, slug)
 
     def _fold_live(self, store: LiveStore, slug: str) -> RunState:
-        origin = store.origin(slug)
-        kept = self._live.get(slug)
-        if kept is not None and kept[1] == origin and origin is not None:
-            s, _, position = kept
-            after = store.read_after(slug, position)
-            if after is not None:
-                for pos, e in after:
-                    apply(s, e)
-                    position = pos
-                self._live[slug] = (s, origin, position)
-                return s
-        got = restore(store.read_snapshot(slug), origin)
-        if got is not None and (after := store.read_after(slug, got[1])) is not None:
-            s, position = got
-        else:
-            s, position, after = RunState(slug=slug), None, store.read_after(slug, None) or []
-        for pos, e in after:
-            apply(s, e)
-            position = pos
-        self._live[slug] = (s, origin, position)
-        return s
+        kept = advance(store, slug, self._live.get(slug))  # ``orchestrator.run_reader``: the one reader
+        if kept is None:
+            self._live.pop(slug, None)
+            return RunState(slug=slug)  # an empty log: listed as skipped
+        self._live[slug] = kept
+        return kept.state
 
     def _fold_files(self, store: FileStore, slug: str) -> RunState:
         stamp = log_stamp(store, slug) or (-1, -1)
         kept = self._files.get(slug)
         if kept is not None and kept[1] == stamp:
             return kept[0]
-        s = fold(store.read(slug), slug)
+        s = fold_run(store, slug)
         self._files[slug] = (s, stamp)
         return s
 

@@ -34,7 +34,8 @@ import structlog
 from orchestrator.actions import queues
 from orchestrator.config import Settings
 from orchestrator.errors import StoreError
-from orchestrator.fold import RunState, apply, restore
+from orchestrator.fold import RunState
+from orchestrator.run_reader import Kept, advance
 from orchestrator.spec import TERMINAL_STATES
 from orchestrator.store.base import LiveStore
 from orchestrator.store.redis import RedisStore
@@ -143,7 +144,7 @@ def _routing_key(raw: bytes) -> str | None:
 class RunFolds:
     """Every run's fold, kept between reads: a read folds only what each log gained since the last one.
 
-    A run is folded from the coordinator's snapshot when it matches (``orchestrator.fold.restore``) plus
+    A run is folded from the coordinator's snapshot when it matches (``orchestrator.run_reader``) plus
     the events after it, else from its whole log; a log that is gone or begun again (another ``origin``)
     is folded again. One instance per reader (a metrics endpoint keeps one for its life); the folds it
     hands out are its cache: read them, never change them.
@@ -151,7 +152,7 @@ class RunFolds:
 
     def __init__(self, store: RedisStore) -> None:
         self.store = store
-        self._cache: dict[str, tuple[str, str, RunState]] = {}  # slug -> (origin, position, fold)
+        self._cache: dict[str, Kept] = {}  # slug -> its fold, origin and position
 
     def runs(self) -> dict[str, RunState]:
         """slug -> fold, for every run in the index (a run that cannot be read is left out and logged).
@@ -162,8 +163,8 @@ class RunFolds:
         ends = self.store.log_ends(slugs)
         for slug in slugs:
             cached, end = self._cache.get(slug), ends.get(slug)
-            if cached is not None and end is not None and (cached[0], cached[1]) == end:
-                folds[slug] = cached[2]  # unchanged since the last read
+            if cached is not None and end is not None and (cached.origin, cached.position) == end:
+                folds[slug] = cached.state  # unchanged since the last read
                 continue
             try:
                 state = self.fold(slug)
@@ -177,29 +178,14 @@ class RunFolds:
         return folds
 
     def fold(self, slug: str) -> RunState | None:
-        """The run's fold now; None when its log is empty (gone)."""
-        origin = self.store.origin(slug)
-        if origin is None:
+        """The run's fold now (``orchestrator.run_reader.advance``: the one reader); None when its log is
+        empty (gone)."""
+        kept = advance(self.store, slug, self._cache.get(slug))
+        if kept is None:
             self._cache.pop(slug, None)
             return None
-        cached = self._cache.get(slug)
-        if cached is not None and cached[0] == origin:
-            _, position, state = cached
-        else:
-            restored = restore(self.store.read_snapshot(slug), origin)
-            position, state = (restored[1], restored[0]) if restored else ("", RunState(slug=slug))
-        tail = self.store.read_after(slug, position or None)
-        if tail is None:  # the position is gone from the log: fold it all again
-            position, state = "", RunState(slug=slug)
-            tail = self.store.read_after(slug, None) or []
-        for _, event in tail:
-            apply(state, event)
-        if tail:
-            position = tail[-1][0]
-        if not position:
-            return None
-        self._cache[slug] = (origin, position, state)
-        return state
+        self._cache[slug] = kept
+        return kept.state
 
 
 def runs_by_state(folds: Iterable[RunState]) -> dict[str, int]:

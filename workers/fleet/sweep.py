@@ -40,11 +40,11 @@ from typing import Literal
 import httpx
 from pydantic import BaseModel
 
+from orchestrator.cancel import cancel_run
 from orchestrator.config import RepoConfig, Settings, load_config, operator_config_file
 from orchestrator.decide import carry_over
-from orchestrator.domain import Event, RunCancel, RunCarried, cancel_eid
+from orchestrator.domain import Event, RunCarried
 from orchestrator.errors import JuryError, UsageError
-from orchestrator.fold import fold
 from orchestrator.forge import (
     ETagCache,
     ForgeError,
@@ -54,9 +54,10 @@ from orchestrator.forge import (
     load_forge_settings,
 )
 from orchestrator.forge.select import make_forge, parse_ref
+from orchestrator.run_reader import fold_run
 from orchestrator.spec import TERMINAL_STATES, Target
-from orchestrator.start import RunOptions, check_options, first_events, jury_config
-from orchestrator.store.base import LiveStore, PullHead, SweptStart, pull_head
+from orchestrator.start import RunOptions, StartRequest, check_options, first_events, jury_config, start_runs
+from orchestrator.store.base import LiveStore, PullHead, pull_head
 from orchestrator.store.files import FileStore
 from orchestrator.target import make_slug, parse_pr_url, resolve_pulls
 
@@ -258,7 +259,7 @@ def _plan(
         plan = _Plan(row=row, ref=ref, pr=pr, replace=replace)
         earlier = next((s for s in swept.runs if s != swept.holder and states.get(s) == "converged"), None)
         if earlier is not None:
-            previous = fold(store.read(earlier), earlier)
+            previous = fold_run(store, earlier)
             plan.carry = RunCarried(
                 eid="carried:0", from_run=earlier, from_head=previous.target.head, items=carry_over(previous)
             )
@@ -285,12 +286,13 @@ def _supersede(store: LiveStore, kick: Kick, stale: list[_Stale], *, dry_run: bo
     head (started now, or before: a sweep that died between the two steps is made good by the next one).
     A PR whose current head has no run (its row is an error) keeps its earlier run going.
 
-    As ``jury cancel`` does it: a ``run.cancel`` event whose reason becomes the run's end note, the cancel
-    flag (the run's agents stop at their next look), the coordinator kicked (it ends the run
-    ``cancelled``, under the run's lock). The event's id names the run that supersedes (and the run's
-    epoch), so two sweeps at once (which agree on it: the head's claim is atomic) append it once; a run
-    flagged already is left to end. Only swept runs are superseded: a ``jury review`` of the PR's URL is
-    somebody's own run."""
+    With ``jury cancel``'s function (``orchestrator.cancel.cancel_run``): a ``run.cancel`` event whose
+    reason becomes the run's end note, then the cancel flag; the coordinators are kicked at the end, in
+    one batch (each ends its run ``cancelled``, under the run's lock). The event's id names the run that
+    supersedes (and the run's epoch), so two sweeps at once (which agree on it: the head's claim is
+    atomic) append it once; a run being cancelled already is left to end. A ``jury review`` of the PR's
+    URL is among the PR's runs too (``orchestrator.start.start_run`` claims its head as a sweep does),
+    so it is superseded alike: one run of a PR in flight, whoever started it."""
     if dry_run:
         for x in stale:
             if x.row.outcome != "error":
@@ -307,16 +309,13 @@ def _supersede(store: LiveStore, kick: Kick, stale: list[_Stale], *, dry_run: bo
         reason = f"superseded by {holder}: the PR's head moved to {sha}"
         for slug in (s for s in x.runs if _in_flight(states.get(s))):
             try:
-                if store.cancel_flagged(slug):
-                    continue  # cancelled already (an earlier sweep, a person): it is ending
-                # the run's epoch in the id: a run resumed after it was superseded is cancelled anew
-                epoch = fold(store.read(slug), slug).epoch
-                event = RunCancel(eid=cancel_eid(epoch, superseded_by=holder), who="sweep", reason=reason)
-                store.append(slug, [event])  # first: a flag without its event would end nothing
-                store.set_cancel_flag(slug)
+                # the run's epoch in the event's id: a run resumed after it was superseded is cancelled anew
+                done = cancel_run(store, slug, who="sweep", reason=reason, superseded_by=holder)
             except JuryError as exc:
                 _note(x.row, f"could not cancel run {slug}, in flight for an earlier head: {exc}")
                 continue
+            if done.outcome != "cancelled":
+                continue  # cancelled already (an earlier sweep, a person: it is ending), or ended meanwhile
             x.row.superseded.append(slug)
             cancelled.append(slug)
         if x.row.superseded:
@@ -360,54 +359,33 @@ def _prepare(settings: Settings, plans: list[_Plan], opts: RunOptions, operator_
         plan.events = [*first_events(target, jury), *([plan.carry] if plan.carry else [])]
 
 
-def _slugs(settings: Settings, plans: list[_Plan], taken: set[str], claim_in: FileStore | None) -> None:
-    """A slug for each plan that no run of this state directory or of this sweep has; claimed in
-    ``claim_in`` (atomically, ``FileStore.create_run``) when given."""
-    for plan in plans:
-        t = plan.target or Target()
-        base = make_slug(t.repo or "repo", t.id or "run", t.attempt or "")
-        slug, i = base, 1
-        while (
-            slug in taken
-            or (settings.dir / "runs" / slug).exists()
-            or (claim_in is not None and not claim_in.create_run(slug))
-        ):
-            i += 1
-            slug = f"{base}-{i}"
-        taken.add(slug)
-        plan.slug = slug
-
-
 def _start(
     settings: Settings, store: LiveStore, kick: Kick, plans: list[_Plan], claim_in: FileStore | None = None
 ) -> None:
-    """Start the runs (one pipeline; a slug another host took meanwhile gets the next suffix) and kick
-    their coordinators. A slug claimed in ``claim_in`` for a run that did not start is given back."""
-    taken: set[str] = set()
-    todo, started = plans, []
-    for _ in range(20):
-        if not todo:
-            break
-        _slugs(settings, todo, taken, claim_in)
-        starts = [
-            SweptStart(_head(p.ref, p.pr, p.target.head if p.target else None), p.slug, p.events, p.replace)
-            for p in todo
-        ]
-        again = []
-        for plan, claim in zip(todo, store.start_swept(starts), strict=True):
-            if claim.outcome == "started":
-                plan.row.slug = plan.slug
-                started.append(plan)
-            elif claim.outcome == "claimed":
-                plan.row.outcome, plan.row.slug = "skipped", claim.holder
-                plan.row.reason = f"in flight: run {claim.holder} (started meanwhile)"
-            else:
-                again.append(plan)
-            if claim_in is not None and claim.outcome != "started":
-                claim_in.unclaim(plan.slug)
-        todo = again
-    for plan in todo:
-        _fail(plan, "no free run name")
+    """Start the runs through ``orchestrator.start.start_runs`` (the service every run is started by: one
+    pipeline, a slug taken meanwhile gets the next suffix, each PR head claimed with its run) and kick
+    their coordinators in one batch."""
+    requests = [
+        StartRequest(
+            _base_slug(p.target or Target()),
+            p.events,
+            head=_head(p.ref, p.pr, p.target.head if p.target else None),
+            replace=p.replace,
+        )
+        for p in plans
+    ]
     # The files record is left to the coordinator's first pass, on the host that runs it: writing a
     # hundred records here (an fsync each) would double the sweep's time for nothing the store lacks.
-    kick([p.slug for p in started])
+    results = start_runs(store, requests, kick, state_dir=settings.dir, claim_in=claim_in)
+    for plan, started in zip(plans, results, strict=True):
+        if started.outcome == "started":
+            plan.row.slug = plan.slug = started.slug or ""
+        elif started.outcome == "held":
+            plan.row.outcome, plan.row.slug = "skipped", started.holder
+            plan.row.reason = f"in flight: run {started.holder} (started meanwhile)"
+        else:
+            _fail(plan, started.refusal)
+
+
+def _base_slug(t: Target) -> str:
+    return make_slug(t.repo or "repo", t.id or "run", t.attempt or "")

@@ -41,6 +41,7 @@ from workers.isolation.supervise import Interrupted
 from workers.isolation.worktree import Worktrees, host_worktrees, repo_lock
 from workers.runtime import shutdown
 from workers.runtime.lease import Claim, Leases, RedisLeases
+from workers.runtime.wake import due
 
 log = structlog.get_logger()
 
@@ -85,11 +86,11 @@ class Runtime:
 
     def wake(self, slug: str) -> None:
         """Have the run's coordinator make a pass: ``kick``, unless a coordinate task of the run is already
-        queued and not yet started (``LiveStore.claim_kick``). However many of its actions end, or reapers
+        queued and not yet started (``workers.runtime.wake.due``). However many of its actions end, or reapers
         look at it, before that pass starts, it takes one pass, and the control queue holds one task per
         run at the most. The mark lapses after ``2 x reap_after``, so a lost message is sent again."""
-        if self.store.claim_kick(slug, 2 * self.settings.reap_after):
-            self.kick(slug)
+        for due_slug in due(self.store, [slug], self.settings.reap_after):
+            self.kick(due_slug)
 
     def later(self, kind: str, slug: str, key: str, seconds: float) -> None:
         """Enqueue the task of ``kind`` to be taken in ``seconds`` (``send_later``, else at once)."""

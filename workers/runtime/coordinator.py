@@ -14,8 +14,9 @@ from __future__ import annotations
 import random
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
+from typing import Literal, cast
 
 import redis
 import structlog
@@ -63,6 +64,7 @@ from workers.runtime.context import (
 )
 from workers.runtime.jobs import TASKS
 from workers.runtime.lease import Claim
+from workers.runtime.wake import due
 
 log = structlog.get_logger()
 
@@ -283,50 +285,14 @@ def run_task(rt: Runtime, kind: str, slug: str, key: str) -> None:
             note = f"{admission.full.what} is full"
             event = ActionDeferred(eid=waits, key=key, reason="slot", seconds=wait, note=note)
             return put_back(rt, kind, slug, event)
-        handed_back = False
         try:
-            try:
-                handler(rt, slug, key, interrupted)
-            except RateLimited as exc:
-                leaving = handing_back(lease)
-                if interrupted.lost() and not leaving:
-                    return None  # the action is another holder's now
-                if admission.attempt + 1 < MAX_BACKOFFS:  # a worker handing back puts it back itself
-                    put_back(rt, kind, slug, rate_limited(rt, key, admission.attempt, exc))
-                    return None
-                if leaving:
-                    handed_back = True  # its next attempt, on another worker, ends it
-                else:  # refused MAX_BACKOFFS times: a spent quota, not a pause; it ends, as a failure
-                    log.warning("task.rate_limit_spent", slug=slug, key=key, refusals=MAX_BACKOFFS)
-                    reason = f"rate-limited {MAX_BACKOFFS} times, the last: {exc.note}"
-                    record_failure(rt, slug, key, None, interrupted, reason=reason)
-            except (StoreError, redis.RedisError) as exc:
-                # The log itself is out of reach (Redis restarting?): record nothing, mark nothing; the
-                # lease lapses and the reaper hands the action out again once the store is back.
-                log.warning("task.store_unavailable", slug=slug, key=key, error=str(exc))
-                return None
-            except BudgetExhausted as exc:
-                log.warning("task.budget_refused", slug=slug, key=key, reason=str(exc))
-                record_failure(rt, slug, key, None, interrupted)
-            except SandboxUnavailable as exc:
-                log.warning("task.sandbox_unavailable", slug=slug, key=key, reason=str(exc))
-                record_no_sandbox(rt, slug, key, f"sandbox unavailable: {exc}", interrupted)
-            except LeaseLost:
-                raise
-            except Exception as exc:
-                log.exception("task.crashed", slug=slug, key=key, kind=kind)
-                record_failure(rt, slug, key, exc, interrupted)
-        except LeaseLost:
-            # Frozen past the lease's TTL (or cut off from Redis): the action went to another holder, or
-            # will go once the reaper sees it unclaimed. Record nothing, mark nothing.
-            if not handing_back(lease):
-                log.warning("task.lease_lost", slug=slug, key=key)
-                return None
-            handed_back = True
+            end = run_handler(rt, Held(kind, slug, key, lease, admission.attempt, interrupted), handler)
         finally:
             wake_waiters(rt, admission.release())
-        if not handed_back:
+        if end == "done":
             rt.leases.mark_done(name)
+            return None
+        if end == "left":
             return None
         # Marked sent (not taken) while the lease is still held: the reaper never sees it untaken-done
         # and lease-free, which would be a dead worker's action to recover.
@@ -336,6 +302,81 @@ def run_task(rt: Runtime, kind: str, slug: str, key: str) -> None:
     log.warning("task.handed_back", slug=slug, key=key, kind=kind)
     rt.send(kind, slug, key)
     return None
+
+
+# How a task's run of its handler ended: ``done`` (its outcome recorded: the done marker is written),
+# ``left`` (nothing to mark: put back, another holder's now, the store out of reach) or ``handed back``
+# (this worker is shutting down: the action is sent again for another worker).
+TaskEnd = Literal["done", "left", "handed back"]
+
+
+@dataclass(frozen=True)
+class Held:
+    """An action a task holds the lease of, admitted (``attempt``: its put-backs so far)."""
+
+    kind: str
+    slug: str
+    key: str
+    lease: Claim
+    attempt: int
+    interrupted: TaskInterrupt
+
+
+def run_handler(rt: Runtime, held: Held, handler: Callable[..., None]) -> TaskEnd:
+    """Run the action's handler; what it raises decides the end (``TaskEnd``). A lease lost at any point
+    (the handler, or the recording of its failure) records nothing, unless this worker is handing its
+    actions back, when the lease is still its own to hand."""
+    try:
+        return _handled(rt, held, handler)
+    except LeaseLost:
+        # Frozen past the lease's TTL (or cut off from Redis): the action went to another holder, or
+        # will go once the reaper sees it unclaimed. Record nothing, mark nothing.
+        if not handing_back(held.lease):
+            log.warning("task.lease_lost", slug=held.slug, key=held.key)
+            return "left"
+        return "handed back"
+
+
+def _handled(rt: Runtime, held: Held, handler: Callable[..., None]) -> TaskEnd:
+    slug, key, interrupted = held.slug, held.key, held.interrupted
+    try:
+        handler(rt, slug, key, interrupted)
+    except RateLimited as exc:
+        return _rate_limited_end(rt, held, exc)
+    except (StoreError, redis.RedisError) as exc:
+        # The log itself is out of reach (Redis restarting?): record nothing, mark nothing; the
+        # lease lapses and the reaper hands the action out again once the store is back.
+        log.warning("task.store_unavailable", slug=slug, key=key, error=str(exc))
+        return "left"
+    except BudgetExhausted as exc:
+        log.warning("task.budget_refused", slug=slug, key=key, reason=str(exc))
+        record_failure(rt, slug, key, None, interrupted)
+    except SandboxUnavailable as exc:
+        log.warning("task.sandbox_unavailable", slug=slug, key=key, reason=str(exc))
+        record_no_sandbox(rt, slug, key, f"sandbox unavailable: {exc}", interrupted)
+    except LeaseLost:
+        raise
+    except Exception as exc:
+        log.exception("task.crashed", slug=slug, key=key, kind=held.kind)
+        record_failure(rt, slug, key, exc, interrupted)
+    return "done"
+
+
+def _rate_limited_end(rt: Runtime, held: Held, exc: RateLimited) -> TaskEnd:
+    """The model refused the action: put back with a back-off, or, refused ``MAX_BACKOFFS`` times (a
+    spent quota, not a pause), ended as a failure; a worker handing back leaves it to its next attempt."""
+    leaving = handing_back(held.lease)
+    if held.interrupted.lost() and not leaving:
+        return "left"  # the action is another holder's now
+    if held.attempt + 1 < MAX_BACKOFFS:  # a worker handing back puts it back itself
+        put_back(rt, held.kind, held.slug, rate_limited(rt, held.key, held.attempt, exc))
+        return "left"
+    if leaving:
+        return "handed back"  # its next attempt, on another worker, ends it
+    log.warning("task.rate_limit_spent", slug=held.slug, key=held.key, refusals=MAX_BACKOFFS)
+    reason = f"rate-limited {MAX_BACKOFFS} times, the last: {exc.note}"
+    record_failure(rt, held.slug, held.key, None, held.interrupted, reason=reason)
+    return "done"
 
 
 def wake_waiters(rt: Runtime, woken: list[Waiter]) -> None:
@@ -502,9 +543,8 @@ def _reap_batch(rt: Runtime, slugs: list[str], queues: _Queues) -> list[str]:
             # was lost (or a pass that died before it dispatched) would leave it waiting. A run with
             # actions in flight is kicked by each of them as it ends (or, lost, sent again below).
             idle.append(slug)
-    for slug, claimed in zip(idle, rt.store.claim_kicks(idle, 2 * rt.settings.reap_after), strict=True):
-        if claimed:  # as ``Runtime.wake``: at most one coordinate task of a run waits
-            rt.kick(slug)
+    for slug in due(rt.store, idle, rt.settings.reap_after):  # as ``Runtime.wake``: one pass waits at most
+        rt.kick(slug)
     # The marks before the leases: a mark that says taken, read before a lease found lapsed, is the
     # taker's that lapsed (a taker marks after it acquires; a put-back or hand-back marks the action
     # sent again before it lets its lease go). Each read at once for every action in flight of the batch.

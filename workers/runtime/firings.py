@@ -99,7 +99,7 @@ def sweep_fleet(
             filters,
             options,
             store=store,
-            kick=celery_kick(make_app(settings)),
+            kick=celery_kick(make_app(settings), store, settings.reap_after),
             dry_run=dry_run,
             etag_cache=fleet_etag_cache(store),
         )

@@ -46,6 +46,7 @@ from orchestrator.refute.families import independence, spec_family
 from orchestrator.refute.record import RefutationRecord
 from orchestrator.refute.signals import Signal, gate
 from orchestrator.refute.verdicts import ParsedRefutation, parse_refutation
+from orchestrator.spec import agent_timeout
 from orchestrator.transcript import broken_reason, codex_failure
 from workers.agents.patch_secrets import FIX_HOLDS_SECRET, fix_holds_secret, patch_holds_secret
 from workers.agents.run import AgentRun
@@ -282,7 +283,7 @@ def accept(rt: Runtime, job: Job, patch: bytes, verdict: JudgeVerdict) -> list[E
         verdict.test_command or "",
         worktrees=rt.worktrees,
         name=holder_name(job, "verify"),
-        timeout=cfg.timeout or job.spec.default_timeout(),
+        timeout=agent_timeout(cfg.timeout, job.spec),
         out_dir=rt.run_dir(job.slug),
         sandbox=cfg.sandbox,
         checks=cfg.checks,
@@ -476,7 +477,7 @@ def refute(rt: Runtime, slug: str, key: str, interrupted: Interrupted) -> None:
     signals = _verification_signals(f)
     task_cmds = {f"task-{i}": c for i, c in enumerate(commands_in_task(cfg.task or ""), 1)}
     commands = {**cfg.checks, **task_cmds}
-    timeout = cfg.timeout or 600.0
+    timeout = agent_timeout(cfg.timeout)  # the checks run for no agent
     with tempfile.TemporaryDirectory(prefix="jury-refute-") as work:
         tree = tree_of(rt, job, Path(work))
     if commands:

@@ -27,7 +27,7 @@ import structlog
 from orchestrator.decide import publish_key
 from orchestrator.domain import RunPublished
 from orchestrator.errors import GitError, JuryError, UsageError
-from orchestrator.fold import RunState, fold
+from orchestrator.fold import RunState
 from orchestrator.forge import (
     Forge,
     ForgeSettings,
@@ -38,6 +38,7 @@ from orchestrator.forge import (
 )
 from orchestrator.logs import add_secret, redact
 from orchestrator.publishing import Plan, plan
+from orchestrator.run_reader import fold_run, read_state
 from orchestrator.store.base import EventStore
 from orchestrator.store.files import FileStore, mirror
 from workers.isolation.supervise import Interrupted
@@ -207,10 +208,9 @@ def publish_run(
     ``UsageError`` when the run does not exist, has not ended (a running run's verdict is not known) or
     has no PR (a local branch's run): nothing is appended then.
     """
-    events = store.read(slug) if store.exists(slug) else []
-    if not events:
+    s = fold_run(store, slug)
+    if s.events == 0:
         raise UsageError(f"no run named {slug} (see `jury runs`)")
-    s = fold(events, slug)
     if s.state not in ("converged", "human", "failed", "cancelled"):
         raise UsageError(f"run {slug} is {s.state}: publish it once it has ended")
     if not s.target.url or not s.target.head:  # publish_state's own refusal, before anything is logged:
@@ -245,7 +245,7 @@ def publish_named(state_dir: Path, redis_url: str | None, slug: str) -> RunPubli
 def publish_action(rt: Runtime, slug: str, key: str, interrupted: Interrupted) -> None:
     """The ``publish`` action: the run has ended (``load_job`` would refuse it for that), so the action
     is read back here; done already or unknown, nothing is sent again."""
-    s = fold(rt.store.read(slug), slug)
+    s = read_state(rt.store, slug)[0]
     action = s.actions.get(key)
     if action is None or action.done:
         return rt.wake(slug)

@@ -21,6 +21,7 @@ from typing import Any
 import structlog
 
 from orchestrator.domain import AgentAlive, AgentLaunch, BudgetSpent, Role, ToolRefused
+from orchestrator.spec import agent_timeout
 from workers.agents import AgentRun, Seat, SeatHooks, SeatRequest, run_seat
 from workers.agents.seat import CALL_DROPPED, CALL_ENDED
 from workers.isolation.limits import MAX_BACKOFFS, SLEEP_AT_MOST
@@ -53,7 +54,7 @@ def run_agent(
         worktree=worktree,
         out_dir=rt.run_dir(job.slug),
         name=name,
-        timeout=cfg.timeout or spec.default_timeout(),
+        timeout=agent_timeout(cfg.timeout, spec),
         base=job.state.target.base or "",
         checks=cfg.checks if checks is None else checks,
         session=session,

@@ -20,6 +20,7 @@ from orchestrator.refute.families import independence, refuter_for, spec_family
 from orchestrator.refute.record import RefutationRecord
 from orchestrator.refute.signals import Signal, gate
 from orchestrator.refute.verdicts import ParsedRefutation, parse_refutation
+from orchestrator.spec import agent_timeout
 from workers.agents import SeatRequest, run_seat
 from workers.agents.run import AgentRun
 from workers.isolation.worktree import Worktrees, changed_paths, host_worktrees
@@ -47,7 +48,7 @@ def _signals(
             named,
             worktrees=worktrees,
             name=f"refute-checks-{os.getpid()}",
-            timeout=timeout or 600.0,
+            timeout=agent_timeout(timeout),
             out_dir=work,
             sandbox=cfg.sandbox,
         )
@@ -109,7 +110,7 @@ def second_opinion(
     prompt = refute_prompt(
         claim=full_claim, finding_id=None, signals=g.signals, commands=list(named.values()), base=None
     )
-    limit = timeout or spec.default_timeout()
+    limit = agent_timeout(timeout, spec)
     with worktrees.checkout(repo, head, f"refute-{os.getpid()}") as wt, tempfile.TemporaryDirectory() as out:
         request = SeatRequest(
             spec=spec,

@@ -32,6 +32,7 @@ from workers.fleet import metrics
 from workers.runtime import coordinator, shutdown
 from workers.runtime.app import app
 from workers.runtime.context import Runtime
+from workers.runtime.wake import COORDINATE, wake
 
 
 @cache
@@ -71,10 +72,11 @@ def send_later(kind: str, slug: str, key: str, seconds: float) -> None:
 
 
 def kick(slug: str) -> None:
-    app.send_task("jury.coordinate", args=[slug])
+    """The runtime's raw kick: ``Runtime.wake`` and the reaper claimed the run's pending-kick mark."""
+    wake(app, [slug])
 
 
-@app.task(name="jury.coordinate")
+@app.task(name=COORDINATE)
 def coordinate(slug: str) -> None:
     coordinator.coordinate(get_runtime(), slug)
 

@@ -31,7 +31,9 @@ import structlog
 from orchestrator.config import Settings
 from orchestrator.domain import VerifyRan
 from orchestrator.errors import GitError, JuryError, TargetError, UsageError
-from orchestrator.fold import FindingState, RunState, fold
+from orchestrator.fold import FindingState, RunState
+from orchestrator.run_reader import fold_run
+from orchestrator.spec import agent_timeout
 from orchestrator.store.base import EventStore
 from orchestrator.store.files import FileStore, mirror
 from workers.isolation.mirror import run_repo
@@ -45,7 +47,6 @@ from workers.verification.weakening import is_test_path, name_status
 log = structlog.get_logger()
 
 Status = Literal["passed", "failed", "error"]
-DEFAULT_TIMEOUT = 600.0
 
 
 @dataclass
@@ -228,7 +229,7 @@ def _run_on_trunk(
     """Run ``tc`` on trunk commit ``sha`` in a worktree of its own; with the test files the fix added
     that trunk lacks, laid from the fix (trunk's own version of a test file wins)."""
     cfg = s.config
-    timeout = (cfg.timeout if cfg and cfg.timeout else None) or DEFAULT_TIMEOUT
+    timeout = agent_timeout(cfg.timeout if cfg else None)  # a test re-run, for no agent
     name = f"{run_key(s)}.reverify.{safe_name(f.id)}.{uuid.uuid4().hex[:8]}"
     with (
         host_worktrees(settings).checkout(repo, sha, name) as wt,
@@ -344,7 +345,7 @@ def reverify(settings: Settings, targets: Sequence[str] = (), trunk: str | None 
     for slug in slugs:
         store: EventStore = live if live is not None and live.exists(slug) else files
         try:
-            s = fold(store.read(slug), slug)
+            s = fold_run(store, slug)
         except Exception as exc:  # one unreadable run never stops the others
             log.warning("reverify.unreadable", slug=slug, error=str(exc))
             continue
