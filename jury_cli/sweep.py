@@ -182,13 +182,16 @@ def sweep(
             # or another sweep on it).
             claim_in=b.files if b.embedded else None,
         )
-        if as_json and (detach or dry_run):
+        # Nothing to follow (detached, a dry run, or nothing enqueued): the report is final now, and
+        # always printed, as JSON too; a followed sweep's JSON waits for the runs' ends.
+        final = detach or dry_run or not report.enqueued
+        if as_json and final:
             sys.stdout.write(report.model_dump_json(indent=2) + "\n")
         elif not as_json:
             out.print(table(report))
             out.print(report.summary(), markup=False)
         code = 1 if report.having("error") else 0
-        if detach or dry_run or not report.enqueued:
+        if final:
             raise typer.Exit(code)
         try:
             ended = follow_all(b, report.enqueued, publish)
