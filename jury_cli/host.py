@@ -151,10 +151,21 @@ def _worker_app(settings: Settings, queues: str, loglevel: str) -> Any:
 
 
 def _show_jurys_url(celery: Any, url: str | None) -> None:
-    """Celery's banner shows the broker as kombu spells it, ``redis://:**@host`` whether or not the URL
-    has a password: the banner shows Jury's own redacted URL instead (the password masked, if any)."""
+    """Celery's banner and its "Connected to" log line show the broker as kombu spells it,
+    ``redis://:**@host`` whether or not the URL has a password: they show Jury's own redacted URL
+    instead (the password masked, if any)."""
+    import logging
+
     shown = redact_url(url)
+    kombus = celery.connection().as_uri()  # no connection is made: the URL as kombu prints it
     base = celery.Worker
+
+    def jurys(record: logging.LogRecord) -> bool:  # Celery's "Connected to <url>" line, the same
+        if isinstance(record.args, tuple):
+            record.args = tuple(shown if arg == kombus else arg for arg in record.args)
+        return True
+
+    logging.getLogger("celery.worker.consumer.connection").addFilter(jurys)
 
     class Worker(base):  # type: ignore[misc, valid-type]
         def startup_info(self, artlines: bool = True) -> str:

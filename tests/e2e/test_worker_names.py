@@ -40,3 +40,6 @@ def test_two_workers_of_one_host_have_their_own_names_and_show_jurys_url(
         transports = [wait_for_text(log, re.compile(r"transport:\s+(\S+)"))[1] for log in logs]
     assert names[0] != names[1] and all(n.startswith("jury-") for n in names), names
     assert transports == [shared_redis, shared_redis], transports  # no ":**@" where there is no password
+    for log in logs:
+        wait_for_text(log, re.compile(re.escape(f"Connected to {shared_redis}")))
+        assert ":**@" not in log.read_text(errors="replace")
