@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import threading
@@ -25,6 +26,7 @@ from orchestrator.config import (
     operator_config_file,
 )
 from orchestrator.errors import UsageError
+from orchestrator.store.urls import redact_url
 
 POOLS = ("threads", "prefork")  # the Celery pools a worker runs: its heartbeats and drain are threads
 
@@ -100,12 +102,19 @@ def worker(
         # this process reads them (prometheus-client's multiprocess mode, workers/fleet/metrics.py).
         metrics_dir(settings)
     celery = _worker_app(settings, queues, loglevel)
+    _show_jurys_url(celery, settings.redis_url)
     bound = serve_metrics(settings, metrics_port, metrics_host) if metrics_port is not None else None
     argv = _celery_argv(queues, str(concurrency or settings.worker_concurrency), pool, loglevel)
     # With JSON logs every line on stderr is one JSON event: Celery's banner (on stdout) is left out and
     # its facts logged as ``worker.started`` instead.
     json_logs = settings.log_json if settings.log_json is not None else not sys.stderr.isatty()
-    _log_started({"queues": queues, "concurrency": argv[4], "pool": pool, "metrics_port": bound})
+    started: dict[str, object] = {
+        "queues": queues,
+        "concurrency": argv[6],
+        "pool": pool,
+        "metrics_port": bound,
+    }
+    _log_started(started | {"broker": redact_url(settings.redis_url)})
     stop = _start_scheduler(settings) if scheduler else None
     try:
         celery.worker_main([*(["-q"] if json_logs else []), *argv])
@@ -141,10 +150,44 @@ def _worker_app(settings: Settings, queues: str, loglevel: str) -> Any:
     return make_app(settings)
 
 
+def _show_jurys_url(celery: Any, url: str | None) -> None:
+    """Celery's banner and its "Connected to" log line show the broker as kombu spells it,
+    ``redis://:**@host`` whether or not the URL has a password: they show Jury's own redacted URL
+    instead (the password masked, if any)."""
+    import logging
+
+    shown = redact_url(url)
+    kombus = celery.connection().as_uri()  # no connection is made: the URL as kombu prints it
+    base = celery.Worker
+
+    def jurys(record: logging.LogRecord) -> bool:  # Celery's "Connected to <url>" line, the same
+        if isinstance(record.args, tuple):
+            record.args = tuple(shown if arg == kombus else arg for arg in record.args)
+        return True
+
+    logging.getLogger("celery.worker.consumer.connection").addFilter(jurys)
+
+    class Worker(base):  # type: ignore[misc, valid-type]
+        def startup_info(self, artlines: bool = True) -> str:
+            text: str = super().startup_info(artlines)
+            return text.replace(self.app.connection().as_uri(), shown)
+
+    celery.Worker = Worker
+
+
+def node_name() -> str:
+    """This worker's Celery node name: Celery's default, ``celery@<host>``, is the same for every worker
+    of a host, so two of them would share one name in the fleet (and Celery warns of a clash); the pid
+    tells them apart."""
+    return f"jury-{os.getpid()}@%h"
+
+
 def _celery_argv(queues: str, concurrency: str, pool: str, loglevel: str) -> list[str]:
     """Celery's own worker arguments (no gossip, no mingle: the fleet coordinates through Redis)."""
     return [
         "worker",
+        "-n",
+        node_name(),
         "-Q",
         queues,
         "-c",
@@ -191,7 +234,6 @@ def _start_scheduler(settings: Settings) -> threading.Event:
 def metrics_dir(settings: Settings) -> Path:
     """A fresh directory for the prefork children's metrics, named in ``PROMETHEUS_MULTIPROC_DIR``."""
     import atexit
-    import os
 
     path = settings.dir / "metrics" / f"worker-{os.getpid()}"
     shutil.rmtree(path, ignore_errors=True)

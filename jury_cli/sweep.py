@@ -160,7 +160,9 @@ def sweep(
     with backend(settings, concurrency) as b:
         options = SweepOptions(run=opts, retry=retry)
         report = enqueue(settings, b, repos, filters, options, detach=detach, dry_run=dry_run)
-        code = show_report(report, as_json=as_json, final=detach or dry_run)
+        # Nothing to follow (detached, a dry run, or nothing enqueued): the report is final now, and always
+        # printed, as JSON too; a followed sweep's JSON waits for the runs' ends.
+        code = show_report(report, as_json=as_json, final=detach or dry_run or not report.enqueued)
         if detach or dry_run or not report.enqueued:
             raise typer.Exit(code)
         try:

@@ -421,7 +421,7 @@ class ToolRefused(EventBase):
     reason: str
 
 
-PublishConclusion = Literal["success", "failure", "neutral"]
+PublishConclusion = Literal["success", "failure", "neutral", "action_required"]
 
 
 class RunPublished(EventBase):
@@ -445,6 +445,9 @@ class RunPublished(EventBase):
     check_kind: str | None = None
     check_id: str | None = None
     check_url: str | None = None
+    fixes_on_head: bool | None = None  # whether the head holds the accepted fixes (None: none accepted)
+    tip: str | None = None  # the pushed fixes' commit, when it got a check of its own
+    tip_check_id: str | None = None
     comments: dict[str, int] = Field(default_factory=dict)  # created/updated/unchanged/retired/unplaced
     off_diff: int = 0  # findings whose line is not on the diff: listed in the summary instead
     error: str | None = None

@@ -1,7 +1,10 @@
 """What an ended run says on its PR, decided from its fold alone (pure): the ``jury`` check's conclusion,
 the review's summary and its inline comments. ``workers/runtime/publish.py`` sends it to the forge.
 
-The check tells the run's true state and is never kinder than it: a converged run is ``success``; a run
+The check tells the run's true state on the commit it is set on, and is never kinder than it: a converged
+run is ``success`` when that commit holds every accepted fix, and ``action_required`` when it lacks them
+(the fixes are commits on top of the reviewed head, on ``jury/<slug>``: the head still has the bug, and
+the check says where the fixes are); a run
 that could not review (an agent that could not run, the budget exhausted, no sandbox, cancelled) is
 ``neutral`` with the reason, whatever findings it had raised, since nobody judged them; a run that ended
 with findings open or deferred, or whose convergence the second opinion refuted, is ``failure``; any
@@ -17,6 +20,7 @@ is plain text on the forge (``plain``); it is escaped where the summary shows it
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -26,7 +30,7 @@ from orchestrator.markdown_safe import code_block, escape, fit, plain
 from orchestrator.markdown_safe import text as md
 from orchestrator.spec import TERMINAL_STATES
 
-Conclusion = Literal["success", "failure", "neutral"]
+Conclusion = Literal["success", "failure", "neutral", "action_required"]
 
 INLINE_STATUSES = ("open", "deferred", "accepted")  # what gets a comment on its line
 _LOC_RE = re.compile(r"^(?P<path>[^\s:][^:]*?):(?P<line>[1-9][0-9]{0,6})(?:[-:,][0-9]+)*$")
@@ -66,12 +70,50 @@ def unresolved(s: RunState) -> list[FindingState]:
     return [f for f in s.findings.values() if f.status in ("open", "deferred")]
 
 
-def verdict(s: RunState) -> tuple[Conclusion, str]:
-    """The ``jury`` check's conclusion and its one-line title."""
-    accepted = sum(1 for f in s.findings.values() if f.status == "accepted")
+def accepted_count(s: RunState) -> int:
+    return sum(1 for f in s.findings.values() if f.status == "accepted")
+
+
+def fix_commits(s: RunState) -> list[str]:
+    """The shas of the accepted findings' fix commits, oldest first."""
+    accepted = {f.id for f in s.findings.values() if f.status == "accepted"}
+    return [c.sha for c in s.commits if not c.pushed and c.finding in accepted and c.sha]
+
+
+def pushed_fixes(s: RunState) -> tuple[str, str] | None:
+    """``(sha, branch)`` of the fixes pushed to the PR's forge (``--push``), or None when they were not
+    (no ``--push``, or the push was held)."""
+    if not s.target.url:
+        return None
+    pushed = [c for c in s.commits if c.pushed and c.branch]
+    return (pushed[-1].sha, pushed[-1].branch or "") if pushed else None
+
+
+def fixes_home(s: RunState) -> str:
+    """Where the run's accepted fixes are, in words a person acts on."""
+    pushed = pushed_fixes(s)
+    if pushed is not None:
+        return f"they are on branch {pushed[1]}"
+    return f"`jury fetch {s.slug}` makes them branch jury/{s.slug}"
+
+
+def tip_title(s: RunState) -> str:
+    """The title of the check on the pushed fixes' commit, which holds every accepted fix."""
+    return f"Jury: converged, {accepted_count(s)} fix(es) accepted, all on this commit"
+
+
+def verdict(s: RunState, fixes_on_head: bool = False) -> tuple[Conclusion, str]:
+    """The ``jury`` check's conclusion and its one-line title, for the reviewed head. ``fixes_on_head``:
+    the head holds every accepted fix (its patch is in the head's history); a converged run whose
+    accepted fixes the head lacks is not ``success`` there, since the head still has what was fixed."""
+    accepted = accepted_count(s)
     if s.state not in TERMINAL_STATES:
         return "neutral", f"Jury: the run is still {s.state}"
     if s.state == "converged":
+        if accepted and not fixes_on_head:
+            return "action_required", plain(
+                f"Jury: converged, {accepted} fix(es) accepted, not on this commit: {fixes_home(s)}", 200
+            )
         return "success", f"Jury: converged, {accepted} fix(es) accepted"
     why = could_not_review(s)
     if why is not None:
@@ -122,6 +164,7 @@ class Note:
     path: str
     line: int
     body: str
+    old_line: int | None = None  # the line on the old side, when it is an unchanged line of the diff
 
 
 @dataclass(frozen=True)
@@ -215,7 +258,9 @@ def _one_line(s: RunState, n: Note) -> str:
     return f"{clip(f.agent, 60)}: {clip(f.claim, 300)} ({f.status})" if f is not None else ""
 
 
-def summary_body(s: RunState, conclusion: Conclusion, title: str, off_diff: list[Note]) -> str:
+def summary_body(
+    s: RunState, conclusion: Conclusion, title: str, off_diff: list[Note], fixes_on_head: bool = False
+) -> str:
     t, cfg = s.target, s.config
     by = lambda status: [f for f in s.findings.values() if f.status == status]  # noqa: E731
     lines = [
@@ -230,6 +275,7 @@ def summary_body(s: RunState, conclusion: Conclusion, title: str, off_diff: list
         )
         + f"; {len(s.rounds)} round(s). Check `jury`: **{conclusion}**.",
         "",
+        *fixes_line(s, fixes_on_head),
     ]
     accepted = []
     for f in by("accepted"):
@@ -259,7 +305,16 @@ def summary_body(s: RunState, conclusion: Conclusion, title: str, off_diff: list
     return fit(lines, BODY_LIMIT)
 
 
-def check_summary(s: RunState, conclusion: Conclusion) -> str:
+def fixes_line(s: RunState, fixes_on_head: bool) -> list[str]:
+    """The line saying the reviewed head lacks the accepted fixes and where they are (none when it
+    holds them or nothing was accepted)."""
+    n = accepted_count(s)
+    if not n or fixes_on_head:
+        return []
+    return [f"**Not on this commit**: its {n} accepted fix(es); {clip(fixes_home(s), 400)}.", ""]
+
+
+def check_summary(s: RunState, conclusion: Conclusion, fixes_on_head: bool = False) -> str:
     counts = {
         st: sum(1 for f in s.findings.values() if f.status == st)
         for st in ("accepted", "rejected", "deferred", "open")
@@ -269,6 +324,7 @@ def check_summary(s: RunState, conclusion: Conclusion) -> str:
         [
             f"Run {code(s.slug, 200)} ended **{s.state}**: {clip(s.target.state_note or '', 400)}",
             "",
+            *fixes_line(s, fixes_on_head),
             f"Findings: {shown or 'none'}. Cost: {_cost(s)}.",
             f"Conclusion: {conclusion}.",
         ],
@@ -276,10 +332,13 @@ def check_summary(s: RunState, conclusion: Conclusion) -> str:
     )
 
 
-def plan(s: RunState, diff: dict[str, set[int]] | None) -> Plan:
+def plan(
+    s: RunState, diff: Mapping[str, Mapping[int, int | None]] | None, fixes_on_head: bool = False
+) -> Plan:
     """What to publish for ``s``. ``diff``: the PR diff's new-side lines per path (None: unknown, so every
-    comment is offered to the forge, which refuses lines outside its diff)."""
-    conclusion, title = verdict(s)
+    comment is offered to the forge, which refuses lines outside its diff). ``fixes_on_head``: the
+    reviewed head holds every accepted fix (``verdict``)."""
+    conclusion, title = verdict(s, fixes_on_head)
     comments: list[Note] = []
     off: list[Note] = []
     for f in s.findings.values():
@@ -288,16 +347,18 @@ def plan(s: RunState, diff: dict[str, set[int]] | None) -> Plan:
         where = parse_loc(f.loc)
         if where is None:
             continue  # no line to put it on; the summary lists every finding anyway
-        note = Note(key=f.id, path=where[0], line=where[1], body=comment_body(s, f))
-        if diff is None or where[1] in diff.get(where[0], set()):
+        shown = diff.get(where[0], {}) if diff is not None else {}
+        old_line = shown.get(where[1])
+        note = Note(key=f.id, path=where[0], line=where[1], body=comment_body(s, f), old_line=old_line)
+        if diff is None or where[1] in shown:
             comments.append(note)
         else:
             off.append(note)
     return Plan(
         conclusion=conclusion,
         title=title,
-        check_summary=check_summary(s, conclusion),
-        body=summary_body(s, conclusion, title, off),
+        check_summary=check_summary(s, conclusion, fixes_on_head),
+        body=summary_body(s, conclusion, title, off, fixes_on_head),
         comments=comments,
         off_diff=off,
     )

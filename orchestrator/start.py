@@ -54,13 +54,18 @@ class RunOptions:
 def pick_refuter(
     cfg: RepoConfig, reviewers: list[str], judge: str, forced: str | None
 ) -> tuple[str | None, str]:
-    """The second opinion's agent: the user's choice, else a juror of another family than the judge."""
+    """The second opinion's agent (the user's choice, else a juror of another family than the judge) and,
+    when it cannot be an independent one, why (a config note the run shows: ``jury show``, the console,
+    the PR's summary), naming any entry without a family."""
     from orchestrator.refute.families import refuter_for
 
     if forced is not None and forced not in cfg.agents:
         raise UsageError(f"--refuter: unknown agent '{forced}' (known: {', '.join(sorted(cfg.agents))})")
     choice = refuter_for(cfg.agents, [*reviewers, judge], judge, forced)
-    return choice.agent, choice.reason
+    if choice.independent:
+        return choice.agent, ""
+    who = f"{choice.agent}, not independent" if choice.agent else "nobody fits, it will be skipped"
+    return choice.agent, f"second opinion: {who}: {choice.reason}"
 
 
 def check_options(opts: RunOptions) -> None:
@@ -85,7 +90,7 @@ def jury_config(settings: Settings, cfg: RepoConfig, target: Target, opts: RunOp
         raise UsageError(
             "--publish needs a PR/MR URL to publish to; a local branch has no PR (review its PR's URL)"
         )
-    refuter, _ = pick_refuter(cfg, names, judge_name, opts.refuter) if opts.refute else (None, "")
+    refuter, refuter_note = pick_refuter(cfg, names, judge_name, opts.refuter) if opts.refute else (None, "")
     return JuryConfig(
         reviewers=names,
         judge=judge_name,
@@ -106,7 +111,7 @@ def jury_config(settings: Settings, cfg: RepoConfig, target: Target, opts: RunOp
         budget=budget,
         sandbox=cfg.sandbox,
         limits=cfg.limits,
-        config_notes=cfg.notes,
+        config_notes=[*cfg.notes, *([refuter_note] if refuter_note else [])],
     )
 
 

@@ -160,12 +160,16 @@ class _Routes:
         data = request.body or {}
         position = data.get("position")
         if position is not None:
+            # an unchanged line is on both sides: GitLab wants its old number too, and an added line
+            # has none
+            old_line = mr.context.get(position.get("new_path"), {}).get(position.get("new_line"))
             good = (
                 position.get("position_type") == "text"
                 and position.get("base_sha") == mr.base_sha
                 and position.get("start_sha") == mr.start_sha
                 and position.get("head_sha") in mr.heads
                 and position.get("new_line") in mr.diff.get(position.get("new_path"), set())
+                and position.get("old_line") == old_line
             )
             if not good:
                 raise HttpError(400, '400 Bad request - Note {:line_code=>["can\'t be blank"]}')
@@ -231,6 +235,11 @@ class _Routes:
         state, name = data.get("state"), data.get("name", "default")
         if state not in STATUS_STATES:
             raise HttpError(400, "state does not have a valid value")
+        held = any(not m.fork and m.head_sha == sha for m in project.prs.values())  # its branch holds it
+        if not data.get("ref") and not held:
+            # without a ref GitLab looks for a branch that holds the commit: a fork MR's head (only
+            # refs/merge-requests/N/head holds it) or a commit of no branch it knows has none
+            raise HttpError(404, "404 References for commit Not Found")
         latest = next(
             (
                 s
@@ -255,6 +264,7 @@ class _Routes:
             "status": state,
             "description": data.get("description"),
             "target_url": data.get("target_url"),
+            "ref": data.get("ref"),
             "author": self.author(user),
             "retried": False,
         }

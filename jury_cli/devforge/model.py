@@ -36,6 +36,9 @@ class FakePR:
     base_sha: str = "b" * 40
     start_sha: str = "s" * 40
     diff: dict[str, set[int]] = field(default_factory=dict)
+    # the diff's unchanged (context) lines among ``diff``'s, new -> old number: GitLab places a comment
+    # there only given both numbers
+    context: dict[str, dict[int, int]] = field(default_factory=dict)
     heads: list[str] = field(default_factory=list)  # every head it had, oldest first
 
     def __post_init__(self) -> None:

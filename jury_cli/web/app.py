@@ -28,7 +28,7 @@ from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, R
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from jury_cli.web import actions, fleet, sse, views
+from jury_cli.web import actions, fleet, present, sse, views
 from jury_cli.web.auth import Guard, GuardMiddleware, same_origin
 from orchestrator.config import Settings
 from orchestrator.errors import JuryError, StoreError, UsageError
@@ -117,10 +117,13 @@ class _Console:
                 return error(404, f"no run named {slug}")
             log = views.read_log(self.store, slug)
             doc = views.run_page(slug, log, views.ticks_of(self.store, slug))
+            doc["artifacts"] = present.present_artifacts(self.store, slug, doc["artifacts"])
         except StoreError as exc:
             return unavailable(exc)
         why = actions.resume_refusal(self.settings, slug, doc["state"])
         doc.update(resumable=why is None, resumeRefusal=why)
+        why = present.publish_refusal(slug, doc["state"], doc["target"])
+        doc.update(publishable=why is None, publishRefusal=why)
         return JSONResponse(doc)
 
     async def events(self, request: Request) -> Response:

@@ -174,6 +174,7 @@ def run_list(store: EventStore, folds: ListFolds | None = None) -> dict[str, Any
                 "stateNote": s.target.state_note,
                 "repo": s.target.repo,
                 "id": s.target.id,
+                "url": s.target.url,  # a PR's: its id is a number ("#7"), else a branch's name
                 "title": s.target.title,
                 "rounds": len(s.rounds),
                 "findings": len(s.findings),

@@ -25,7 +25,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from orchestrator.errors import JuryError
 
 ForgeKind = str  # a name registered in ``orchestrator.forge.kinds.FORGES``
-CheckConclusion = Literal["success", "failure", "neutral"]
+# ``action_required``: the run converged but the commit checked lacks its accepted fixes (they are on
+# ``jury/<slug>``); a person has to take them. The table of what each forge shows is docs/publishing.md's.
+CheckConclusion = Literal["success", "failure", "neutral", "action_required"]
 CommentAction = Literal["created", "updated", "unchanged", "retired", "unplaced"]
 
 SLUG_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
@@ -94,6 +96,9 @@ class InlineComment(BaseModel):
     line: int = Field(ge=1)
     body: str
     key: str | None = None
+    # The same line on the old side when it is an unchanged (context) line of the diff, None for an
+    # added line or when unknown: GitLab places a comment on a context line only given both.
+    old_line: int | None = Field(default=None, ge=1)
 
     @property
     def ident(self) -> str:
@@ -195,8 +200,11 @@ class Forge(Protocol):
         title: str,
         summary: str,
         details_url: str | None = None,
+        ref: str | None = None,
     ) -> CheckResult:
-        """Set the commit's check called ``name``; setting it again updates it, never adds another."""
+        """Set the commit's check called ``name``; setting it again updates it, never adds another.
+        ``ref``: a ref that holds the commit (a forge that files statuses under a ref, GitLab, cannot
+        find one for a commit no branch holds, such as a fork's head or a fix on ``jury/<slug>``)."""
         ...
 
 

@@ -72,7 +72,14 @@ log = structlog.get_logger()
 DEFAULT_API = "https://api.github.com"
 HEAD_REF = "refs/pull/{number}/head"  # where GitHub keeps a pull request's head, in every clone
 CheckMode = Literal["auto", "checks", "statuses"]
-STATUS_STATE: dict[str, str] = {"success": "success", "failure": "failure", "neutral": "error"}
+# A commit status has no neutral and no "action required": what each conclusion is there
+# (docs/publishing.md's table). A check run takes the conclusion itself.
+STATUS_STATE: dict[str, str] = {
+    "success": "success",
+    "failure": "failure",
+    "neutral": "error",
+    "action_required": "failure",
+}
 REPO_RE = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
 STATUS_DESCRIPTION_MAX = 140
 CHECK_TITLE_MAX = 255
@@ -338,11 +345,13 @@ class GitHub:
         title: str,
         summary: str,
         details_url: str | None = None,
+        ref: str | None = None,
     ) -> CheckResult:
+        """``ref`` is not needed: GitHub files a check or status under the commit alone."""
         self._check_repo(repo)
         self._check_sha(repo, head_sha)
         if conclusion not in STATUS_STATE:
-            raise ValueError(f"conclusion must be success, failure or neutral, not {conclusion!r}")
+            raise ValueError(f"conclusion must be one of {', '.join(STATUS_STATE)}, not {conclusion!r}")
         if self._checks_ok is not False:
             try:
                 result = self._check_run(repo, head_sha, name, conclusion, title, summary, details_url)

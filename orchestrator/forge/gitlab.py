@@ -69,7 +69,14 @@ from orchestrator.forge.transport import (
 DEFAULT_API = "https://gitlab.com/api/v4"
 HEAD_REF = "refs/merge-requests/{number}/head"  # where GitLab keeps a merge request's head
 AuthScheme = Literal["private-token", "bearer"]
-STATUS_STATE: dict[str, str] = {"success": "success", "failure": "failed", "neutral": "canceled"}
+# A GitLab status has no neutral and no "action required": what each conclusion is there
+# (docs/publishing.md's table).
+STATUS_STATE: dict[str, str] = {
+    "success": "success",
+    "failure": "failed",
+    "neutral": "canceled",
+    "action_required": "failed",
+}
 PROJECT_RE = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.-]*(?:/[A-Za-z0-9_.][A-Za-z0-9_.-]*)+")
 STATUS_DESCRIPTION_MAX = 255
 POSITION_REFUSED = (400, 422)
@@ -248,6 +255,9 @@ class GitLab:
                 "old_path": comment.path,
                 "new_path": comment.path,
                 "new_line": comment.line,
+                # an unchanged line is on both sides: GitLab wants both numbers there (and refuses it
+                # with the new one alone); an added line has the new one only
+                **({"old_line": comment.old_line} if comment.old_line is not None else {}),
             }
             try:
                 data = self.api.call(
@@ -314,12 +324,15 @@ class GitLab:
         title: str,
         summary: str,
         details_url: str | None = None,
+        ref: str | None = None,
     ) -> CheckResult:
-        """The summary is not sent: a status holds a description only; the review note holds the rest."""
+        """The summary is not sent: a status holds a description only; the review note holds the rest.
+        ``ref`` is sent when given: without it GitLab looks for a branch holding the commit and answers
+        404 when none does (a fork MR's head, which only ``refs/merge-requests/N/head`` holds)."""
         pid = self._pid(repo)
         self._check_sha(repo, head_sha)
         if conclusion not in STATUS_STATE:
-            raise ValueError(f"conclusion must be success, failure or neutral, not {conclusion!r}")
+            raise ValueError(f"conclusion must be one of {', '.join(STATUS_STATE)}, not {conclusion!r}")
         state = STATUS_STATE[conclusion]
         text = f"not reviewed: {title}" if conclusion == "neutral" else title
         description = truncate(text, STATUS_DESCRIPTION_MAX)
@@ -341,6 +354,8 @@ class GitLab:
         payload: dict[str, Any] = {"state": state, "name": name, "description": description}
         if details_url:
             payload["target_url"] = details_url
+        if ref:
+            payload["ref"] = ref
         path = f"/projects/{pid}/statuses/{head_sha}"
         data = self.api.call("POST", path, repo=repo, json=payload, expect=GlStatus).data
         return self._result(data, name, conclusion, "updated" if latest else "created")

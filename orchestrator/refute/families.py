@@ -26,6 +26,7 @@ __all__ = [
     "independence",
     "refuter_for",
     "spec_family",
+    "why_no_family",
 ]
 
 
@@ -269,19 +270,41 @@ def choose_refuter(
     )
 
 
+def why_no_family(spec: FamilyFields) -> str | None:
+    """Why ``spec_family`` finds no family for the entry, and what the operator sets to give it one; None
+    when it has one. A choice that comes to nothing says this, so a skipped second opinion is not a
+    mystery: an entry without a model whose name is no agent Jury knows has no family at all."""
+    if spec_family(spec) is not None:
+        return None
+    name, model = spec.name, (spec.model or "").strip()
+    if model:
+        why = f"its model {model!r} names no vendor Jury knows"
+    elif AGENT_FAMILIES.get(name.strip().lower(), "") is None:
+        why = f"{name} fronts many vendors and has no model configured"
+    else:
+        why = f"it has no model, and {name!r} is no agent Jury knows"
+    return f'{name} has no family: {why}; set family = "<vendor>" (or a model) in [agents.{name}]'
+
+
 def refuter_for(
     agents: Mapping[str, OpinionCandidate], names: Iterable[str], judge: str | None, forced: str | None = None
 ) -> RefuterChoice:
     """The second opinion's agent among ``names`` (in preference order; only agents that give opinions), or
     ``forced`` as is, by ``choose_refuter`` on the families ``spec_family`` resolves. ``forced`` must be
-    one of ``agents``."""
+    one of ``agents``. A choice that is not independent says which entries have no family and why."""
     judge_family = spec_family(agents[judge]) if judge is not None and judge in agents else None
     if forced is not None:
         candidates = {forced: spec_family(agents[forced])}
     else:
         known = [n for n in dict.fromkeys(names) if n in agents and agents[n].gives_opinions]
         candidates = {n: spec_family(agents[n]) for n in known}
-    return choose_refuter(judge_family, candidates, forced)
+    choice = choose_refuter(judge_family, candidates, forced)
+    if choice.independent:
+        return choice
+    involved = [judge] if judge is not None and judge in agents else []
+    unknown = [why_no_family(agents[n]) for n in dict.fromkeys([*involved, *candidates])]
+    said = "; ".join(w for w in unknown if w)
+    return choice.model_copy(update={"reason": f"{choice.reason} ({said})"}) if said else choice
 
 
 def independence(judge_family: str | None, refuter_family: str | None) -> bool:

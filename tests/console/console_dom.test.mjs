@@ -176,6 +176,33 @@ test("the run list shows every string of a run as text", async () => {
   assert.ok(row, "the table was rendered");
 });
 
+test("the run list shows a PR by its number and a local branch by its name", async () => {
+  const row = (slug, id, url) => ({ slug, state: "human", repo: "widgets", id, url, title: "", rounds: 1,
+    findings: 0, open: 0, spentUsd: 0, started: "" });
+  const page = await load("runs", {
+    "/api/runs": { runs: [row("pr", "7", "https://github.com/acme/widgets/pull/7"), row("br", "feat-b", null)],
+      skipped: [] },
+  });
+  const cells = (slug) => page.main.querySelector(`tr[data-slug="${slug}"]`).childNodes.map((c) => c.textContent);
+  assert.ok(cells("pr").includes("widgets #7"), cells("pr").join(" | "));
+  assert.ok(cells("br").includes("widgets feat-b"), cells("br").join(" | "));
+});
+
+test("re-publish is disabled, with the server's reason, where the run cannot publish", async () => {
+  const view = { slug: "r-1", state: "human", started: "", updated: "", events: 1, position: null, terminal: true,
+    cancelRequested: false, resumable: false, resumeRefusal: "x", publishable: false,
+    publishRefusal: "run r-1 reviewed a local branch: it has no PR to publish to",
+    target: { repo: "widgets", id: "feat-b" }, config: null, timeline: { live: false, seconds: 0, marks: [], lanes: [] },
+    spend: { totalUsd: 0, byAgent: {} }, rounds: [], findings: [], conversations: [], finalCheck: null, commits: [],
+    toolRefusals: [], published: [], artifacts: [] };
+  const page = await load("run", { "/api/session": { canAct: true, publish: true }, "/api/runs/r-1": view },
+    "/runs/r-1");
+  const button = page.main.querySelector('button[data-action="publish"]');
+  assert.ok(button, "the re-publish button was rendered");
+  assert.equal(button.getAttribute("disabled"), "true");
+  assert.equal(button.getAttribute("title"), view.publishRefusal);
+});
+
 test("the fleet page shows every string of the fleet as text", async () => {
   const page = await load("fleet", {
     "/api/fleet": {

@@ -32,7 +32,9 @@ def test_the_page_runs_and_the_forge_receives_what_it_says(tmp_path: Path) -> No
     assert "round 1 at" in out and "demo-finder=found" in out and "1 fix(es) accepted" in out, out
     # what the forge received, as `jury dev forge published` lists it
     assert "comment on stats.py:13: **Jury** (demo-finder, round 1): median()" in out, out
-    assert out.count("status jury: success") == 3, out
+    # the clean PRs' heads are success; the median PR's head lacks its fix (on jury/<slug>): failure
+    assert out.count("status jury: success") == 2 and out.count("status jury: failure") == 1, out
+    assert "not on this commit: `jury fetch sample-1-" in out, out
     assert out.count("review by jury-dev: ### Jury: converged") == 3, out
     # the forge's own log, and it stopped when the page said so
     log = (work / "forge.log").read_text()

@@ -135,8 +135,10 @@ def test_a_fork_head_is_never_pushed_into_the_base_repository(
     assert "fixes.patch" in note and f"jury fetch {slug}" in note
     assert "not pushed" in r.out
     if kind == "github":
+        # the head has the bug still: the check says so and where the fixes are (held, on no branch)
         (check,) = base.server.github["acme/sample"].check_runs
-        assert check["conclusion"] == "success"
+        assert check["conclusion"] == "action_required"
+        assert f"`jury fetch {slug}` makes them branch jury/{slug}" in check["output"]["title"]
         assert "comes from a fork" in check["output"]["summary"]
     else:
         notes = [n["body"] for d in base.server.gitlab["acme/sample"].discussions[1] for n in d["notes"]]
@@ -144,19 +146,33 @@ def test_a_fork_head_is_never_pushed_into_the_base_repository(
         assert "comes from a fork" in summary and "fixes.patch" in summary
 
 
+@pytest.mark.parametrize("kind", ["github", "gitlab"])
 def test_a_head_of_the_base_repository_is_pushed_even_when_it_adds_ci(
-    base: Base, jury, write_config, state_dir: Path
+    kind: str, base: Base, jury, write_config, state_dir: Path
 ) -> None:
-    """The CI rule is for foreign heads: a branch of the base repository ran its workflows already."""
-    url = seed(base, "github", fork=False)
-    r = review(jury, write_config, url, base.env)
+    """The CI rule is for foreign heads: a branch of the base repository ran its workflows already.
+    Published, each commit's check tells that commit: the PR's head lacks the fix (not success, naming
+    the branch that has it); the pushed ``jury/<slug>`` holds it (success)."""
+    url = seed(base, kind, fork=False)
+    r = review(jury, write_config, url, base.env, "--publish")
     assert r.code == 0, r.out + r.err
     slug, target = the_run(jury, state_dir)
     assert target["state"] == "converged" and "not pushed" not in target["stateNote"], target
     pushed = git(base.remote, "rev-parse", f"refs/heads/jury/{slug}").strip()
     assert git(base.remote, "rev-parse", f"{pushed}~1").strip() == base.head
-    assert git(base.remote, "rev-parse", "refs/pull/1/head").strip() == base.head  # never the PR's branch
+    head_ref = "refs/pull/1/head" if kind == "github" else "refs/merge-requests/1/head"
+    assert git(base.remote, "rev-parse", head_ref).strip() == base.head  # never the PR's branch
     assert not (state_dir / "runs" / slug / "fixes.patch").exists()
+    if kind == "github":
+        by_sha = {c["head_sha"]: c for c in base.server.github["acme/sample"].check_runs}
+        assert by_sha[base.head]["conclusion"] == "action_required"
+        assert by_sha[base.head]["output"]["title"].endswith(f"they are on branch jury/{slug}")
+        assert by_sha[pushed]["conclusion"] == "success"
+    else:  # statuses: no "action required" there, so failed; the fixes' status filed under their branch
+        by_sha = {s["sha"]: s for s in base.server.gitlab["acme/sample"].statuses}
+        assert by_sha[base.head]["status"] == "failed"
+        assert f"they are on branch jury/{slug}" in by_sha[base.head]["description"]
+        assert (by_sha[pushed]["status"], by_sha[pushed]["ref"]) == ("success", f"jury/{slug}")
 
 
 @pytest.mark.parametrize("why", ["no token", "forge error"])

@@ -153,10 +153,16 @@ def test_publish_reviews_and_checks_on_github_and_gitlab(
         timeout=240,
     )
     assert r.code == 0, r.out + r.err
-    assert "published to gitlab acme/sample#3" in r.out and "check jury success" in r.out
+    # converged with a fix accepted, but the MR's head lacks it: GitLab's statuses have no "action
+    # required", so failed, saying where the fix is (no --push: the run's own branch, `jury fetch`)
+    assert "published to gitlab acme/sample#3" in r.out and "check jury action_required" in r.out
     gl = server.gitlab["acme/sample"]
     (status,) = gl.statuses
-    assert (status["name"], status["status"]) == ("jury", "success")
+    assert (status["name"], status["status"]) == ("jury", "failed")
+    assert (
+        "not on this commit" in status["description"] and "makes them branch jury/" in status["description"]
+    )
+    assert status["ref"] == "refs/merge-requests/3/head"
     notes = [n for d in gl.discussions[3] for n in d["notes"]]
     assert len(notes) == 1  # the summary; the finding's line is not on GitLab's diff: it is listed there
     assert "Not on the diff" in notes[0]["body"] and f"stats.py:{BUG_LINE}" in notes[0]["body"]
@@ -172,12 +178,14 @@ def test_publish_reviews_and_checks_on_github_and_gitlab(
         assert event["forge"] == "github" and event["number"] == n and event["reviewUrl"]
     by_head = {run["head_sha"]: run for run in gh.check_runs}
     assert len(gh.check_runs) == 3
-    expected = {7: "success", 8: "failure", 9: "neutral"}
+    expected = {7: "action_required", 8: "failure", 9: "neutral"}  # 7: its head lacks the fix
     for n, conclusion in expected.items():
         run = by_head[gh.prs[n].head_sha]
         assert (run["name"], run["conclusion"]) == ("jury", conclusion)
         assert states[n].published[0]["conclusion"] == conclusion
     assert "could not review" in by_head[gh.prs[9].head_sha]["output"]["title"]
+    title7 = by_head[gh.prs[7].head_sha]["output"]["title"]
+    assert f"not on this commit: `jury fetch {slugs[7]}` makes them branch jury/{slugs[7]}" in title7
     assert len(gh.reviews) == 3 and sorted(r["pr"] for r in gh.reviews) == [7, 8, 9]
     # inline: the accepted finding of 7 with its fix's commit; the open one of 8; none for 9
     by_pr: dict[int, list[dict]] = {}
@@ -198,7 +206,7 @@ def test_publish_reviews_and_checks_on_github_and_gitlab(
     # by hand, again: the same review, comments and check are updated, nothing new is posted
     again = jury("publish", slugs[7], env=worker)
     assert again.code == 0, again.out + again.err
-    assert "updated" in again.out and "check jury: success" in again.out
+    assert "updated" in again.out and "check jury: action_required" in again.out
     assert (
         len(gh.reviews) == 3
         and len(gh.check_runs) == 3

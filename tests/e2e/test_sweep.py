@@ -310,3 +310,18 @@ def test_a_sweep_with_push_pushes_each_runs_branch_to_the_prs_repository(
     assert git(remote, "rev-parse", f"jury/{slug}~1") == buggy
     assert git(remote, "rev-parse", "refs/pull/1/head") == buggy  # never the PR's own branch
     store.close()
+
+
+def test_a_json_sweep_that_enqueues_nothing_still_prints_its_report(
+    jury, forge, write_config, tmp_path
+) -> None:
+    """Followed (no --detach, no --dry-run) with nothing to enqueue: the report is final at once, and a
+    script reading ``--json`` gets it, never an empty output."""
+    repo = forge.github_repo("acme/sample")
+    repo.add(FakePR(1, "a draft", "d" * 40, draft=True))  # listed, skipped: no run
+    env = {"JURY_GITHUB_API": forge.github_api}
+    config = standard_jury(write_config)
+    r = jury("sweep", "acme/sample", "--config", str(config), "--json", env=env)
+    assert r.code == 0, r.out + r.err
+    report = json.loads(r.out)
+    assert report["rows"] == [] or all(row["outcome"] != "enqueued" for row in report["rows"])

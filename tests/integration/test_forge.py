@@ -7,7 +7,7 @@ import httpx
 import pytest
 from structlog.testing import capture_logs
 
-from orchestrator.forge import ForgeError, ForgeSettings, GitHub, ReviewDraft
+from orchestrator.forge import ForgeError, ForgeSettings, GitHub, InlineComment, ReviewDraft
 from orchestrator.forge.base import read_marker
 from tests.fakes.forge_kit import (  # noqa: F401 (fixtures)
     GH_REPO,
@@ -384,6 +384,30 @@ def test_gitlab_comments_on_an_earlier_head_use_that_version(server: ForgeServer
     (placed,) = own_inline(kit, "run-4")
     assert placed["commit"] == "1" * 40
     assert server.calls("GET", "/versions")
+
+
+def test_gitlab_comment_on_an_unchanged_line_sends_both_sides(
+    server: ForgeServer, http: httpx.Client
+) -> None:
+    """Line 11 is context (line 9 before the change), line 12 is added: GitLab places the first only with
+    ``old_line`` too and the second only without one; the fake refuses either otherwise."""
+    kit = make_kit("gitlab", server, http)
+    seed_five(kit.state)
+    kit.state.prs[1].context = {"src/app.py": {10: 8, 11: 9}}
+    comments = (
+        InlineComment(path="src/app.py", line=11, body="on context", key="c", old_line=9),
+        InlineComment(path="src/app.py", line=12, body="on an added line", key="a"),
+        InlineComment(path="src/app.py", line=10, body="old side unknown", key="u"),
+    )
+    review = ReviewDraft(run="run-6", body="three", comments=comments)
+    published = kit.forge.publish_review(kit.repo, 1, "1" * 40, review)
+    assert [(c.line, c.action) for c in published.comments] == [
+        (11, "created"),
+        (12, "created"),
+        (10, "unplaced"),  # a context line sent with its new number alone is refused: in the summary
+    ]
+    sent = [n["position"] for d in kit.state.discussions[1] for n in d["notes"] if n["position"]]
+    assert [(pos["new_line"], pos.get("old_line")) for pos in sent] == [(11, 9), (12, None)]
 
 
 def test_github_app_needs_its_login_to_find_its_own_review(server: ForgeServer, http: httpx.Client) -> None:

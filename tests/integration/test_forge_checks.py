@@ -30,7 +30,7 @@ from tests.fakes.forge_kit import (  # noqa: F401 (fixtures)
     server_fixture,
     writes,
 )
-from tests.fakes.forge_server import ForgeServer
+from tests.fakes.forge_server import FakePR, ForgeServer
 
 # --- the check -----------------------------------------------------------------------------------------
 
@@ -87,6 +87,7 @@ def test_github_checks_mode_refuses_to_fall_back(server: ForgeServer, http: http
 
 def test_gitlab_status_mapping_and_update(server: ForgeServer, http: httpx.Client) -> None:
     kit = make_kit("gitlab", server, http)
+    kit.state.add(FakePR(1, "plain", HEAD))  # its branch holds HEAD: GitLab needs no ref to find one
     assert (
         kit.forge.set_check(GL_REPO, HEAD, conclusion="success", title="converged", summary="s").state
         == "success"
@@ -107,8 +108,47 @@ def test_gitlab_status_mapping_and_update(server: ForgeServer, http: httpx.Clien
 
 
 def test_a_run_that_could_not_review_is_never_success(kit: Kit) -> None:
+    kit.state.add(FakePR(1, "plain", HEAD))
     result = kit.forge.set_check(kit.repo, HEAD, conclusion="neutral", title="no agent", summary="s")
     assert result.state not in ("success", "skipped")
+
+
+def test_fixes_missing_from_the_commit_block_on_every_forge_and_mode(
+    server: ForgeServer, http: httpx.Client
+) -> None:
+    """``action_required`` (the head lacks its accepted fixes): a check run says so itself; the
+    statuses, which have no such state (nor neutral), fail, so no merge goes through on it."""
+    app = make_kit("github", server, http, app=True)
+    app.state.add(FakePR(1, "plain", HEAD))
+    run = app.forge.set_check(
+        GH_REPO, HEAD, conclusion="action_required", title="fixes elsewhere", summary="s"
+    )
+    assert (run.kind, run.state) == ("check-run", "action_required")
+    statuses = GitHub(http, token=GH_TOKEN, api=server.github_api, checks="statuses")
+    status = statuses.set_check(
+        GH_REPO, HEAD, conclusion="action_required", title="fixes elsewhere", summary="s"
+    )
+    assert (status.kind, status.state) == ("status", "failure")
+    gl = make_kit("gitlab", server, http)
+    gl.state.add(FakePR(1, "plain", HEAD))
+    lab = gl.forge.set_check(
+        GL_REPO, HEAD, conclusion="action_required", title="fixes elsewhere", summary="s"
+    )
+    assert lab.state == "failed"
+
+
+def test_gitlab_status_on_a_head_no_branch_holds_needs_its_ref(
+    server: ForgeServer, http: httpx.Client
+) -> None:
+    """A fork MR's head is held by ``refs/merge-requests/N/head`` alone: without a ref GitLab answers 404."""
+    kit = make_kit("gitlab", server, http)
+    kit.state.add(FakePR(4, "from a fork", HEAD, fork=True))
+    with pytest.raises(ForgeError) as caught:
+        kit.forge.set_check(GL_REPO, HEAD, conclusion="failure", title="1 open", summary="s")
+    assert caught.value.status == 404
+    ref = "refs/merge-requests/4/head"
+    done = kit.forge.set_check(GL_REPO, HEAD, conclusion="failure", title="1 open", summary="s", ref=ref)
+    assert done.state == "failed" and kit.state.statuses[-1]["ref"] == ref
 
 
 # --- naming and settings -------------------------------------------------------------------------------

@@ -22,7 +22,8 @@ from jury_cli.web import app as web_app
 from jury_cli.web.app import create_app
 from jury_cli.web.auth import COOKIE, Guard
 from orchestrator.config import Settings
-from orchestrator.domain import ActionDeferred, Event, RunCancel, RunResumed
+from orchestrator.domain import ActionDeferred, Event, RunCancel, RunResumed, TargetEvent
+from orchestrator.spec import Target
 from orchestrator.store.files import FileStore
 from orchestrator.store.redis import RedisStore
 from orchestrator.store.redis import from_url as redis_store
@@ -92,6 +93,7 @@ def test_run_list_sorts_by_state_and_lists_unreadable_runs(tmp_path: Path) -> No
 def test_run_page_shows_the_timeline_rounds_conversation_findings_and_spend(backing) -> None:
     settings, store = backing
     store.append("acme-7", run.started() + run.alpha_found() + run.judged())
+    store.put_artifact("acme-7", "patches/r1-alpha-1.patch", b"diff")  # the prompt is never stored here
     if isinstance(store, RedisStore):
         store.put_alive("acme-7", run.beta_tick(30.0))
     with console(settings, store) as base:
@@ -134,7 +136,35 @@ def test_run_page_shows_the_timeline_rounds_conversation_findings_and_spend(back
         "budgetRefused": None,
         "byFinding": {"r1-alpha-1": 0.25},
     }
-    assert "patches/r1-alpha-1.patch" in page["artifacts"]
+    # only what answers: the events name the round's prompt too, but no store kept it (it would be a 404)
+    assert page["artifacts"] == ["patches/r1-alpha-1.patch"]
+    assert "round-1.prompt.md" not in page["artifacts"]
+
+
+def test_re_publish_is_offered_only_for_an_ended_run_of_a_pr(backing) -> None:
+    """A local branch's run has no PR (the API would answer 409); a running one has no verdict yet. The
+    run list shows a PR's number as "#7" and a branch by its name, never "#feat-b"."""
+    settings, store = backing
+    pr_run = Target(repo="acme/widgets", id="7", url="https://github.com/acme/widgets/pull/7", head="a" * 40)
+    local = Target(repo="widgets", id="feat-b", branch="feat-b", head="b" * 40, path="/src/widgets")
+    for slug, target, state in (
+        ("pr-7", pr_run, "human"),
+        ("local-b", local, "human"),
+        ("pr-live", pr_run, "review"),
+    ):
+        store.append(
+            slug, [TargetEvent(eid="t", target=target), TargetEvent(eid="end", target=Target(state=state))]
+        )
+    with console(settings, store) as base:
+        pages = {slug: httpx.get(f"{base}/api/runs/{slug}").json() for slug in ("pr-7", "local-b", "pr-live")}
+        rows = {r["slug"]: r for r in httpx.get(f"{base}/api/runs").json()["runs"]}
+    assert (pages["pr-7"]["publishable"], pages["pr-7"]["publishRefusal"]) == (True, None)
+    assert pages["local-b"]["publishable"] is False
+    assert "reviewed a local branch: it has no PR to publish to" in pages["local-b"]["publishRefusal"]
+    assert (
+        pages["pr-live"]["publishable"] is False and "once it has ended" in pages["pr-live"]["publishRefusal"]
+    )
+    assert rows["pr-7"]["url"] and rows["local-b"]["url"] is None  # the page's "#" goes with a URL only
 
 
 def test_an_agent_left_without_an_end_is_abandoned_once_the_run_ended_or_resumed(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrator.decide import DispatchAction, awaiting_publish, decide, publish_key
-from orchestrator.fold import FindingState, RoundSeat, RoundState, RunState
+from orchestrator.fold import CommitInfo, FindingState, RoundSeat, RoundState, RunState
 from orchestrator.publishing import clip, parse_loc, plan, verdict
 from orchestrator.refute.record import RefutationRecord
 from orchestrator.refute.verdicts import ParsedRefutation
@@ -38,7 +38,8 @@ def run(state: Any, note: str = "", *, publish: bool = True, **findings: Any) ->
 
 
 def test_the_conclusion_is_the_runs_true_state() -> None:
-    assert verdict(run("converged", "all clean", f1="accepted"))[0] == "success"
+    assert verdict(run("converged", "all clean", f1="accepted"), fixes_on_head=True)[0] == "success"
+    assert verdict(run("converged", "all clean", f2="rejected"))[0] == "success"  # nothing to carry
     assert verdict(run("human", "round cap", f1="open"))[0] == "failure"
     assert verdict(run("human", "left", f1="deferred", f2="rejected"))[0] == "failure"
     # could not review: neutral with the reason, even with findings raised (nobody judged them)
@@ -71,7 +72,7 @@ def test_the_conclusion_is_the_runs_true_state() -> None:
 
 def test_comments_go_on_diff_lines_and_the_rest_into_the_summary() -> None:
     s = run("human", "round cap", f1="open", f2="deferred", f3="rejected", f4="accepted")
-    p = plan(s, {"x.py": {10, 13}})
+    p = plan(s, {"x.py": {10: None, 13: None}})
     assert [(n.key, n.path, n.line) for n in p.comments] == [("f1", "x.py", 10), ("f4", "x.py", 13)]
     assert [n.key for n in p.off_diff] == ["f2"]  # on x.py:11, not on the diff; f3 rejected: summary only
     assert "Not on the diff" in p.body and "`x.py:11`" in p.body
@@ -193,7 +194,7 @@ def test_the_summary_lists_deferred_refuted_and_verified_findings_with_their_evi
         TargetEvent(eid="end", target=Target(state="human", state_note="a finding deferred")),
     ]
     s = fold(events, "s-1")
-    p = plan(s, {"stats.py": {10, 11, 12, 13}})
+    p = plan(s, {"stats.py": dict.fromkeys((10, 11, 12, 13))})
     assert p.conclusion == "failure"  # one deferred
 
     (first, second) = section(p.body, "Accepted")
@@ -231,3 +232,18 @@ def test_the_summary_lists_deferred_refuted_and_verified_findings_with_their_evi
     )
     (first, _) = section(body, "Accepted")
     assert first.endswith("not verified: the test passed without the fix")
+
+
+def test_a_head_without_its_accepted_fixes_is_not_success_and_says_where_they_are() -> None:
+    """The fixes are commits on top of the reviewed head: the head still has the bug."""
+    s = run("converged", "all clean", f1="accepted", f2="rejected")
+    conclusion, title = verdict(s)
+    assert conclusion == "action_required"
+    assert "not on this commit" in title and "`jury fetch s-1` makes them branch jury/s-1" in title
+    p = plan(s, None)
+    assert p.conclusion == "action_required"
+    assert "**Not on this commit**" in p.check_summary and "jury/s-1" in p.body
+    # pushed to the forge as jury/s-1: the title names the branch
+    s.commits.append(CommitInfo(sha="f" * 40, subject="pushed", pushed=True, branch="jury/s-1"))
+    assert verdict(s)[1].endswith("they are on branch jury/s-1")
+    assert "Not on this commit" not in plan(s, None, fixes_on_head=True).check_summary

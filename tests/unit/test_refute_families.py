@@ -14,6 +14,7 @@ from orchestrator.refute.families import (
     independence,
     refuter_for,
     spec_family,
+    why_no_family,
 )
 from orchestrator.spec import AgentSpec
 
@@ -228,3 +229,27 @@ def test_refuter_for_uses_the_configured_family(
     assert (choice.agent, choice.independent) == (chosen, independent)
     if chosen is not None:
         assert choice.family == spec_family(AGENTS[chosen])
+
+
+def test_a_choice_that_comes_to_nothing_says_which_entries_have_no_family_and_why() -> None:
+    """An entry without a model whose name is no agent Jury knows has no family: the skipped second
+    opinion's reason (shown by the run's output and ``jury show``) names it and what to set."""
+    agents = {
+        "mybot": agent("mybot"),  # no model, a name Jury does not know
+        "helper": agent("helper", "acme-llm-7"),  # a model of no vendor Jury knows
+        "opencode": agent("opencode"),  # an agent of many vendors, no model
+        "judge": agent("judge", "vendorj/judge-1"),
+    }
+    choice = refuter_for(agents, ["mybot", "helper", "opencode"], "judge")
+    assert choice.agent is None
+    assert "mybot has no family: it has no model, and 'mybot' is no agent Jury knows" in choice.reason
+    assert 'set family = "<vendor>" (or a model) in [agents.mybot]' in choice.reason
+    assert "helper has no family: its model 'acme-llm-7' names no vendor Jury knows" in choice.reason
+    assert "opencode has no family: opencode fronts many vendors" in choice.reason
+    # the judge's own family unknown: said too, even when a candidate is chosen (not independent)
+    agents["judge"] = agent("judge")
+    agents["other"] = agent("other", "vendoro/other-1")
+    chosen = refuter_for(agents, ["other"], "judge")
+    assert chosen.agent == "other" and not chosen.independent
+    assert "judge has no family: it has no model, and 'judge' is no agent Jury knows" in chosen.reason
+    assert why_no_family(agents["other"]) is None

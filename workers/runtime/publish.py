@@ -37,7 +37,7 @@ from orchestrator.forge import (
     load_forge_settings,
 )
 from orchestrator.logs import add_secret, redact
-from orchestrator.publishing import Plan, plan
+from orchestrator.publishing import Plan, accepted_count, fix_commits, plan
 from orchestrator.run_reader import fold_run, read_state
 from orchestrator.store.base import EventStore
 from orchestrator.store.files import FileStore, mirror
@@ -45,16 +45,18 @@ from workers.isolation.supervise import Interrupted
 from workers.isolation.worktree import git
 from workers.runtime.actions import handles
 from workers.runtime.context import Job, Runtime, finish
+from workers.runtime.fix_checks import CheckPlace, fixes_in_history, set_checks
 
 log = structlog.get_logger()
 
-_HUNK_RE = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
+_HUNK_RE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 MAX_DIFF_FILES = 3000
 
 
-def diff_lines(repo: Path, base: str, head: str) -> dict[str, set[int]] | None:
+def diff_lines(repo: Path, base: str, head: str) -> dict[str, dict[int, int | None]] | None:
     """The new-side lines the PR's diff shows per path (added and context lines, three of context as the
-    forges show them), or None when the repository cannot tell (then the forge decides)."""
+    forges show them), each with its old-side number when it is an unchanged line (None when added), or
+    None when the repository cannot tell (then the forge decides)."""
     try:
         text = git(
             ["diff", "--no-ext-diff", "--no-color", "--no-renames", "--unified=3", f"{base}...{head}"], repo
@@ -62,17 +64,26 @@ def diff_lines(repo: Path, base: str, head: str) -> dict[str, set[int]] | None:
     except (GitError, OSError) as exc:
         log.info("publish.no_diff", repo=str(repo), error=str(exc)[:200])
         return None
-    lines: dict[str, set[int]] = {}
+    lines: dict[str, dict[int, int | None]] = {}
     path: str | None = None
+    old = new = old_left = new_left = 0
     for row in text.splitlines():
-        if row.startswith("+++ "):
+        if old_left > 0 or new_left > 0:  # inside a hunk: its counts say where it ends
+            mark = row[:1]
+            if mark in (" ", "") and path is not None:
+                lines[path][new] = old
+            elif mark == "+" and path is not None:
+                lines[path][new] = None
+            old, old_left = (old + 1, old_left - 1) if mark in (" ", "", "-") else (old, old_left)
+            new, new_left = (new + 1, new_left - 1) if mark in (" ", "", "+") else (new, new_left)
+        elif row.startswith("+++ "):
             name = row[4:]
-            path = name[2:] if name.startswith("b/") else None
-            if path is not None and len(lines) < MAX_DIFF_FILES:
-                lines.setdefault(path, set())
-        elif path is not None and (found := _HUNK_RE.match(row)):
-            start, count = int(found[1]), int(found[2] if found[2] is not None else 1)
-            lines.setdefault(path, set()).update(range(start, start + count))
+            path = name[2:] if name.startswith("b/") and len(lines) < MAX_DIFF_FILES else None
+            if path is not None:
+                lines.setdefault(path, {})
+        elif found := _HUNK_RE.match(row):
+            old, old_left = int(found[1]), int(found[2] if found[2] is not None else 1)
+            new, new_left = int(found[3]), int(found[4] if found[4] is not None else 1)
     return lines
 
 
@@ -106,7 +117,8 @@ def _post_review(
         run=slug,
         body=draft_plan.body,
         comments=tuple(
-            InlineComment(path=n.path, line=n.line, body=n.body, key=n.key) for n in draft_plan.comments
+            InlineComment(path=n.path, line=n.line, body=n.body, key=n.key, old_line=n.old_line)
+            for n in draft_plan.comments
         ),
     )
     review = forge.publish_review(project, number, head, draft)
@@ -141,11 +153,15 @@ def publish_state(
         why = "the run's target is not a PR/MR URL, so there is no PR to publish to"
         return RunPublished.model_validate({**base, "ok": False, "error": why})
     repo = repo or (Path(s.target.path) if s.target.path else None)  # a worker's own mirror, if given
-    draft_plan = plan(s, diff_lines(repo, s.target.base, head) if repo and s.target.base else None)
+    fixes = fix_commits(s)
+    on_head = bool(fixes) and repo is not None and fixes_in_history(repo, head, fixes)
+    diff = diff_lines(repo, s.target.base, head) if repo and s.target.base else None
+    draft_plan = plan(s, diff, fixes_on_head=on_head)
     found: dict[str, Any] = {
         "conclusion": draft_plan.conclusion,
         "head": head,
         "off_diff": len(draft_plan.off_diff),
+        "fixes_on_head": on_head if accepted_count(s) else None,
     }
     own = client is None
     http = client or httpx.Client()
@@ -172,15 +188,7 @@ def publish_state(
     except (JuryError, httpx.HTTPError, ValueError) as exc:
         failures.add("the review", exc)
     try:
-        check = forge.set_check(
-            project,
-            head,
-            name="jury",
-            conclusion=draft_plan.conclusion,
-            title=draft_plan.title,
-            summary=draft_plan.check_summary,
-        )
-        found |= {"check_kind": check.kind, "check_id": check.id, "check_url": check.url}
+        found |= set_checks(s, CheckPlace(forge, project, number, head), draft_plan)
     except (JuryError, httpx.HTTPError, ValueError) as exc:
         failures.add("the check", exc)
     finally:
@@ -251,7 +259,8 @@ def publish_action(rt: Runtime, slug: str, key: str, interrupted: Interrupted) -
         return rt.wake(slug)
     job = Job(slug=slug, state=s, action=action, interrupted=interrupted)
     try:  # the diff's lines from this host's mirror of the PR (no host reads another's disk)
-        repo: Path | None = rt.repo(slug, s.target, [s.target.base, s.target.head])
+        # the fixes' commits too: whether the head holds them is read from them (``fix_checks``)
+        repo: Path | None = rt.repo(slug, s.target, [s.target.base, s.target.head, *fix_commits(s)])
     except (JuryError, OSError) as exc:
         log.info("publish.no_mirror", slug=slug, error=str(exc)[:200])
         repo = None

@@ -99,7 +99,8 @@
         el("tr", { data: { slug: r.slug, state: r.state } },
           el("td", {}, runLink(r.slug)),
           el("td", {}, badge(r.state)),
-          el("td", {}, [r.repo, r.id].filter(Boolean).join(" #")),
+          // "#7" is a PR's number; a local branch is shown by its name, never as "#feat-b"
+          el("td", {}, [r.repo, r.id && r.url ? `#${r.id}` : r.id].filter(Boolean).join(" ")),
           el("td", { class: "title" }, r.title || ""),
           el("td", { class: "num" }, r.rounds),
           el("td", { class: "num" }, `${r.findings} (${r.open} open)`),
@@ -158,7 +159,8 @@
       button("cancel", "cancel", !v.terminal && !v.cancelRequested),
       // The server's own rule (actions.resume_refusal): an ended run that did not converge, on the fleet.
       button("resume", "resume", v.resumable === true, v.resumeRefusal),
-      s.publish ? button("publish", "re-publish", v.terminal) : null,
+      // The server's own rule (present.publish_refusal): an ended run of a PR; a local branch has none.
+      s.publish ? button("publish", "re-publish", v.publishable === true, v.publishRefusal) : null,
       ui.message ? el("span", { class: "message" }, ui.message) : null);
   }
 
