@@ -35,9 +35,15 @@ def runs(
     cursor: Annotated[
         str | None, typer.Option("--cursor", help="Start after this run: the cursor the last page printed.")
     ] = None,
-    state: Annotated[str | None, typer.Option("--state", help="Only runs in this state (converged ...).")] = None,
-    repo: Annotated[str | None, typer.Option("--repo", help="Only runs of this repository (owner/name).")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the page and the next cursor as JSON.")] = False,
+    state: Annotated[
+        str | None, typer.Option("--state", help="Only runs in this state (converged ...).")
+    ] = None,
+    repo: Annotated[
+        str | None, typer.Option("--repo", help="Only runs of this repository (owner/name).")
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the page and the next cursor as JSON.")
+    ] = False,
     dir: DirOpt = None,
 ) -> None:
     """List runs, newest first, a page at a time: slug, state, rounds, findings, open. Ended runs are
@@ -59,7 +65,9 @@ def runs(
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         return
     if not page.runs and not page.skipped:
-        context.out.print("no runs yet" if cursor is None and not (state or repo) else "no runs", markup=False)
+        context.out.print(
+            "no runs yet" if cursor is None and not (state or repo) else "no runs", markup=False
+        )
     running = running_here(settings)
     for r in page.runs:
         stopped = running is not None and r.state not in TERMINAL_STATES and r.slug not in running

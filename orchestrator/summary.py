@@ -75,7 +75,9 @@ def _seats(state: RunState) -> list[SeatCounts]:
     """One row per agent that sat in a round, raised a finding or spent, in name order."""
     agents = {seat for r in state.rounds for seat in r.agents}
     agents |= {f.agent for f in state.findings.values()} | set(state.spent)
-    rows = {agent: SeatCounts(agent=agent, spent_usd=round(state.spent.get(agent, 0.0), 6)) for agent in agents}
+    rows = {
+        agent: SeatCounts(agent=agent, spent_usd=round(state.spent.get(agent, 0.0), 6)) for agent in agents
+    }
     for f in state.findings.values():
         row = rows[f.agent]
         row.raised += 1

@@ -211,7 +211,8 @@ def create_app(settings: Settings, store: Any, guard: Guard, loopback: bool) -> 
 
 
 def list_query(request: Request) -> dict[str, Any]:
-    """``/api/runs``'s query: ``limit`` (default ``listing.DEFAULT_LIMIT``), ``cursor``, ``state``, ``repo``."""
+    """``/api/runs``'s query: ``limit`` (default ``listing.DEFAULT_LIMIT``), ``cursor``, ``state``,
+    ``repo``; UsageError for a limit that is no number."""
     query = request.query_params
     raw = query.get("limit") or str(DEFAULT_LIMIT)
     if not raw.isdigit():

@@ -201,7 +201,7 @@ def run_list(
         }
         for r in page.runs
     ]
-    rows.sort(key=lambda r: state_rank(r["state"]))  # stable: newest first within a state
+    rows.sort(key=lambda r: state_rank(str(r["state"])))  # stable: newest first within a state
     skipped = [{"slug": slug, "reason": why} for slug, why in page.skipped]
     return {"runs": rows, "skipped": skipped, "next": page.next}
 

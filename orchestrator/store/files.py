@@ -35,7 +35,6 @@ from orchestrator.domain import Event, RunResumed, dump_event, parse_event
 from orchestrator.errors import StoreError
 from orchestrator.fold import RunState, fold, run_json
 from orchestrator.spec import TERMINAL_STATES
-from orchestrator.summary import RunSummary, summarize
 from orchestrator.store.base import (
     CREATED_FILE,
     EVENTS_FILE,
@@ -49,6 +48,7 @@ from orchestrator.store.base import (
     put_each_artifact,
 )
 from orchestrator.store.paging import page_of, parse_summary
+from orchestrator.summary import RunSummary, summarize
 
 log = structlog.get_logger()
 
@@ -527,7 +527,9 @@ def keep_summary(
     stores = [live] if live is files else [live, files]
     if state.state in TERMINAL_STATES:
         before = live.read_summary(slug)
-        summary = summarize(state, before.ended if before is not None and before.state == state.state else None)
+        summary = summarize(
+            state, before.ended if before is not None and before.state == state.state else None
+        )
         if summary != before:
             for store in stores:
                 store.write_summary(slug, summary)

@@ -56,8 +56,9 @@ Only the Redis implementations build these keys: ``orchestrator.store.redis`` (`
 ``workers.runtime.lease`` (``RedisLeases``), ``workers.fleet.ledger`` (``Ledger``),
 ``workers.isolation.limits`` (``RedisSlots``), ``workers.fleet.presence`` (the workers' presence),
 ``workers.fleet.reaper`` (the reaper's lock), ``orchestrator.store.redis_summaries`` (the summaries),
-``workers.fleet.forge_cache`` (``RedisETagCache``: the ``forge:etag:`` keys) and ``workers.fleet.scheduler`` (``ScheduleStore``: the ``schedule:`` keys; a schedule's
-name holds no ``:`` and no glob character). Everyone else goes through their named methods, which the
+``workers.fleet.forge_cache`` (``RedisETagCache``: the ``forge:etag:`` keys) and
+``workers.fleet.scheduler`` (``ScheduleStore``: the ``schedule:`` keys; a schedule's name holds no ``:``
+and no glob character). Everyone else goes through their named methods, which the
 in-memory twins implement too.
 
 Celery's broker keeps its own keys in the same database, outside the prefix: one list per queue

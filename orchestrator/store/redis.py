@@ -46,7 +46,6 @@ from orchestrator.store.redis_codec import (
     text,
 )
 from orchestrator.store.redis_marks import RedisMarks, store_errors
-from orchestrator.store.redis_summaries import RedisSummaries
 from orchestrator.store.redis_scripts import (
     APPEND_LUA,
     EXPIRE_LUA,
@@ -58,6 +57,7 @@ from orchestrator.store.redis_scripts import (
     REAP_DIGEST_LUA,
     START_SWEPT_LUA,
 )
+from orchestrator.store.redis_summaries import RedisSummaries
 from orchestrator.store.urls import normalize_url, redact_url, scrub
 
 log = structlog.get_logger()

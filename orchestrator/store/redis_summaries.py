@@ -77,7 +77,9 @@ class RedisSummaries:
             self.prune()
             return collect(self._index_after(start, batch), limit, state, repo)
 
-    def _index_after(self, start: Position | None, batch: int) -> Iterator[tuple[float, str, RunSummary | None]]:
+    def _index_after(
+        self, start: Position | None, batch: int
+    ) -> Iterator[tuple[float, str, RunSummary | None]]:
         """The runs after ``start``, newest first, each with its summary, read ``batch`` at a time (at most
         ``SCAN_BUDGET`` and a batch); runs past their retention deadline are left out."""
         top = "+inf" if start is None else repr(start[0])
