@@ -1,6 +1,7 @@
 """What the console shows, as JSON: the run list and one run's page, read through the store.
 
-Every view is built from the event log (``fold`` plus the events themselves, for what the fold does not
+The run list is a page of the runs' summaries (``orchestrator.listing``; a run without one folded). A
+run's page is built from the event log (``fold`` plus the events themselves, for what the fold does not
 keep: when each agent run started and ended) and the liveness ticks kept beside it. Nothing here writes.
 The strings are the run's own (hostile PRs, agents' output): they are data to the page, which shows them
 as text, never markup.
