@@ -23,10 +23,20 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from bench import dispatch, eventlog, fairness, fleet, isolation, machine, parsers, reaper, startup
+from bench import dispatch, eventlog, fairness, fleet, isolation, listing, machine, parsers, reaper, startup
 from bench.stats import Figure
 
-SECTIONS = ("dispatch", "fleet", "fair share", "event log", "reaper", "isolation", "parsers", "start-up")
+SECTIONS = (
+    "dispatch",
+    "fleet",
+    "fair share",
+    "event log",
+    "reaper",
+    "listing",
+    "isolation",
+    "parsers",
+    "start-up",
+)
 
 
 def quiet_logs() -> None:
@@ -111,6 +121,11 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[str, Callable[[], list[Figure]]] = {
         "event log": lambda: eventlog.measure(client, quick=args.quick, repeat=repeat),
         "reaper": lambda: reaper.measure(client, runs=reaper.RUNS, repeat=repeat),
+        "listing": lambda: listing.measure(
+            sizes=(1_000, 10_000) if args.quick else listing.SIZES,
+            repeat=repeat,
+            old=0 if args.quick else listing.OLD,
+        ),
         "isolation": lambda: isolation.measure(quick=args.quick, repeat=repeat),
         "parsers": lambda: parsers.measure(repeat, size=100_000 if args.quick else parsers.MB),
         "start-up": lambda: startup.measure(repeat=repeat),

@@ -36,7 +36,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "sweep",
         "Review every matching open PR of some repositories: one run per PR head not reviewed yet.",
     ),
-    "runs": ("jury_cli.runs", "runs", "List runs: slug, state, rounds, findings, open."),
+    "runs": ("jury_cli.runs", "runs_app", "List runs: slug, state, rounds, findings, open."),
     "show": ("jury_cli.runs", "show", "Show one run."),
     "agents": (
         "jury_cli.host",

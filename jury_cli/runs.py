@@ -20,34 +20,82 @@ if TYPE_CHECKING:
     from orchestrator.config import Settings
 
 
-def runs(dir: DirOpt = None) -> None:
-    """List runs: slug, state, rounds, findings, open."""
+runs_app = typer.Typer(
+    help="List runs: slug, state, rounds, findings, open.",
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+@runs_app.callback(invoke_without_command=True)
+def runs(
+    ctx: typer.Context,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=500, help="Runs a page lists.")] = 50,
+    cursor: Annotated[
+        str | None, typer.Option("--cursor", help="Start after this run: the cursor the last page printed.")
+    ] = None,
+    state: Annotated[
+        str | None, typer.Option("--state", help="Only runs in this state (converged ...).")
+    ] = None,
+    repo: Annotated[
+        str | None, typer.Option("--repo", help="Only runs of this repository (owner/name).")
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the page and the next cursor as JSON.")
+    ] = False,
+    dir: DirOpt = None,
+) -> None:
+    """List runs, newest first, a page at a time: slug, state, rounds, findings, open. Ended runs are
+    listed from their summaries, live ones folded (``orchestrator.listing``)."""
+    if ctx.invoked_subcommand is not None:
+        return
     from jury_cli.backend import reading_store
-    from orchestrator.run_reader import fold_run
+    from orchestrator.listing import list_runs
     from orchestrator.spec import TERMINAL_STATES
 
     settings = settings_for(dir)
-    store = reading_store(settings)
-    running = running_here(settings)
-    slugs = store.runs()
-    if not slugs:
-        context.out.print("no runs yet")
+    page = list_runs(reading_store(settings), limit, cursor, state, repo)
+    if as_json:
+        doc = {
+            "runs": [r.model_dump(mode="json") for r in page.runs],
+            "skipped": [{"slug": slug, "reason": why} for slug, why in page.skipped],
+            "next": page.next,
+        }
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         return
-    for slug in slugs:
-        try:
-            s = fold_run(store, slug)  # a live run from its snapshot and what follows it
-            if s.events == 0:
-                raise ValueError("no readable events")
-        except Exception as exc:  # one unreadable run never blanks the list
-            context.out.print(f"{slug}  skipped: {exc}", markup=False)
-            continue
-        n_open = len(s.open_findings())
-        stopped = running is not None and s.state not in TERMINAL_STATES and slug not in running
+    if not page.runs and not page.skipped:
         context.out.print(
-            f"{slug}  {s.state}  rounds={len(s.rounds)}  findings={len(s.findings)}  open={n_open}"
+            "no runs yet" if cursor is None and not (state or repo) else "no runs", markup=False
+        )
+    running = running_here(settings)
+    for r in page.runs:
+        stopped = running is not None and r.state not in TERMINAL_STATES and r.slug not in running
+        context.out.print(
+            f"{r.slug}  {r.state}  rounds={r.rounds}  findings={r.total_findings}  open={r.open}"
             + ("  (not running on this machine)" if stopped else ""),
             markup=False,
         )
+    for slug, why in page.skipped:
+        context.out.print(f"{slug}  skipped: {why}", markup=False)
+    if page.next is not None:
+        context.out.print(f"more: jury runs --cursor {page.next}", markup=False)
+
+
+@runs_app.command("backfill")
+def backfill(dir: DirOpt = None) -> None:
+    """Write the summary of every ended run that has none (runs from before summaries); idempotent."""
+    from jury_cli.backend import reading_store
+    from orchestrator.listing import backfill as fill
+
+    done = fill(reading_store(settings_for(dir)))
+    context.out.print(
+        f"summaries written: {done.written}, already there: {done.kept}, runs not ended: {done.live}, "
+        f"unreadable: {len(done.unreadable)}",
+        markup=False,
+    )
+    for slug, why in done.unreadable:
+        context.out.print(f"{slug}  unreadable: {why}", markup=False)
 
 
 def running_here(settings: Settings) -> set[str] | None:

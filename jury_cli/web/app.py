@@ -3,7 +3,8 @@ they use (docs/console.md).
 
     GET  /  /runs/{slug}  /fleet                 the pages: static HTML, filled in by console.js
     GET  /api/session                            what this browser may do (its token, publishing)
-    GET  /api/runs                               the run list (and the runs that could not be read)
+    GET  /api/runs?limit=&cursor=&state=&repo=  a page of the run list (the runs that could not be read,
+                                                 the next page's cursor)
     GET  /api/runs/{slug}                        one run's page: timeline, rounds, conversations, findings
     GET  /api/runs/{slug}/events                 server-sent events following the log (``sse.py``)
     GET  /api/runs/{slug}/artifacts/{name}       one artifact, as text
@@ -32,6 +33,7 @@ from jury_cli.web import actions, fleet, present, sse, views
 from jury_cli.web.auth import Guard, GuardMiddleware, same_origin
 from orchestrator.config import Settings
 from orchestrator.errors import JuryError, StoreError, UsageError
+from orchestrator.listing import DEFAULT_LIMIT
 from orchestrator.store.base import check_artifact_name, check_slug
 from orchestrator.store.files import FileStore
 
@@ -106,7 +108,13 @@ class _Console:
 
     def run_list(self, request: Request) -> Response:
         try:
-            return JSONResponse(views.run_list(self.store, self.list_folds))
+            page = list_query(request)
+        except UsageError as exc:
+            return error(400, str(exc))
+        try:
+            return JSONResponse(views.run_list(self.store, self.list_folds, **page))
+        except UsageError as exc:  # a cursor no page handed out
+            return error(400, str(exc))
         except StoreError as exc:
             return unavailable(exc)
 
@@ -214,6 +222,21 @@ def create_app(settings: Settings, store: Any, guard: Guard, loopback: bool) -> 
     return GuardMiddleware(
         Starlette(routes=routes, exception_handlers={StoreUnavailable: on_unavailable}), guard, loopback
     )
+
+
+def list_query(request: Request) -> dict[str, Any]:
+    """``/api/runs``'s query: ``limit`` (default ``listing.DEFAULT_LIMIT``), ``cursor``, ``state``,
+    ``repo``; UsageError for a limit that is no number."""
+    query = request.query_params
+    raw = query.get("limit") or str(DEFAULT_LIMIT)
+    if not raw.isdigit():
+        raise UsageError(f"limit must be a number of runs, not {raw!r}")
+    return {
+        "limit": int(raw),
+        "cursor": query.get("cursor") or None,
+        "state": query.get("state") or None,
+        "repo": query.get("repo") or None,
+    }
 
 
 def read_artifact(store: Any, slug: str, name: str) -> bytes | None:

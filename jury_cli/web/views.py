@@ -1,6 +1,7 @@
 """What the console shows, as JSON: the run list and one run's page, read through the store.
 
-Every view is built from the event log (``fold`` plus the events themselves, for what the fold does not
+The run list is a page of the runs' summaries (``orchestrator.listing``; a run without one folded). A
+run's page is built from the event log (``fold`` plus the events themselves, for what the fold does not
 keep: when each agent run started and ended) and the liveness ticks kept beside it. Nothing here writes.
 The strings are the run's own (hostile PRs, agents' output): they are data to the page, which shows them
 as text, never markup.
@@ -31,6 +32,7 @@ from orchestrator.domain import (
     RunResumed,
 )
 from orchestrator.fold import RunState, apply, tick
+from orchestrator.listing import DEFAULT_LIMIT, list_runs
 from orchestrator.run_reader import Kept, advance, fold_run
 from orchestrator.spec import TERMINAL_STATES
 from orchestrator.store.base import EVENTS_FILE, EventStore, LiveStore, check_slug
@@ -151,41 +153,43 @@ def state_rank(state: str) -> int:
     return STATE_ORDER.index(state) if state in STATE_ORDER else len(STATE_ORDER)
 
 
-def run_list(store: EventStore, folds: ListFolds | None = None) -> dict[str, Any]:
-    """Every run, sorted by state (``STATE_ORDER``) then newest first; one that cannot be read is listed
-    under ``skipped`` with the reason, never blanking the list."""
+def run_list(
+    store: EventStore,
+    folds: ListFolds | None = None,
+    limit: int = DEFAULT_LIMIT,
+    cursor: str | None = None,
+    state: str | None = None,
+    repo: str | None = None,
+) -> dict[str, Any]:
+    """A page of runs (``orchestrator.listing``: ended ones from their summaries, live ones folded and
+    their folds kept between requests), sorted by state (``STATE_ORDER``) then newest first, and the next
+    page's cursor; one that cannot be read is listed under ``skipped`` with the reason, never blanking
+    the list."""
     folds = folds or ListFolds()
-    rows: list[dict[str, Any]] = []
-    skipped: list[dict[str, str]] = []
-    slugs = store.runs()
-    folds.forget_others(slugs)
-    for slug in slugs:  # newest first; the sort below is stable
-        try:
-            s = folds.fold(store, slug)
-            if s.events == 0:
-                raise ValueError("no readable events")
-        except Exception as exc:  # one unreadable run never blanks the list
-            skipped.append({"slug": slug, "reason": str(exc) or type(exc).__name__})
-            continue
-        rows.append(
-            {
-                "slug": slug,
-                "state": s.state,
-                "stateNote": s.target.state_note,
-                "repo": s.target.repo,
-                "id": s.target.id,
-                "url": s.target.url,  # a PR's: its id is a number ("#7"), else a branch's name
-                "title": s.target.title,
-                "rounds": len(s.rounds),
-                "findings": len(s.findings),
-                "open": len(s.open_findings()),
-                "spentUsd": s.total_spent,
-                "started": s.first_ts,
-                "updated": s.last_ts,
-            }
-        )
-    rows.sort(key=lambda r: state_rank(r["state"]))
-    return {"runs": rows, "skipped": skipped}
+    page = list_runs(store, limit, cursor, state, repo, fold_one=lambda slug: folds.fold(store, slug))
+    if cursor is None:  # the first page: a run no longer on it needs no fold kept
+        folds.forget_others([r.slug for r in page.runs])
+    rows = [
+        {
+            "slug": r.slug,
+            "state": r.state,
+            "stateNote": r.state_note,
+            "repo": r.repo,
+            "id": r.pr,
+            "url": r.url,  # a PR's: its id is a number ("#7"), else a branch's name
+            "title": r.title,
+            "rounds": r.rounds,
+            "findings": r.total_findings,
+            "open": r.open,
+            "spentUsd": r.spent_usd,
+            "started": r.started,
+            "updated": r.updated,
+        }
+        for r in page.runs
+    ]
+    rows.sort(key=lambda r: state_rank(str(r["state"])))  # stable: newest first within a state
+    skipped = [{"slug": slug, "reason": why} for slug, why in page.skipped]
+    return {"runs": rows, "skipped": skipped, "next": page.next}
 
 
 def _ts(ts: str | None) -> datetime | None:

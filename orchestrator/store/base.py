@@ -16,15 +16,17 @@ from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 from orchestrator.domain import AgentAlive, Event
 from orchestrator.errors import BadName, JuryError, StoreError, UsageError
+from orchestrator.summary import RunSummary
 
 SLUG_RE = re.compile(r"[A-Za-z0-9._-]+")
 
 # Files a run directory keeps for the store itself; an artifact may not take their names.
 EVENTS_FILE = "events.ndjson"
 STATE_FILE = "run.json"
+SUMMARY_FILE = "summary.json"
 LOCK_FILE = ".lock"
 CREATED_FILE = ".created"
-RESERVED_NAMES: frozenset[str] = frozenset({EVENTS_FILE, STATE_FILE, LOCK_FILE, CREATED_FILE})
+RESERVED_NAMES: frozenset[str] = frozenset({EVENTS_FILE, STATE_FILE, SUMMARY_FILE, LOCK_FILE, CREATED_FILE})
 
 CANCEL_TTL = 7 * 86400  # a cancel flag outlives any agent run it must stop
 SENT_TTL = 7 * 86400  # a sent mark outlives any action the reaper may still have to hand out again
@@ -82,6 +84,14 @@ class SweepClaim(NamedTuple):
 
     outcome: Literal["started", "claimed", "taken"]
     holder: str | None = None
+
+
+class SummaryPage(NamedTuple):
+    """One page of the run list (``EventStore.summary_page``): each run's slug and summary (None: none
+    written, or unreadable: fold the run), newest first, and the next page's cursor (None: the last)."""
+
+    rows: list[tuple[str, RunSummary | None]]
+    next: str | None
 
 
 class RunVanished(StoreError):
@@ -150,6 +160,27 @@ class EventStore(Protocol):
 
     def read_state(self, slug: str) -> dict[str, Any] | None:
         """The run's fold, or None if none was written (or it is unreadable: fold again from the events)."""
+        ...
+
+    def write_summary(self, slug: str, summary: RunSummary) -> None:
+        """Replace the run's summary (``orchestrator.summary``): kept with no expiry, after the run's own
+        keys or files are gone."""
+        ...
+
+    def read_summary(self, slug: str) -> RunSummary | None:
+        """The run's summary; None if none was written, or it is unreadable or of another version."""
+        ...
+
+    def drop_summary(self, slug: str) -> None:
+        """Forget the run's summary: the run is live again (resumed), and a listing folds it."""
+        ...
+
+    def summary_page(
+        self, limit: int, cursor: str | None = None, state: str | None = None, repo: str | None = None
+    ) -> SummaryPage:
+        """A page of the runs listed (as ``runs``: expired ones never), newest first, after ``cursor``,
+        with their summaries; filtered by ``state`` and ``repo`` (``orchestrator.store.paging``). The
+        cost of a page does not grow with the number of runs."""
         ...
 
     def lock(self, slug: str, timeout: float = 60.0) -> AbstractContextManager[None]:

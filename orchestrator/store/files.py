@@ -31,20 +31,25 @@ from typing import IO, Any
 import structlog
 from pydantic_core import to_json
 
-from orchestrator.domain import Event, dump_event, parse_event
+from orchestrator.domain import Event, RunResumed, dump_event, parse_event
 from orchestrator.errors import StoreError
 from orchestrator.fold import RunState, fold
 from orchestrator.run_json import run_json
+from orchestrator.spec import TERMINAL_STATES
 from orchestrator.store.base import (
     CREATED_FILE,
     EVENTS_FILE,
     LOCK_FILE,
     STATE_FILE,
+    SUMMARY_FILE,
     EventStore,
+    SummaryPage,
     check_artifact_name,
     check_slug,
     put_each_artifact,
 )
+from orchestrator.store.paging import page_of, parse_summary
+from orchestrator.summary import RunSummary, summarize
 
 log = structlog.get_logger()
 
@@ -155,6 +160,10 @@ class FileStore:
         Creation time is ``.created`` if Jury made the run, else the first event's ``ts`` (codejury's
         runs), else the directory's mtime. An unreadable run is logged and left out, never fatal.
         """
+        return [slug for _, slug in sorted(self._dated(), reverse=True)]
+
+    def _dated(self) -> list[tuple[float, str]]:
+        """Each run's creation time and slug (``runs``), in no order."""
         if not self._runs_dir.is_dir():
             return []
         dated: list[tuple[float, str]] = []
@@ -170,8 +179,7 @@ class FileStore:
                 dated.append((_created_at(run_dir), entry.name))
             except OSError as exc:
                 log.warning("store.skipped_run", slug=entry.name, error=str(exc))
-        dated.sort(reverse=True)
-        return [slug for _, slug in dated]
+        return dated
 
     def exists(self, slug: str) -> bool:
         """Whether ``runs/<slug>/events.ndjson`` exists."""
@@ -321,6 +329,35 @@ class FileStore:
             log.warning("store.bad_state", slug=slug, error="not a JSON object")
             return None
         return state
+
+    def write_summary(self, slug: str, summary: RunSummary) -> None:
+        """Replace ``summary.json`` beside ``run.json`` (atomically); a record's files never expire."""
+        run_dir = self._run_dir(slug)
+        with _os_errors("write the summary of", slug):
+            self._made(run_dir)
+            _write_atomic(run_dir / SUMMARY_FILE, summary.model_dump_json().encode() + b"\n", durable=False)
+
+    def read_summary(self, slug: str) -> RunSummary | None:
+        """``summary.json``, or None if absent, unreadable (logged) or of another version."""
+        try:
+            raw = (self._run_dir(slug) / SUMMARY_FILE).read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            log.warning("store.bad_summary", slug=slug, error=str(exc))
+            return None
+        return parse_summary(slug, raw)
+
+    def drop_summary(self, slug: str) -> None:
+        with _os_errors("drop the summary of", slug):
+            (self._run_dir(slug) / SUMMARY_FILE).unlink(missing_ok=True)
+
+    def summary_page(
+        self, limit: int, cursor: str | None = None, state: str | None = None, repo: str | None = None
+    ) -> SummaryPage:
+        """A page of ``runs`` (``paging.page_of``): every run's creation time is read, each page's
+        summaries only (a files record is one host's, not the fleet's ten thousand runs)."""
+        return page_of(self._dated(), self.read_summary, limit, cursor, state, repo)
 
     @contextmanager
     def lock(self, slug: str, timeout: float = 60.0) -> Iterator[None]:
@@ -477,4 +514,26 @@ def record(
         files.append(slug, events)
     doc = run_json(state)
     files.write_state(slug, doc)
+    keep_summary(live, files, slug, state, new)
     return state, doc
+
+
+def keep_summary(
+    live: EventStore, files: FileStore, slug: str, state: RunState, new: Sequence[Event] | None
+) -> None:
+    """The run's summary in both stores, as ``record`` leaves the fold: written when the run has ended
+    (again, after a later event: a nightly ``verify.ran``, a publish; it keeps the end it had), dropped
+    when it runs again (resumed: a listing folds a live run). Written only when it changed, so an ended
+    run's passes cost one read."""
+    stores = [live] if live is files else [live, files]
+    if state.state in TERMINAL_STATES:
+        before = live.read_summary(slug)
+        summary = summarize(
+            state, before.ended if before is not None and before.state == state.state else None
+        )
+        if summary != before:
+            for store in stores:
+                store.write_summary(slug, summary)
+    elif new is None or any(isinstance(e, RunResumed) for e in new):
+        for store in stores:
+            store.drop_summary(slug)

@@ -45,15 +45,20 @@ and a test can use a random prefix and delete exactly its own keys.
     <prefix>:sweep:<forge>:<repo>:<n>:runs sorted set: the PR's swept runs, slug -> when started
     <prefix>:forge:etag:<sha256>           string: one forge listing's ETag and answer (zlib JSON, a TTL);
                                            the digest of its cache key, so no URL or token is in a key
+    <prefix>:summary:<slug>                string: the run's summary (``orchestrator.summary``, JSON), no
+                                           TTL: it outlives the run's keys (outside the run's key spaces)
+    <prefix>:summaries                     sorted set: every slug with a summary -> when the run ended
+                                           (epoch seconds): the summaries left after the runs expired
 
 Ledger amounts are integer micro-dollars (see ``workers.fleet.ledger``).
 
 Only the Redis implementations build these keys: ``orchestrator.store.redis`` (``RedisStore``),
 ``workers.runtime.lease`` (``RedisLeases``), ``workers.fleet.ledger`` (``Ledger``),
 ``workers.isolation.limits`` (``RedisSlots``), ``workers.fleet.presence`` (the workers' presence),
-``workers.fleet.reaper`` (the reaper's lock), ``workers.fleet.forge_cache`` (``RedisETagCache``: the
-``forge:etag:`` keys) and ``workers.fleet.scheduler`` (``ScheduleStore``: the ``schedule:`` keys; a schedule's
-name holds no ``:`` and no glob character). Everyone else goes through their named methods, which the
+``workers.fleet.reaper`` (the reaper's lock), ``orchestrator.store.redis_summaries`` (the summaries),
+``workers.fleet.forge_cache`` (``RedisETagCache``: the ``forge:etag:`` keys) and
+``workers.fleet.scheduler`` (``ScheduleStore``: the ``schedule:`` keys; a schedule's name holds no ``:``
+and no glob character). Everyone else goes through their named methods, which the
 in-memory twins implement too.
 
 Celery's broker keeps its own keys in the same database, outside the prefix: one list per queue
@@ -252,6 +257,16 @@ def sweep_head(prefix: str, forge: str, repo: str, number: int, sha: str) -> str
 def sweep_runs(prefix: str, forge: str, repo: str, number: int) -> str:
     """The PR's swept runs, scored by when each started."""
     return f"{prefix}:sweep:{forge}:{repo}:{number}:runs"
+
+
+def summary(prefix: str, slug: str) -> str:
+    """The run's summary: outside ``RUN_KEY_SPACES``, so a run's expiry never takes it."""
+    return f"{prefix}:summary:{slug}"
+
+
+def summaries(prefix: str) -> str:
+    """Every run with a summary, scored by when it ended: what a scoreboard walks once runs expired."""
+    return f"{prefix}:summaries"
 
 
 def forge_etag(prefix: str, cache_key: str) -> str:

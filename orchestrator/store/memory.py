@@ -32,6 +32,7 @@ from orchestrator.store.base import (
     SWEEP_TTL,
     PullHead,
     SentMark,
+    SummaryPage,
     SweepClaim,
     SweptPR,
     SweptStart,
@@ -42,6 +43,8 @@ from orchestrator.store.base import (
     check_slug,
     put_each_artifact,
 )
+from orchestrator.store.paging import page_of, parse_summary
+from orchestrator.summary import RunSummary
 
 log = structlog.get_logger()
 
@@ -101,6 +104,7 @@ class MemoryStore:
         self._heads: dict[PullHead, tuple[str, float]] = {}  # a PR head -> (the run holding it, expiry)
         # a PR (forge, repo, number) -> (its swept runs: (started at, order, slug)), expiry
         self._pr_runs: dict[tuple[str, str, int], tuple[list[tuple[float, int, str]], float]] = {}
+        self._summaries: dict[str, str] = {}  # slug -> its summary's JSON: outlives the run (no expiry)
 
     def close(self) -> None:
         """Nothing to close (``RedisStore`` closes its connections)."""
@@ -542,6 +546,30 @@ class MemoryStore:
                 self._active.add(start.slug)
             claims.append(SweepClaim("started", None))
         return claims
+
+    def write_summary(self, slug: str, summary: RunSummary) -> None:
+        with self._cond:
+            self._summaries[check_slug(slug)] = summary.model_dump_json()
+
+    def read_summary(self, slug: str) -> RunSummary | None:
+        with self._cond:
+            return parse_summary(slug, self._summaries.get(check_slug(slug)))
+
+    def drop_summary(self, slug: str) -> None:
+        with self._cond:
+            self._summaries.pop(check_slug(slug), None)
+
+    def summary_page(
+        self, limit: int, cursor: str | None = None, state: str | None = None, repo: str | None = None
+    ) -> SummaryPage:
+        """A page of ``runs`` (``paging.page_of``), scored by creation time as in Redis."""
+        with self._cond:
+            index = [
+                (run.registered[0], slug)
+                for slug in list(self._runs)
+                if (run := self._live(slug)) is not None and run.registered is not None
+            ]
+        return page_of(index, self.read_summary, limit, cursor, state, repo)
 
     def run_states(self, slugs: Sequence[str]) -> dict[str, str | None]:
         """Each run's ``target.state`` from its written fold; ``queued`` without one, None if unknown."""

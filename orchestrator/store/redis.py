@@ -57,6 +57,7 @@ from orchestrator.store.redis_scripts import (
     REAP_DIGEST_LUA,
     START_SWEPT_LUA,
 )
+from orchestrator.store.redis_summaries import RedisSummaries
 from orchestrator.store.urls import normalize_url, redact_url, scrub
 
 log = structlog.get_logger()
@@ -69,7 +70,7 @@ PRUNE_BATCH = 1000  # the most expired runs one prune call forgets: each call is
 SWEEP_HISTORY = 20  # a PR's swept runs a lookup returns, newest first
 
 
-class RedisStore(RedisMarks):
+class RedisStore(RedisSummaries, RedisMarks):
     """A ``LiveStore`` in Redis, shared by every host that reaches the server."""
 
     def __init__(

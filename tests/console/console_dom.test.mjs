@@ -203,6 +203,26 @@ test("re-publish is disabled, with the server's reason, where the run cannot pub
   assert.equal(button.getAttribute("title"), view.publishRefusal);
 });
 
+test("the run list's \"more\" reads the next page by its cursor and keeps both", async () => {
+  const row = (slug) => ({ slug, state: "converged", repo: "o/r", id: 1, title: slug, rounds: 1, findings: 0,
+    open: 0, spentUsd: 0, started: null });
+  const page = await load("runs", {
+    "/api/runs": { runs: [row("r-new")], skipped: [], next: "17.5:r-new" },
+    "/api/runs?cursor=17.5%3Ar-new": { runs: [row("r-old")], skipped: [], next: null },
+  });
+  const button = page.main.querySelector("button.more");
+  assert.ok(button, "a page with a next cursor offers more");
+  assert.deepEqual(page.asked, ["/api/runs"]);
+  for (const handler of button.listeners.click) handler();
+  const deadline = Date.now() + 5000;
+  while (!page.main.querySelector('tr[data-slug="r-old"]')) {
+    assert.ok(Date.now() < deadline, `the second page was not shown: asked ${page.asked}`);
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  assert.ok(page.main.querySelector('tr[data-slug="r-new"]'), "the first page stays");
+  assert.equal(page.main.querySelector("button.more"), null, "the last page offers no more");
+});
+
 test("the fleet page shows every string of the fleet as text", async () => {
   const page = await load("fleet", {
     "/api/fleet": {

