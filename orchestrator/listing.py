@@ -12,13 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
-from orchestrator.fold import RunState, fold
-from orchestrator.run_reader import read_state
+from orchestrator.fold import RunState
+from orchestrator.run_reader import fold_run
 from orchestrator.spec import TERMINAL_STATES
-from orchestrator.store.base import EventStore, LiveStore
+from orchestrator.store.base import EventStore
 from orchestrator.summary import RunSummary, matches, summarize
 
-__all__ = ["Backfill", "Listing", "backfill", "folded", "list_runs"]
+__all__ = ["Backfill", "Listing", "backfill", "list_runs"]
 
 DEFAULT_LIMIT = 50
 # The store pages one listing reads at most: a run without a summary that the filters then leave out
@@ -35,13 +35,6 @@ class Listing(NamedTuple):
     next: str | None
 
 
-def folded(store: EventStore, slug: str) -> RunState:
-    """The run's fold: from the coordinator's snapshot and what follows it in a live store, else its log."""
-    if isinstance(store, LiveStore):
-        return read_state(store, slug)[0]
-    return fold(store.read(slug), slug)
-
-
 def list_runs(
     store: EventStore,
     limit: int = DEFAULT_LIMIT,
@@ -51,7 +44,8 @@ def list_runs(
     fold_one: Callable[[str], RunState] | None = None,
 ) -> Listing:
     """A page of ``limit`` runs (``EventStore.summary_page``; short when the filters leave few in the part
-    of the index a page looks at); a run without a summary is folded (``fold_one``, default ``folded``)
+    of the index a page looks at); a run without a summary is folded (``fold_one``, default
+    ``run_reader.fold_run``)
     and filtered here. One that cannot be read is ``skipped``, never blanking the page."""
     runs: list[RunSummary] = []
     skipped: list[tuple[str, str]] = []
@@ -76,7 +70,7 @@ def _fold_summary(
     """The summary of a run that has none stored, from its fold; None (and the run ``skipped``, with
     why) when it cannot be read."""
     try:
-        s = fold_one(slug) if fold_one is not None else folded(store, slug)
+        s = fold_one(slug) if fold_one is not None else fold_run(store, slug)
         if s.events == 0:
             raise ValueError("no readable events")
     except Exception as exc:  # one unreadable run never blanks the list
@@ -105,7 +99,7 @@ def backfill(store: EventStore) -> Backfill:
             kept += 1
             continue
         try:
-            s = folded(store, slug)
+            s = fold_run(store, slug)
             if s.events == 0:
                 raise ValueError("no readable events")
         except Exception as exc:  # one unreadable run never stops the others
