@@ -121,8 +121,9 @@ def coordinate(rt: Runtime, slug: str) -> RunState:
             pending.append(ev)
         if pending:
             rt.store.append(slug, pending)
+        new = not begun(state)
         for d in dispatches:
-            send(rt, d.kind, slug, d.key)
+            send(rt, d.kind, slug, d.key, new=new)
             log.info("action.dispatched", slug=slug, key=d.key, kind=d.kind)
         state, position, new = catch_up(rt, state, position, new)
         doc = snapshot(state, position, origin) if position is not None else None
@@ -554,7 +555,18 @@ def active_runs(rt: Runtime) -> list[str]:
     return rt.store.active_runs()
 
 
-def send(rt: Runtime, kind: str, slug: str, key: str) -> None:
-    """Enqueue an action's task and remember when, for the reaper."""
+def begun(state: RunState) -> bool:
+    """Whether any action of the run has been taken (its agent launched) or has ended: its next work
+    continues a run under way, which goes before the first work of new runs (``send``)."""
+    return any(a.done or a.launches for a in state.actions.values())
+
+
+def send(rt: Runtime, kind: str, slug: str, key: str, *, new: bool = False) -> None:
+    """Enqueue an action's task and remember when, for the reaper. ``new``: the run has not begun, so the
+    task waits behind every task of runs under way (``Runtime.send_new``): at a sweep's thousands of PRs,
+    a started run's next reviews are not queued behind every other run's first ones."""
     rt.store.mark_sent(slug, key)
-    rt.send(kind, slug, key)
+    if new and rt.send_new is not None:
+        rt.send_new(kind, slug, key)
+    else:
+        rt.send(kind, slug, key)
