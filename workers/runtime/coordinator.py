@@ -121,9 +121,9 @@ def coordinate(rt: Runtime, slug: str) -> RunState:
             pending.append(ev)
         if pending:
             rt.store.append(slug, pending)
-        new = not begun(state)
+        fresh = not begun(state)  # a run none of whose actions was taken: its work is new work
         for d in dispatches:
-            send(rt, d.kind, slug, d.key, new=new)
+            send(rt, d.kind, slug, d.key, new=fresh)
             log.info("action.dispatched", slug=slug, key=d.key, kind=d.kind)
         state, position, new = catch_up(rt, state, position, new)
         doc = snapshot(state, position, origin) if position is not None else None
