@@ -208,8 +208,9 @@ def resolve_pulls(
     A sweep resolves a hundred PRs in one go, so git runs a few times per repository, not six times per
     PR: one ``git fetch`` of every PR head and trunk it needs, one listing of the fetched refs, one read
     of every head's subject, one of the top trees of every head and merge-base (``jury.toml``), and one
-    ``git rev-list`` per trunk for every merge-base (``orchestrator.git.merge_bases``). Only when the fetch fails (a PR closed meanwhile, its ref gone) are that
-    repository's PRs fetched one by one, so one bad PR fails alone.
+    ``git rev-list`` per trunk for every merge-base (``orchestrator.git.merge_bases``). Only when the
+    fetch fails (a PR closed meanwhile, its ref gone) are that repository's PRs fetched one by one, so
+    one bad PR fails alone.
     """
     found: list[tuple[Target, RepoFile] | JuryError | None] = [None] * len(pulls)
     repos: dict[tuple[str, str], list[tuple[int, PullRequest, str]]] = {}

@@ -28,7 +28,10 @@ def launches(events: list[Event]) -> list[tuple[datetime, str]]:
 
 
 def test_a_started_runs_second_round_goes_before_new_runs_first_reviews(
-    fleet: Fleet, sample_repo: Path, write_config, fake_state: Path
+    fleet: Fleet,  # noqa: F811
+    sample_repo: Path,
+    write_config,
+    fake_state: Path,
 ) -> None:
     config = write_config(
         agent("finder", "find", fake_state),
