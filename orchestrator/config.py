@@ -23,6 +23,7 @@ Every failure is a ``ConfigError`` whose message names the file, the agent and t
 
 from __future__ import annotations
 
+import copy
 import tomllib
 from collections.abc import Collection
 from pathlib import Path
@@ -349,12 +350,28 @@ def load_catalog(directory: Path | None = None) -> dict[str, AgentSpec]:
     folder = directory if directory is not None else config_dir() / "agents"
     catalog: dict[str, AgentSpec] = {}
     for path in sorted(folder.glob("*.toml")):
-        data = _read_toml(path)
+        data = _read_catalog_file(path)
         tables = _agent_tables(str(path), data)
         if set(data) - {"agents"} or list(tables) != [path.stem]:
             raise ConfigError(f"{path}: must hold exactly one table, [agents.{path.stem}]")
         catalog[path.stem] = check_agent(str(path), path.stem, tables[path.stem], None)
     return catalog
+
+
+# A catalog file's parsed TOML by path, with the size and modification time it was read at. A sweep loads
+# a config for every distinct merge-base of its PRs (thousands), and parsing the catalog was most of each.
+_CATALOG_FILES: dict[Path, tuple[tuple[int, int], dict[str, Any]]] = {}
+
+
+def _read_catalog_file(path: Path) -> dict[str, Any]:
+    """``_read_toml`` of a catalog file, parsed again only when its size or modification time changed;
+    a copy each time (the tables are the caller's to change)."""
+    st = path.stat()
+    stamp = (st.st_size, st.st_mtime_ns)
+    cached = _CATALOG_FILES.get(path)
+    if cached is None or cached[0] != stamp:
+        cached = _CATALOG_FILES[path] = (stamp, _read_toml(path))
+    return copy.deepcopy(cached[1])
 
 
 def operator_config_file(settings: Settings, config_file: Path | None = None) -> Path | None:

@@ -14,7 +14,7 @@ import fcntl
 import hashlib
 import os
 import subprocess
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -109,6 +109,63 @@ def rev_parse(repo: Path, rev: str) -> str:
 def merge_base(repo: Path, a: str, b: str) -> str:
     """The best common ancestor of ``a`` and ``b``; GitError when they share none."""
     return git(["merge-base", a, b], repo).strip()
+
+
+def merge_bases(repo: Path, trunk: str, heads: Iterable[str]) -> dict[str, str | None]:
+    """What ``merge_base(repo, head, trunk)`` gives for each of many ``heads`` (object ids), None where
+    they share no history, with one ``git rev-list`` (and one ``git merge-base`` for each head that
+    reaches the trunk's history at more than one commit, which only merges of it into a branch make).
+
+    ``git rev-list --boundary --parents HEADS ^TRUNK`` lists every commit of a head that the trunk
+    lacks, with its parents, and the trunk's commits those reach (the boundary, marked ``-``: reached from
+    the trunk, so the trunk's history holds them). Every common ancestor of a head and the trunk is one of
+    the boundary commits the head reaches, or an ancestor of one; so when a head reaches exactly one, that
+    one is the merge-base, and ``git merge-base`` is asked only of the others. A head the listing lacks is
+    in the trunk's history: its own merge-base. The heads go on stdin, so their number is unbounded."""
+    wanted = list(dict.fromkeys(heads))
+    if not wanted:
+        return {}
+    refs = "".join(f"{h}\n" for h in wanted) + f"^{trunk}\n"
+    out = git(["rev-list", "--topo-order", "--boundary", "--parents", "--stdin"], repo, input=refs.encode())
+    listed: dict[str, list[str]] = {}
+    boundary: set[str] = set()
+    for line in out.splitlines():
+        if line.startswith("-"):
+            boundary.add(line[1:].split(" ", 1)[0])
+        elif line:
+            sha, *parents = line.split()
+            listed[sha] = parents
+    # children come before their parents (--topo-order): read backwards, each commit's parents are known
+    reach: dict[str, frozenset[str]] = {}
+    for sha in reversed(listed):
+        parents = listed[sha]
+        if len(parents) == 1:
+            p = parents[0]
+            reach[sha] = reach[p] if p in listed else frozenset((p,))
+        else:
+            reach[sha] = frozenset().union(*(reach[p] if p in listed else {p} for p in parents))
+    found: dict[str, str | None] = {}
+    for head in wanted:
+        bases = reach.get(head)
+        if bases is None:  # not listed: the trunk's history holds the head
+            found[head] = head
+        elif not bases:
+            found[head] = None
+        elif len(bases) == 1 and bases <= boundary:  # git marked it reached from the trunk, as it must be
+            found[head] = next(iter(bases))
+        else:
+            found[head] = merge_base_or_none(repo, head, trunk)
+    return found
+
+
+def merge_base_or_none(repo: Path, a: str, b: str) -> str | None:
+    """``merge_base``, None when ``a`` and ``b`` share no history (git's exit 1, no output)."""
+    try:
+        return merge_base(repo, a, b)
+    except GitError as exc:
+        if exc.code == 1 and not exc.stderr.strip():
+            return None
+        raise
 
 
 @contextmanager

@@ -29,7 +29,7 @@ from orchestrator.config import REPO_CONFIG_NAME, RepoFile
 from orchestrator.errors import ConfigError, GitError, JuryError, TargetError
 from orchestrator.forge.urls import URL_SCHEME, PullRequest, split_pr_url
 from orchestrator.forge.urls import parse_pr_url as parse_pr_url  # the one PR URL parser, for callers here
-from orchestrator.git import git, git_bytes, merge_base, repo_lock, rev_parse
+from orchestrator.git import git, git_bytes, merge_base, merge_bases, repo_lock, rev_parse
 from orchestrator.spec import Target
 
 MAX_CONFIG_BYTES = 1024 * 1024
@@ -208,8 +208,9 @@ def resolve_pulls(
     A sweep resolves a hundred PRs in one go, so git runs a few times per repository, not six times per
     PR: one ``git fetch`` of every PR head and trunk it needs, one listing of the fetched refs, one read
     of every head's subject, one of the top trees of every head and merge-base (``jury.toml``), and one
-    ``git merge-base`` per PR. Only when the fetch fails (a PR closed meanwhile, its ref gone) are that
-    repository's PRs fetched one by one, so one bad PR fails alone.
+    ``git rev-list`` per trunk for every merge-base (``orchestrator.git.merge_bases``). Only when the
+    fetch fails (a PR closed meanwhile, its ref gone) are that repository's PRs fetched one by one, so
+    one bad PR fails alone.
     """
     found: list[tuple[Target, RepoFile] | JuryError | None] = [None] * len(pulls)
     repos: dict[tuple[str, str], list[tuple[int, PullRequest, str]]] = {}
@@ -313,8 +314,9 @@ def _merge_bases(
     refs: dict[str, str],
 ) -> list[_Known]:
     """The PRs not failed yet whose head and trunk were fetched and share history with commits beyond
-    the trunk; why each other one cannot be reviewed goes into ``found``."""
-    known: list[_Known] = []
+    the trunk; why each other one cannot be reviewed goes into ``found``. The merge-bases of every head
+    on one trunk come from one ``git rev-list`` (``merge_bases``): git runs once per trunk, not per PR."""
+    todo: list[tuple[int, str, PullRequest, str, str, str]] = []
     for (url, pr, trunk), (i, _, _) in zip(prs, items, strict=True):
         if found[i] is not None:
             continue
@@ -324,15 +326,20 @@ def _merge_bases(
             what = "pull request head" if head is None else f"trunk '{trunk}'"
             found[i] = TargetError(f"{url}: {what} not found in {mirror}")
             continue
-        try:
-            base = merge_base(mirror, head, trunk_rev)
-        except GitError:
+        todo.append((i, url, pr, trunk, head, trunk_rev))
+    by_trunk: dict[str, list[str]] = {}
+    for *_, head, trunk_rev in todo:
+        by_trunk.setdefault(trunk_rev, []).append(head)
+    bases = {tip: merge_bases(mirror, tip, tip_heads) for tip, tip_heads in by_trunk.items()}
+    known: list[_Known] = []
+    for i, url, pr, trunk, head, trunk_rev in todo:
+        base = bases[trunk_rev][head]
+        if base is None:
             found[i] = TargetError(f"{pr.number} and the trunk {trunk} share no history")
-            continue
-        if base == head:
+        elif base == head:
             found[i] = TargetError(f"{pr.number} has no commits beyond the trunk {trunk}: nothing to review")
-            continue
-        known.append((i, url, pr, trunk, head, base))
+        else:
+            known.append((i, url, pr, trunk, head, base))
     return known
 
 

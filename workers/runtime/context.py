@@ -67,6 +67,10 @@ class Runtime:
     # The actions whose tasks wait in the broker's queues, taken by no worker yet (fleetview.queued_actions);
     # None, or an answer of None: not known (the twins; a backlog too long to read): the reaper goes by age.
     queued: Callable[[], set[tuple[str, str]] | None] | None = None
+    # How the action of a run none of whose actions has been taken yet is enqueued: behind the work that
+    # continues runs already under way (``coordinator.send``; a fleet's: Celery's lowest priority); None:
+    # ``send`` (the twins record both alike).
+    send_new: Send | None = None
     slots_backend: InitVar[Slots | None] = None  # None: Redis semaphores beside a RedisStore, else memory
     leases: Leases = field(init=False)
     ledger: BudgetLedger = field(init=False)

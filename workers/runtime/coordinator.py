@@ -42,16 +42,12 @@ from workers.agents.run import RateLimited
 from workers.fleet import reaping
 from workers.isolation.limits import (
     MAX_BACKOFFS,
-    Waiter,
     admit,
-    put_back_cap,
-    rate_limit_wait,
     slot_wait,
     waiter_id,
 )
 from workers.isolation.sandbox import SandboxUnavailable
 from workers.isolation.worktree import commit_deterministic, update_ref
-from workers.runtime import shutdown
 from workers.runtime.context import (
     BudgetExhausted,
     Job,
@@ -64,6 +60,7 @@ from workers.runtime.context import (
 )
 from workers.runtime.jobs import TASKS
 from workers.runtime.lease import Claim
+from workers.runtime.put_back import handing_back, put_back, rate_limited, wake_waiters
 from workers.runtime.wake import due
 
 log = structlog.get_logger()
@@ -123,8 +120,9 @@ def coordinate(rt: Runtime, slug: str) -> RunState:
             pending.append(ev)
         if pending:
             rt.store.append(slug, pending)
+        fresh = not begun(state)  # a run none of whose actions was taken: its work is new work
         for d in dispatches:
-            send(rt, d.kind, slug, d.key)
+            send(rt, d.kind, slug, d.key, new=fresh)
             log.info("action.dispatched", slug=slug, key=d.key, kind=d.kind)
         state, position, new = catch_up(rt, state, position, new)
         doc = snapshot(state, position, origin) if position is not None else None
@@ -379,64 +377,6 @@ def _rate_limited_end(rt: Runtime, held: Held, exc: RateLimited) -> TaskEnd:
     return "done"
 
 
-def wake_waiters(rt: Runtime, woken: list[Waiter]) -> None:
-    """Send again, at once, the tasks put back for the slots this task just gave back
-    (``workers.isolation.limits``): a freed slot is taken now, not when a countdown ends. Only the kinds a
-    handler is bound to are sent (a waiter is a name read back from Redis). A send that fails is logged and
-    left: the waiter's own countdown copy is still queued, and this task's outcome is already decided."""
-    for waiter in woken:
-        if waiter.kind not in TASKS:
-            log.warning("limits.unknown_waiter", kind=waiter.kind, slug=waiter.slug, key=waiter.key)
-            continue
-        try:
-            rt.send(waiter.kind, waiter.slug, waiter.key)
-        except Exception as exc:  # the broker out of reach: the countdown copy brings the task back
-            log.warning("limits.wake_failed", slug=waiter.slug, key=waiter.key, error=str(exc))
-            continue
-        log.info("limits.woken", slug=waiter.slug, key=waiter.key, kind=waiter.kind)
-
-
-def rate_limited(rt: Runtime, key: str, attempt: int, exc: RateLimited) -> ActionDeferred:
-    """The put-back of an action whose model refused it for the ``attempt``-th time (0: the first): its
-    countdown the model's Retry-After, honoured up to ``put_back_cap``, or the back-off of a 429 that named
-    none (``limits.rate_limit_wait``)."""
-    cap = put_back_cap(rt.settings.visibility_timeout)
-    wait = rate_limit_wait(exc.seconds, attempt, rt.settings.limit_wait, cap)
-    return ActionDeferred(
-        eid=f"{key}:backoff:{attempt + 1}", key=key, reason="rate-limit", seconds=wait, note=exc.note
-    )
-
-
-def handing_back(lease: Claim) -> bool:
-    """Whether this worker is handing its actions back (``workers.runtime.shutdown``) and the lease is still
-    ours to hand (False when Redis cannot say)."""
-    if not shutdown.handing_back():
-        return False
-    try:
-        return lease.held()
-    except StoreError:
-        return False
-
-
-def put_back(rt: Runtime, kind: str, slug: str, deferred: ActionDeferred) -> None:
-    """Put an action back, undone, to be taken again in ``deferred.seconds``: the event says why (the
-    first wait for a slot of each attempt, every rate limit), the sent mark tells the reaper it is not
-    lost (it is due when the countdown ends: ``mark_sent(delay=...)``, written while the caller's lease
-    still holds it), and the task is re-sent with the countdown. The caller's lease ends with its task; no
-    done marker is written."""
-    rt.store.append(slug, [deferred])
-    log.info(
-        "task.put_back",
-        slug=slug,
-        key=deferred.key,
-        reason=deferred.reason,
-        seconds=deferred.seconds,
-        note=deferred.note,
-    )
-    rt.store.mark_sent(slug, deferred.key, delay=deferred.seconds)
-    rt.later(kind, slug, deferred.key, deferred.seconds)
-
-
 def record_failure(
     rt: Runtime,
     slug: str,
@@ -594,7 +534,18 @@ def active_runs(rt: Runtime) -> list[str]:
     return rt.store.active_runs()
 
 
-def send(rt: Runtime, kind: str, slug: str, key: str) -> None:
-    """Enqueue an action's task and remember when, for the reaper."""
+def begun(state: RunState) -> bool:
+    """Whether any action of the run has been taken (its agent launched) or has ended: its next work
+    continues a run under way, which goes before the first work of new runs (``send``)."""
+    return any(a.done or a.launches for a in state.actions.values())
+
+
+def send(rt: Runtime, kind: str, slug: str, key: str, *, new: bool = False) -> None:
+    """Enqueue an action's task and remember when, for the reaper. ``new``: the run has not begun, so the
+    task waits behind every task of runs under way (``Runtime.send_new``): at a sweep's thousands of PRs,
+    a started run's next reviews are not queued behind every other run's first ones."""
     rt.store.mark_sent(slug, key)
-    rt.send(kind, slug, key)
+    if new and rt.send_new is not None:
+        rt.send_new(kind, slug, key)
+    else:
+        rt.send(kind, slug, key)

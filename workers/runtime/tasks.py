@@ -56,12 +56,26 @@ def get_runtime() -> Runtime:
         send=send,
         kick=kick,
         send_later=send_later,
+        send_new=send_new,
         queued=lambda: queued_actions(store.client),  # the broker is the store's Redis database
     )
 
 
 def send(kind: str, slug: str, key: str) -> None:
     app.send_task(task_name(kind), args=[slug, key])
+
+
+# New work's priority on the Redis broker: its lowest step (kombu's Redis transport takes priority 0 first,
+# and 0 is what every message without one has). A worker's BRPOP names each queue's list of every priority
+# step, priority-major: it takes every queue's priority-0 messages (continuing work, in the order of
+# ``QUEUES``) before any queue's new work. The message stays in its kind's queue (``review``), in the list
+# kombu keeps for that step, which every worker consuming the queue reads, those of earlier releases too.
+NEW_WORK_PRIORITY = 9
+
+
+def send_new(kind: str, slug: str, key: str) -> None:
+    """``send`` for an action of a run nothing of which has been taken yet: behind continuing work."""
+    app.send_task(task_name(kind), args=[slug, key], priority=NEW_WORK_PRIORITY)
 
 
 def send_later(kind: str, slug: str, key: str, seconds: float) -> None:
