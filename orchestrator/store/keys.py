@@ -14,6 +14,8 @@ and a test can use a random prefix and delete exactly its own keys.
     <prefix>:run:<slug>:ledger             hash: the run's budget (spent, reserved, unknown_calls)
     <prefix>:run:<slug>:cancel             string: present when the run is to be cancelled
     <prefix>:run:<slug>:kick               string: present while a coordinate task of the run is queued
+    <prefix>:run:<slug>:archived           string: the stub of a run whose record was moved to the archive
+                                           (``JURY_ARCHIVE``): where, when, its log's ends (JSON)
     <prefix>:run:<slug>:keys               set: the names of the run's keys outside these fixed ones
                                            (artifacts, its actions' and calls' keys) and its own name,
                                            written with each such key: what the run's expiry reads
@@ -140,6 +142,12 @@ def kick(prefix: str, slug: str) -> str:
     return f"{_run(prefix, slug)}:kick"
 
 
+def archived(prefix: str, slug: str) -> str:
+    """The run's archive stub: present while its record lives in the archive instead of Redis
+    (``orchestrator.store.redis_archive``)."""
+    return f"{_run(prefix, slug)}:archived"
+
+
 def run_index(prefix: str, slug: str) -> str:
     """The run's key set: the name of every key of the run outside its fixed names (``fixed_run_keys``),
     and its own name, added when the run is created. A run's end expires what it lists instead of
@@ -164,7 +172,7 @@ def fixed_run_keys(prefix: str, slug: str) -> list[str]:
     run is listed in its key set (``run_index``)."""
     return [
         f(prefix, slug)
-        for f in (events, eids, state, snapshot, alive, lock, ledger_run, cancel, kick, run_index)
+        for f in (events, eids, state, snapshot, alive, lock, ledger_run, cancel, kick, run_index, archived)
     ]
 
 
