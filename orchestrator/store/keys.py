@@ -3,6 +3,8 @@
 All keys start with a prefix (``jury`` unless configured), so one Redis can hold several installations
 and a test can use a random prefix and delete exactly its own keys.
 
+    <prefix>:schema                        string: the fleet's key schema, ``MAJOR.MINOR`` (the newest
+                                           worker's; one knowing an older major refuses to start)
     <prefix>:runs                          sorted set: slug -> creation time (server clock, seconds)
     <prefix>:run:<slug>:events             stream: one entry per event, field ``e`` = the event JSON
     <prefix>:run:<slug>:eids               set: every eid appended to the run (the dedupe memory)
@@ -50,13 +52,14 @@ and a test can use a random prefix and delete exactly its own keys.
 
 Ledger amounts are integer micro-dollars (see ``workers.fleet.ledger``).
 
-Only the Redis implementations build these keys: ``orchestrator.store.redis`` (``RedisStore``),
+Only the Redis implementations build these keys: ``orchestrator.store.redis`` (``RedisStore``) and
+``orchestrator.store.redis_archive`` (``ArchivingStore``: the ``archived`` stubs),
 ``workers.runtime.lease`` (``RedisLeases``), ``workers.fleet.ledger`` (``Ledger``),
 ``workers.isolation.limits`` (``RedisSlots``), ``workers.fleet.presence`` (the workers' presence),
-``workers.fleet.reaper`` (the reaper's lock), ``workers.fleet.forge_cache`` (``RedisETagCache``: the
-``forge:etag:`` keys) and ``workers.fleet.scheduler`` (``ScheduleStore``: the ``schedule:`` keys; a schedule's
-name holds no ``:`` and no glob character). Everyone else goes through their named methods, which the
-in-memory twins implement too.
+``workers.fleet.reaper`` (the reaper's lock), ``workers.fleet.schema`` (the schema gate),
+``workers.fleet.forge_cache`` (``RedisETagCache``: the ``forge:etag:`` keys) and ``workers.fleet.scheduler``
+(``ScheduleStore``: the ``schedule:`` keys; a schedule's name holds no ``:`` and no glob character). Everyone
+else goes through their named methods, which the in-memory twins implement too.
 
 Celery's broker keeps its own keys in the same database, outside the prefix: one list per queue
 (``control``, ``review`` ...), ``_kombu.binding.*`` and, while tasks run, ``unacked``, ``unacked_index``
@@ -81,6 +84,11 @@ import re
 PREFIX = "jury"
 
 _GLOB_SPECIAL = re.compile(r"([\\*?\[\]])")
+
+
+def schema(prefix: str) -> str:
+    """The fleet's key schema version (``workers.fleet.schema``)."""
+    return f"{prefix}:schema"
 
 
 def runs_index(prefix: str) -> str:

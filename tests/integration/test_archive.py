@@ -78,7 +78,9 @@ def everything(store: RedisStore, slug: str) -> dict[str, Any]:
 
 
 def verify_ran(n: int) -> VerifyRan:
-    return VerifyRan(eid=f"reverify:f1:{n}", id="f1", command="pytest", tree="trunk", sha="a" * 40, passed=True)
+    return VerifyRan(
+        eid=f"reverify:f1:{n}", id="f1", command="pytest", tree="trunk", sha="a" * 40, passed=True
+    )
 
 
 @pytest.fixture
@@ -97,7 +99,6 @@ def test_an_ended_run_leaves_a_stub_and_reads_the_same(rt: Runtime, tmp_path: Pa
     assert store.stub(SLUG) is not None
     bytes_after = footprint(store, SLUG)
     assert bytes_after <= STUB_BUDGET < bytes_before, (bytes_before, bytes_after)
-    print("BYTES", bytes_before, bytes_after)
     assert everything(store, SLUG) == before
     # Another process with no JURY_ARCHIVE of its own finds the copy where the stub says.
     assert everything(ArchivingStore(store.client, prefix=store.prefix), SLUG) == before
