@@ -9,6 +9,7 @@ its artifacts), a directory archive under the test's tmp_path; ``jury show`` in 
 from __future__ import annotations
 
 import json
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -184,3 +185,24 @@ def test_jury_show_reads_an_archived_run(jury: Any, shared_redis: str, tmp_path:
     again = jury("show", SLUG, "--json", env=env)  # JURY_ARCHIVE unset: the stub names the archive
     assert again.code == 0, again.err
     assert json.loads(again.out) == json.loads(shown.out)
+
+
+def test_scrub_reaches_the_archived_copy(rt: Runtime, tmp_path: Path) -> None:
+    from jury_cli.scrub import scrub_archived
+    from orchestrator.redaction import Redactor
+
+    store = rt.store
+    assert isinstance(store, ArchivingStore)
+    archive = DirectoryArchive(tmp_path / "archive")
+    store.archive = archive
+    load_record(rt)
+    secret = "sk-archived-0123456789abcdef"
+    store.append(SLUG, [verify_ran(1).model_copy(update={"output_tail": f"token {secret}"})])
+    copy = archive.get(SLUG)
+    assert store.stub(SLUG) is not None and copy is not None and secret.encode() in zlib.decompress(copy)
+    plain = ArchivingStore(store.client, prefix=store.prefix)  # a host without JURY_ARCHIVE scrubs
+    assert scrub_archived(plain, SLUG, Redactor.of([secret]))
+    assert store.stub(SLUG) is not None
+    copy = archive.get(SLUG)
+    assert copy is not None and b"sk-archived" not in zlib.decompress(copy)
+    assert secret not in json.dumps([e.model_dump(mode="json") for e in store.read(SLUG)])
