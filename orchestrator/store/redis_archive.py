@@ -66,6 +66,15 @@ redis.call('EXPIREAT', KEYS[1], math.floor(tonumber(deadline)))
 return 1
 """
 
+# Drop the fold a coordinator pass wrote for an archived run whose log it did not change (a late kick of
+# an ended run): derived from the archived log, which the archive holds whole.
+#   KEYS[1]  the stub   KEYS[2]  the log   KEYS[3]  run.json   KEYS[4]  the snapshot
+# Returns how many keys went (0: not archived, or the run has a log in Redis again).
+DROP_REFOLD_LUA = """
+if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+return redis.call('DEL', KEYS[3], KEYS[4])
+"""
+
 # Load an archived run back into Redis: every record key as it was, the stub gone, in one step.
 #   KEYS[1] the stub  KEYS[2] log  KEYS[3] eids  KEYS[4] state  KEYS[5] snapshot  KEYS[6] ticks
 #   KEYS[7] budget hash  KEYS[8] key set  KEYS[9..] the artifacts
@@ -134,6 +143,7 @@ class ArchivingStore(RedisStore):
         self.archive = archive
         self._drop_script = client.register_script(DROP_LUA)
         self._restore_script = client.register_script(RESTORE_LUA)
+        self._drop_refold_script = client.register_script(DROP_REFOLD_LUA)
         self._loaded: tuple[str, bytes, ArchivedRun] | None = None  # the last run read: slug, stub, copy
 
     # -- the stub and the copy ---------------------------------------------------------------------------
@@ -181,6 +191,8 @@ class ArchivingStore(RedisStore):
         deadline), already archived, has no log, or changed while it was copied."""
         if self.archive is None:
             return False
+        if self._drop_refold(slug):
+            return False
         names = self.run_key_names(slug)
         skip = {keys.kick(self.prefix, slug), keys.archived(self.prefix, slug)}
         record = [k for k in names if keys.is_record_key(self.prefix, slug, k) and k not in skip]
@@ -211,6 +223,15 @@ class ArchivingStore(RedisStore):
             done = int(cast(int, self._drop_script(keys=[*fixed, *record, *marks], args=args))) == 1
         log.info("store.run_archived" if done else "store.run_not_archived", slug=slug, bytes=len(blob))
         return done
+
+    def _drop_refold(self, slug: str) -> bool:
+        """For an archived run without a log in Redis: drop the fold a later pass wrote (``DROP_REFOLD_LUA``),
+        so a kick of an ended run does not bring 30 KB back. True when the run is archived."""
+        p = self.prefix
+        names = [keys.archived(p, slug), keys.events(p, slug), keys.state(p, slug), keys.snapshot(p, slug)]
+        with store_errors("archive", slug):
+            dropped = int(cast(int, self._drop_refold_script(keys=names)))
+            return dropped > 0 or bool(self.client.exists(names[0]))
 
     def _read_record(self, slug: str, record: list[str]) -> tuple[ArchivedRun, list[str]] | None:
         """The run's record read at one instant (a MULTI), with a digest of each key's DUMP; None when the
