@@ -44,7 +44,7 @@ class Backend:
 @contextmanager
 def backend(settings: Settings, concurrency: int = 4) -> Iterator[Backend]:
     """The shared Redis of JURY_REDIS_URL, or a private Redis with local workers for this command."""
-    from orchestrator.store.redis import from_url as redis_store
+    from orchestrator.store.redis_archive import open_store
     from workers.runtime.app import make_app
     from workers.runtime.embedded import EmbeddedRedis, LocalWorkers
 
@@ -56,7 +56,7 @@ def backend(settings: Settings, concurrency: int = 4) -> Iterator[Backend]:
     with interrupted_by_term(), EmbeddedRedis(settings.dir) as url:
         local = settings.model_copy(update={"redis_url": url})
         with LocalWorkers(url, settings.dir, concurrency=concurrency):
-            yield Backend(redis_store(url), files, local, make_app(local), embedded=True)
+            yield Backend(open_store(url), files, local, make_app(local), embedded=True)
 
 
 @contextmanager
@@ -94,9 +94,9 @@ def shared_store(url: str) -> RedisStore:
     """The store on the fleet's Redis of ``JURY_REDIS_URL``, once it answers a PING: a server that does not
     answer is a setting to fix, said at once in one line (exit 2), not a failure of the first run it
     touches ("cannot create run ...")."""
-    from orchestrator.store.redis import from_url as redis_store
+    from orchestrator.store.redis_archive import open_store
 
-    store = redis_store(url)
+    store = open_store(url)
     check_reachable(store, url)
     return store
 

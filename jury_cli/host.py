@@ -101,6 +101,7 @@ def worker(
         # Before anything imports prometheus_client: the pool's children then write their metrics where
         # this process reads them (prometheus-client's multiprocess mode, workers/fleet/metrics.py).
         metrics_dir(settings)
+    _gate(settings.redis_url)
     celery = _worker_app(settings, queues, loglevel)
     _show_jurys_url(celery, settings.redis_url)
     bound = serve_metrics(settings, metrics_port, metrics_host) if metrics_port is not None else None
@@ -121,6 +122,21 @@ def worker(
     finally:
         if stop is not None:
             stop.set()
+
+
+def _gate(redis_url: str) -> None:
+    """Refuse to start (exit 2) on a fleet whose Redis a newer major of Jury laid out, or with a
+    ``JURY_ARCHIVE`` that names no archive: said at start, in one line, not at the first run that ends."""
+    from jury_cli.backend import shared_store
+    from orchestrator.store.archive import archive_from_env
+    from workers.fleet.schema import check_schema
+
+    archive_from_env()
+    store = shared_store(redis_url)
+    try:
+        log.info("worker.schema", schema=check_schema(store.client, store.prefix))
+    finally:
+        store.close()
 
 
 def _check_worker_options(pool: str, loglevel: str) -> str:

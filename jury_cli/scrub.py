@@ -42,6 +42,7 @@ from workers.agents.secrets import agent_secrets, key_file_secrets, rewrite
 
 if TYPE_CHECKING:
     from orchestrator.store.redis import RedisStore
+    from orchestrator.store.redis_archive import ArchivingStore
 
 MAX_TRIES = 20  # rebuilds of one stream raced by an append before the command gives up
 SKIPPED_FILES = (".lock", ".created")
@@ -93,9 +94,9 @@ def scrub(
     done = Scrubbed()
     store = None
     if settings.redis_url:
-        from orchestrator.store.redis import from_url
+        from orchestrator.store.redis_archive import open_store
 
-        store = from_url(settings.redis_url)
+        store = open_store(settings.redis_url)
     runs_root = settings.dir / "runs"
     names = list(slugs or [])
     if not names:
@@ -110,7 +111,7 @@ def scrub(
         done.published += sorted({line for s in states if s for line in published_holders(s, redactor)})
         done.files += scrub_run_dir(runs_root / slug, redactor)
         if store is not None:
-            done.redis_keys += scrub_redis_run(store, slug, redactor)
+            done.redis_keys += scrub_archived(store, slug, redactor)
     report(done, len(names))
 
 
@@ -199,6 +200,27 @@ def scrub_log(path: Path, redactor: Redactor) -> bool:
         fh.flush()
         os.fsync(fh.fileno())
     return True
+
+
+def scrub_archived(store: ArchivingStore, slug: str, redactor: Redactor) -> list[str]:
+    """``scrub_redis_run``; a run archived out of Redis is loaded back, scrubbed there and archived again
+    over its copy (in the archive its stub names when this host sets none), so no copy keeps a secret."""
+    from orchestrator.errors import JuryError
+    from orchestrator.store.archive import archive_from
+
+    stub = store.stub(slug)
+    if stub is None:
+        return scrub_redis_run(store, slug, redactor)
+    where = stub.get("where")
+    if store.archive is None and isinstance(where, str):
+        store.archive = archive_from(where)
+    store.restore(slug)
+    changed = scrub_redis_run(store, slug, redactor)
+    if not store.archive_run(slug):
+        raise JuryError(
+            f"run {slug} was scrubbed in Redis but not archived again: its copy in {where} is not scrubbed"
+        )
+    return changed
 
 
 def scrub_redis_run(store: RedisStore, slug: str, redactor: Redactor) -> list[str]:

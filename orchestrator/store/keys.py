@@ -3,6 +3,8 @@
 All keys start with a prefix (``jury`` unless configured), so one Redis can hold several installations
 and a test can use a random prefix and delete exactly its own keys.
 
+    <prefix>:schema                        string: the fleet's key schema, ``MAJOR.MINOR`` (the newest
+                                           worker's; one knowing an older major refuses to start)
     <prefix>:runs                          sorted set: slug -> creation time (server clock, seconds)
     <prefix>:run:<slug>:events             stream: one entry per event, field ``e`` = the event JSON
     <prefix>:run:<slug>:eids               set: every eid appended to the run (the dedupe memory)
@@ -14,6 +16,8 @@ and a test can use a random prefix and delete exactly its own keys.
     <prefix>:run:<slug>:ledger             hash: the run's budget (spent, reserved, unknown_calls)
     <prefix>:run:<slug>:cancel             string: present when the run is to be cancelled
     <prefix>:run:<slug>:kick               string: present while a coordinate task of the run is queued
+    <prefix>:run:<slug>:archived           string: the stub of a run whose record was moved to the archive
+                                           (``JURY_ARCHIVE``): where, when, its log's ends (JSON)
     <prefix>:run:<slug>:keys               set: the names of the run's keys outside these fixed ones
                                            (artifacts, its actions' and calls' keys) and its own name,
                                            written with each such key: what the run's expiry reads
@@ -52,14 +56,15 @@ and a test can use a random prefix and delete exactly its own keys.
 
 Ledger amounts are integer micro-dollars (see ``workers.fleet.ledger``).
 
-Only the Redis implementations build these keys: ``orchestrator.store.redis`` (``RedisStore``),
+Only the Redis implementations build these keys: ``orchestrator.store.redis`` (``RedisStore``) and
+``orchestrator.store.redis_archive`` (``ArchivingStore``: the ``archived`` stubs),
 ``workers.runtime.lease`` (``RedisLeases``), ``workers.fleet.ledger`` (``Ledger``),
 ``workers.isolation.limits`` (``RedisSlots``), ``workers.fleet.presence`` (the workers' presence),
 ``workers.fleet.reaper`` (the reaper's lock), ``orchestrator.store.redis_summaries`` (the summaries),
-``workers.fleet.forge_cache`` (``RedisETagCache``: the ``forge:etag:`` keys) and
-``workers.fleet.scheduler`` (``ScheduleStore``: the ``schedule:`` keys; a schedule's name holds no ``:``
-and no glob character). Everyone else goes through their named methods, which the
-in-memory twins implement too.
+``workers.fleet.schema`` (the schema gate), ``workers.fleet.forge_cache`` (``RedisETagCache``: the
+``forge:etag:`` keys) and ``workers.fleet.scheduler`` (``ScheduleStore``: the ``schedule:`` keys; a
+schedule's name holds no ``:`` and no glob character). Everyone else goes through their named methods,
+which the in-memory twins implement too.
 
 Celery's broker keeps its own keys in the same database, outside the prefix: one list per queue
 (``control``, ``review`` ...), ``_kombu.binding.*`` and, while tasks run, ``unacked``, ``unacked_index``
@@ -84,6 +89,11 @@ import re
 PREFIX = "jury"
 
 _GLOB_SPECIAL = re.compile(r"([\\*?\[\]])")
+
+
+def schema(prefix: str) -> str:
+    """The fleet's key schema version (``workers.fleet.schema``)."""
+    return f"{prefix}:schema"
 
 
 def runs_index(prefix: str) -> str:
@@ -145,6 +155,12 @@ def kick(prefix: str, slug: str) -> str:
     return f"{_run(prefix, slug)}:kick"
 
 
+def archived(prefix: str, slug: str) -> str:
+    """The run's archive stub: present while its record lives in the archive instead of Redis
+    (``orchestrator.store.redis_archive``)."""
+    return f"{_run(prefix, slug)}:archived"
+
+
 def run_index(prefix: str, slug: str) -> str:
     """The run's key set: the name of every key of the run outside its fixed names (``fixed_run_keys``),
     and its own name, added when the run is created. A run's end expires what it lists instead of
@@ -169,7 +185,7 @@ def fixed_run_keys(prefix: str, slug: str) -> list[str]:
     run is listed in its key set (``run_index``)."""
     return [
         f(prefix, slug)
-        for f in (events, eids, state, snapshot, alive, lock, ledger_run, cancel, kick, run_index)
+        for f in (events, eids, state, snapshot, alive, lock, ledger_run, cancel, kick, run_index, archived)
     ]
 
 

@@ -20,6 +20,7 @@ from redis.exceptions import LockError, RedisError
 from orchestrator.domain import AgentAlive, Event, dump_event, parse_event
 from orchestrator.errors import StoreError
 from orchestrator.store import keys
+from orchestrator.store.archive import RunArchived
 from orchestrator.store.base import (
     SWEEP_TTL,
     PullHead,
@@ -112,8 +113,11 @@ class RedisStore(RedisSummaries, RedisMarks):
             keys.runs_index(self.prefix),
             keys.expiring_runs(self.prefix),
             keys.run_index(self.prefix, slug),
+            keys.archived(self.prefix, slug),
         ]
         created, appended, *positions = cast(list[int], self._append_script(keys=keys_, args=args))
+        if created < 0:  # its record is in the archive: ``redis_archive.ArchivingStore`` loads it back
+            raise RunArchived(f"run {slug!r} is archived: open the store with its archive (JURY_ARCHIVE)")
         if positions and self.observers:
             self._tell(slug, [events[int(i)] for i in positions])
         return int(created), int(appended)
@@ -420,11 +424,7 @@ class RedisStore(RedisSummaries, RedisMarks):
     # -- retention -----------------------------------------------------------------------------------------
 
     def origin(self, slug: str) -> str | None:
-        """The id of the first entry of the run's stream, None when it has none.
-
-        A reader that saw the log compares it later: None or another id means the log it read is gone
-        (expired, deleted, or deleted and begun again by a late writer).
-        """
+        """The id of the first entry of the run's stream, None when it has none (``LiveStore.origin``)."""
         with store_errors("read", check_slug(slug)):
             first = cast(
                 list[tuple[bytes, Any]], self.client.xrange(keys.events(self.prefix, slug), "-", "+", 1)

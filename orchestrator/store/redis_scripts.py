@@ -73,15 +73,18 @@ _NOW_SCORE = "now[1] .. '.' .. string.format('%06d', tonumber(now[2]))"
 #   KEYS[3]  the index of runs             (keys.runs_index)
 #   KEYS[4]  the ended runs' expiry times  (keys.expiring_runs)
 #   KEYS[5]  the run's key set             (keys.run_index)
+#   KEYS[6]  the run's archive stub        (keys.archived)
 #   ARGV[1]  the run's slug
 #   ARGV[2..] pairs: eid, event JSON       (none: only register the run)
 # Returns {1 if the run was new to the index else 0, number of events appended, then the 0-based
-# position of each event appended (an eid already there is not)}.
+# position of each event appended (an eid already there is not)}; {-1, 0} when the run is archived
+# (its record is in the archive: the caller loads it back first, ``redis_archive``), nothing written.
 # The creation score is the server's clock, so every host agrees on the runs' order. A run whose keys
 # expired comes back as a new run (its expiry forgotten), not as an old one that lost its log. A new
 # run's key set starts with its own name: the mark that every key of the run is listed there.
 APPEND_LUA = (
-    "\nlocal now = redis.call('TIME')\n"
+    "\nif redis.call('EXISTS', KEYS[6]) == 1 then return {-1, 0} end\n"
+    "local now = redis.call('TIME')\n"
     + _forget_if_expired("KEYS[3]", "KEYS[4]")
     + f"local score = {_NOW_SCORE}\n"
     + """local created = redis.call('ZADD', KEYS[3], 'NX', score, ARGV[1])

@@ -410,6 +410,7 @@ def seed_runs(client: redis.Redis, prefix: str, slugs: list[str], deadline: floa
                 keys.runs_index(prefix),
                 keys.expiring_runs(prefix),
                 keys.run_index(prefix, slug),
+                keys.archived(prefix, slug),
             ],
             args=[slug],
             client=pipe,

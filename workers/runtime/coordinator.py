@@ -38,6 +38,7 @@ from orchestrator.prompts import round_start
 from orchestrator.run_reader import read_state
 from orchestrator.spec import TERMINAL_STATES, Target
 from orchestrator.store.files import record
+from orchestrator.store.redis_archive import ArchivingStore
 from workers.agents.run import RateLimited
 from workers.fleet import reaping
 from workers.isolation.limits import (
@@ -141,11 +142,22 @@ def coordinate(rt: Runtime, slug: str) -> RunState:
             rt.store.deactivate(slug)
             # Its keys go JURY_RETENTION after it ended; the files record stays.
             rt.store.expire_run(slug, rt.settings.retention)
+            archive_ended(rt, slug)  # and with JURY_ARCHIVE, its record leaves Redis now
         else:  # running, or ended and still to be published: the reaper keeps an eye on it
             rt.store.activate(slug)  # and a resumed run's keys, set to expire when it ended, are kept again
     if state.state in TERMINAL_STATES:
         log.info("run.ended", slug=slug, state=state.state, reason=state.target.state_note)
     return state
+
+
+def archive_ended(rt: Runtime, slug: str) -> None:
+    """Move the ended run's record to the fleet's archive (``ArchivingStore.archive_run``). A failure
+    leaves the run whole in Redis until its retention ends: logged, never a failed pass."""
+    if isinstance(rt.store, ArchivingStore):
+        try:
+            rt.store.archive_run(slug)
+        except StoreError as exc:
+            log.warning("run.archive_failed", slug=slug, error=str(exc))
 
 
 def load(rt: Runtime, slug: str) -> tuple[RunState, str | None, str | None, list[Event]]:

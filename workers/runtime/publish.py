@@ -238,12 +238,12 @@ def publish_named(state_dir: Path, redis_url: str | None, slug: str) -> RunPubli
     """(Re-)publish run ``slug`` as a user names it (``jury publish``, the console): from the fleet's
     live store when ``redis_url`` is set and holds it (or the files record does not), else from the files
     record under ``state_dir``; the outcome is mirrored into that record too."""
-    from orchestrator.store.redis import from_url
+    from orchestrator.store.redis_archive import open_store
 
     files = FileStore(state_dir)
     store: EventStore = files
     if redis_url:
-        live = from_url(redis_url)
+        live = open_store(redis_url)
         if live.exists(slug) or not files.exists(slug):
             store = live
     return publish_run(store, slug, files=files)

@@ -39,7 +39,7 @@ from workers.runtime.wake import COORDINATE, wake
 def get_runtime() -> Runtime:
     """One runtime per worker process, built from the settings of its environment."""
     from orchestrator.store.files import FileStore
-    from orchestrator.store.redis import from_url
+    from orchestrator.store.redis_archive import open_store
     from workers.runtime.app import celery_url
 
     settings = (
@@ -47,7 +47,7 @@ def get_runtime() -> Runtime:
     )  # logging is set up with the process (workers.runtime.app, Celery's setup_logging)
     from workers.fleet.fleetview import queued_actions
 
-    store = from_url(celery_url(settings.redis_url))
+    store = open_store(celery_url(settings.redis_url))
     metrics.watch(store)  # this worker's counters, from the events it appends
     return Runtime(
         settings=settings,

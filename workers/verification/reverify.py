@@ -153,9 +153,9 @@ def matches(s: RunState, wanted: Sequence[tuple[str, str]], forge_hosts: Sequenc
 def _stores(settings: Settings) -> tuple[EventStore | None, FileStore]:
     files = FileStore(settings.dir)
     if settings.redis_url:
-        from orchestrator.store.redis import from_url
+        from orchestrator.store.redis_archive import open_store
 
-        return from_url(settings.redis_url), files
+        return open_store(settings.redis_url), files
     return None, files
 
 
