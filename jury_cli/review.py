@@ -122,9 +122,12 @@ def run_review(
         if detach:
             console.print(slug)
             return 0, slug
+        # The log's first entry, read before the run is named: whoever acts on the name (a test deleting
+        # the run, a late writer) acts after it, so the follow ends when the log is replaced.
+        origin = b.store.origin(slug)
         console.print(f"run {slug}" + (" (embedded Redis and local workers)" if b.embedded else ""))
         try:
-            follow(b, slug, console, b.store.origin(slug))  # the log written: follow ends if it is replaced
+            follow(b, slug, console, origin)
         except KeyboardInterrupt:
             b.sync(slug)
             err.print(f"interrupted; the run is kept. Continue it with: jury review --resume {slug}")
