@@ -237,7 +237,7 @@ class LiveStore(EventStore, Protocol):
     def read_from_snapshot(self, slug: str) -> tuple[str | None, dict[str, Any] | None, Tail]:
         """``origin``, ``read_snapshot`` and ``read_after`` the snapshot's ``position`` at once (the last
         None when there is no snapshot, or its position is no longer in the log): what every reader of a
-        run's fold asks first (``workers.runtime.context.read_state``), in one round trip."""
+        run's fold asks first (``orchestrator.run_reader.read_state``), in one round trip."""
         ...
 
     def reap_digests(self, slugs: Sequence[str]) -> list[dict[str, Any] | None]:

@@ -1,7 +1,7 @@
 """What a reaper pass needs of a run, read cheaply: its state, whether it awaits publishing, and its
 actions in flight (kind and key), nothing else.
 
-A full fold (``workers.runtime.context.read_state``) validates the whole run state from the coordinator's
+A full fold (``orchestrator.run_reader.read_state``) validates the whole run state from the coordinator's
 snapshot: most of a millisecond a run, so tens of seconds a pass over tens of thousands of active runs. So
 every coordinator pass writes, inside the snapshot it writes anyway, a **digest** of those three things
 (``digest``), and the store hands a batch of runs' digests back in one round trip without the snapshot's

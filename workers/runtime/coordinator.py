@@ -162,7 +162,7 @@ def archive_ended(rt: Runtime, slug: str) -> None:
 
 def load(rt: Runtime, slug: str) -> tuple[RunState, str | None, str | None, list[Event]]:
     """The run's fold, the log position it covers, the log's origin and the events folded now
-    (``workers.runtime.context.read_state``: from the coordinator's snapshot and the events after it)."""
+    (``orchestrator.run_reader.read_state``: from the coordinator's snapshot and the events after it)."""
     return read_state(rt.store, slug)
 
 
