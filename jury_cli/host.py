@@ -105,7 +105,9 @@ def worker(
     celery = _worker_app(settings, queues, loglevel)
     _show_jurys_url(celery, settings.redis_url)
     bound = serve_metrics(settings, metrics_port, metrics_host) if metrics_port is not None else None
-    argv = _celery_argv(queues, str(concurrency or settings.worker_concurrency), pool, loglevel)
+    from workers.runtime.embedded import worker_options
+
+    argv = ["worker", *worker_options(queues, concurrency or settings.worker_concurrency, pool, loglevel)]
     # With JSON logs every line on stderr is one JSON event: Celery's banner (on stdout) is left out and
     # its facts logged as ``worker.started`` instead.
     json_logs = settings.log_json if settings.log_json is not None else not sys.stderr.isatty()
@@ -189,32 +191,6 @@ def _show_jurys_url(celery: Any, url: str | None) -> None:
             return text.replace(self.app.connection().as_uri(), shown)
 
     celery.Worker = Worker
-
-
-def node_name() -> str:
-    """This worker's Celery node name: Celery's default, ``celery@<host>``, is the same for every worker
-    of a host, so two of them would share one name in the fleet (and Celery warns of a clash); the pid
-    tells them apart."""
-    return f"jury-{os.getpid()}@%h"
-
-
-def _celery_argv(queues: str, concurrency: str, pool: str, loglevel: str) -> list[str]:
-    """Celery's own worker arguments (no gossip, no mingle: the fleet coordinates through Redis)."""
-    return [
-        "worker",
-        "-n",
-        node_name(),
-        "-Q",
-        queues,
-        "-c",
-        concurrency,
-        "-P",
-        pool,
-        "-l",
-        loglevel,
-        "--without-gossip",
-        "--without-mingle",
-    ]
 
 
 def _log_started(started: dict[str, object]) -> None:

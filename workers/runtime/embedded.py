@@ -188,14 +188,21 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def worker_argv(queues: str, concurrency: int, pool: str = "threads", loglevel: str = "WARNING") -> list[str]:
+def node_name() -> str:
+    """A worker's Celery node name: Celery's default, ``celery@<host>``, is the same for every worker of a
+    host, so two of them would share one name in the fleet (and Celery warns of a clash); the pid of the
+    process that starts it tells them apart."""
+    return f"jury-{os.getpid()}@%h"
+
+
+def worker_options(
+    queues: str, concurrency: int, pool: str, loglevel: str, name: str | None = None
+) -> list[str]:
+    """Celery's own worker arguments, for ``jury worker`` and the local workers alike (no gossip, no
+    mingle: the fleet coordinates through Redis); ``name`` the node's, else ``node_name()``."""
     return [
-        sys.executable,
-        "-m",
-        "celery",
-        "-A",
-        "workers.runtime.app",
-        "worker",
+        "-n",
+        name or node_name(),
         "-Q",
         queues,
         "-c",
@@ -206,8 +213,20 @@ def worker_argv(queues: str, concurrency: int, pool: str = "threads", loglevel: 
         loglevel,
         "--without-gossip",
         "--without-mingle",
-        "-n",
-        f"jury-{os.getpid()}@%h",
+    ]
+
+
+def worker_argv(
+    queues: str, concurrency: int, pool: str = "threads", loglevel: str = "WARNING", name: str | None = None
+) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "workers.runtime.app",
+        "worker",
+        *worker_options(queues, concurrency, pool, loglevel, name),
     ]
 
 
@@ -225,8 +244,7 @@ class LocalWorkers:
         logdir.mkdir(parents=True, exist_ok=True)
         for i in range(self.count):
             out = open(logdir / f"worker-{os.getpid()}-{i}.log", "ab")
-            argv = worker_argv(",".join(QUEUES), self.concurrency)
-            argv[-1] = f"jury-{os.getpid()}-{i}@%h"
+            argv = worker_argv(",".join(QUEUES), self.concurrency, name=f"jury-{os.getpid()}-{i}@%h")
             self.procs.append(
                 subprocess.Popen(
                     argv,
